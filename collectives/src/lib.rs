@@ -1,0 +1,1 @@
+//! Collectives for Trident: communicators, process groups, ring algorithms and transports.

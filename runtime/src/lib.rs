@@ -1,0 +1,1 @@
+//! Trident's device runtime.

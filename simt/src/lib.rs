@@ -1,0 +1,1 @@
+//! SIMT emulator core.

@@ -1,0 +1,1 @@
+//! Trident: a GPU kernel and collectives runtime, and a GPT trainer on top of it.
