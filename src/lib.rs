@@ -1,1 +1,2 @@
 //! Trident: a GPU kernel and collectives runtime, and a GPT trainer on top of it.
+pub mod model;
