@@ -4,3 +4,5 @@
     feature(abi_ptx, stdarch_nvptx, asm_experimental_arch)
 )]
 //! Trident's device kernels.
+
+pub mod simt;
