@@ -6,3 +6,5 @@
 //! Trident's device kernels.
 
 pub mod simt;
+
+pub mod selftest;

@@ -436,7 +436,7 @@ pub fn fmin(a: f32, b: f32) -> f32 {
 #[inline(always)]
 pub fn mma_m16n8k16_bf16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
     let mut d = [0f32; 4];
-    // SAFETY: register-only warp-collective instruction.
+    // SAFETY: register-only warp-collective instruction; all lanes execute it together.
     unsafe {
         asm!(
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \
@@ -446,14 +446,15 @@ pub fn mma_m16n8k16_bf16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
             a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
             b0 = in(reg32) b[0], b1 = in(reg32) b[1],
             c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
-            options(pure, nomem, nostack),
+            // Not `pure`: a warp collective must not be moved into divergent code or dropped.
+            options(nomem, nostack),
         )
     };
     d
 }
 
 macro_rules! ldmatrix_fns {
-    ($($name:ident => $shape:literal, $n:literal, $what:literal;)*) => {$(
+    ($($name:ident => $shape:literal, $n:tt, $what:literal;)*) => {$(
         #[doc = $what]
         #[inline(always)]
         pub fn $name(s: Shared<u16>, elem_offset: usize) -> [u32; $n] {

@@ -5,6 +5,8 @@ mod collectives;
 mod faults;
 mod memory;
 mod rng;
+mod selftest;
+mod tensor_core;
 
 use trident_simt::{launch, EmuError, HostKernel, LaunchConfig};
 
