@@ -285,7 +285,7 @@ fn release_barrier(block: &BlockState) -> Result<bool, EmuError> {
     for slot in &mut inner.threads {
         slot.status = Status::Runnable;
     }
-    inner.smem.next_epoch();
+    inner.smem.barrier();
     Ok(true)
 }
 

@@ -71,10 +71,9 @@ pub fn vote(mode: VoteMode, mask: u32, predicate: bool, site: Site) -> u32 {
     collective(Op::Vote(mode), mask, site, &[u32::from(predicate)])[0]
 }
 
-/// `bar.warp.sync mask`: waits for the lanes in `mask`.
-///
-/// Race tracking does not treat it as ordering shared-memory accesses; use `sync_threads`
-/// between dependent shared-memory accesses of different threads.
+/// `bar.warp.sync mask`: waits for the lanes in `mask`. When `mask` names every lane of the
+/// warp, it also orders the lanes' shared-memory accesses for race tracking; a partial mask
+/// does not (dependent accesses then need `sync_threads`).
 pub fn sync_warp(mask: u32, site: Site) {
     collective(Op::SyncWarp, mask, site, &[]);
 }

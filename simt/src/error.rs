@@ -93,7 +93,7 @@ impl fmt::Display for Access {
 pub enum Fault {
     #[error(
         "shared-memory data race on byte {byte} of {region}: {earlier}, then {later}, \
-         with no sync_threads() between them"
+         with no sync_threads() (nor, within one warp, sync_warp) between them"
     )]
     SharedRace {
         region: String,

@@ -2,11 +2,14 @@
 //! finds data races.
 //!
 //! Every byte has a shadow entry with the last write, the last two reads by distinct threads
-//! and the last two atomics by distinct threads, each stamped with the barrier epoch it
-//! happened in. A barrier only bumps the epoch, so stale entries are ignored rather than
-//! cleared; the epoch keeps counting across the blocks a worker runs.
+//! and the last two atomics by distinct threads, each stamped with a logical clock that ticks
+//! at every barrier and every full-warp `sync_warp`. An earlier access is ordered before a
+//! later one when a barrier came between them, or when both threads are in one warp and that
+//! warp synchronized in between. Synchronizing only moves clocks, so stale entries are ignored
+//! rather than cleared; the clock keeps counting across the blocks a worker runs.
 
 use crate::error::{AccessKind, Site};
+use crate::warp::WARP_SIZE;
 
 /// Fresh shared memory holds this byte pattern: a NaN for f32 and bf16, so reading memory
 /// nobody wrote shows up in results.
@@ -17,14 +20,29 @@ const STATIC_ALIGN: u32 = 16;
 
 #[derive(Clone, Copy, Default)]
 struct Stamp {
-    epoch: u32,
+    clock: u32,
     thread: u32,
     site: Option<Site>,
 }
 
-impl Stamp {
-    fn live(&self, epoch: u32) -> bool {
-        self.epoch == epoch
+/// The synchronization a block has done so far.
+struct Clocks {
+    now: u32,
+    /// `now` at the last barrier (or block start).
+    barrier: u32,
+    /// `now` at each warp's last full-warp `sync_warp`.
+    warp_synced: Vec<u32>,
+}
+
+impl Clocks {
+    /// Whether `earlier` is ordered after no synchronization with an access by `thread`, so
+    /// the two race if they touch the same byte and one of them writes.
+    fn unordered(&self, earlier: Stamp, thread: u32) -> bool {
+        let warp = thread / WARP_SIZE;
+        earlier.clock >= self.barrier
+            && earlier.thread != thread
+            && !(earlier.thread / WARP_SIZE == warp
+                && earlier.clock < self.warp_synced.get(warp as usize).copied().unwrap_or(0))
     }
 }
 
@@ -36,18 +54,18 @@ struct Pair {
 }
 
 impl Pair {
-    fn record(&mut self, now: Stamp) {
-        if self.last.live(now.epoch) && self.last.thread != now.thread {
+    fn record(&mut self, now: Stamp, barrier: u32) {
+        if self.last.clock >= barrier && self.last.thread != now.thread {
             self.other = self.last;
         }
         self.last = now;
     }
 
-    /// A live stamp of a thread other than `thread`, if any.
-    fn by_other_thread(&self, epoch: u32, thread: u32) -> Option<Stamp> {
+    /// A stamp that is unordered with an access by `thread`, if any.
+    fn unordered(&self, clocks: &Clocks, thread: u32) -> Option<Stamp> {
         [self.last, self.other]
             .into_iter()
-            .find(|s| s.live(epoch) && s.thread != thread)
+            .find(|s| s.site.is_some() && clocks.unordered(*s, thread))
     }
 }
 
@@ -77,7 +95,7 @@ struct StaticArray {
 pub(crate) struct SharedMemory {
     bytes: Vec<u8>,
     shadow: Vec<ByteShadow>,
-    epoch: u32,
+    clocks: Clocks,
     dynamic_bytes: u32,
     statics: Vec<StaticArray>,
 }
@@ -87,7 +105,11 @@ impl SharedMemory {
         SharedMemory {
             bytes: Vec::new(),
             shadow: Vec::new(),
-            epoch: 0,
+            clocks: Clocks {
+                now: 0,
+                barrier: 0,
+                warp_synced: Vec::new(),
+            },
             dynamic_bytes: 0,
             statics: Vec::new(),
         }
@@ -100,16 +122,34 @@ impl SharedMemory {
         self.grow_shadow();
         self.dynamic_bytes = dynamic_bytes;
         self.statics.clear();
-        self.next_epoch();
+        self.barrier();
     }
 
-    /// Starts a new barrier interval: accesses before it no longer conflict with later ones.
-    pub fn next_epoch(&mut self) {
-        if self.epoch == u32::MAX {
-            self.shadow.fill(ByteShadow::default());
-            self.epoch = 0;
+    /// A barrier: accesses before it no longer conflict with later ones.
+    pub fn barrier(&mut self) {
+        self.tick();
+        self.clocks.barrier = self.clocks.now;
+    }
+
+    /// A full-warp `sync_warp` of `warp`: its lanes' earlier accesses are ordered before their
+    /// later ones.
+    pub fn warp_synced(&mut self, warp: u32) {
+        self.tick();
+        let warp = warp as usize;
+        if self.clocks.warp_synced.len() <= warp {
+            self.clocks.warp_synced.resize(warp + 1, 0);
         }
-        self.epoch += 1;
+        self.clocks.warp_synced[warp] = self.clocks.now;
+    }
+
+    fn tick(&mut self) {
+        if self.clocks.now == u32::MAX {
+            self.shadow.fill(ByteShadow::default());
+            self.clocks.now = 0;
+            self.clocks.barrier = 0;
+            self.clocks.warp_synced.fill(0);
+        }
+        self.clocks.now += 1;
     }
 
     pub fn dynamic_bytes(&self) -> u32 {
@@ -169,37 +209,37 @@ impl SharedMemory {
         thread: u32,
         site: Site,
     ) -> Result<(), Conflict> {
-        let epoch = self.epoch;
         let now = Stamp {
-            epoch,
+            clock: self.clocks.now,
             thread,
             site: Some(site),
         };
+        let clocks = &self.clocks;
         let range = offset as usize..(offset + len) as usize;
         for (byte, shadow) in range.clone().zip(&mut self.shadow[range]) {
             let conflict = |s: Stamp, kind| Conflict {
                 byte: byte as u32,
                 kind,
                 thread: s.thread,
-                site: s.site.expect("live stamps have a site"),
+                site: s.site.expect("recorded stamps have a site"),
             };
-            if shadow.write.live(epoch) && shadow.write.thread != thread {
+            if shadow.write.site.is_some() && clocks.unordered(shadow.write, thread) {
                 return Err(conflict(shadow.write, AccessKind::Write));
             }
             if kind != AccessKind::Read {
-                if let Some(s) = shadow.reads.by_other_thread(epoch, thread) {
+                if let Some(s) = shadow.reads.unordered(clocks, thread) {
                     return Err(conflict(s, AccessKind::Read));
                 }
             }
             if kind != AccessKind::Atomic {
-                if let Some(s) = shadow.atomics.by_other_thread(epoch, thread) {
+                if let Some(s) = shadow.atomics.unordered(clocks, thread) {
                     return Err(conflict(s, AccessKind::Atomic));
                 }
             }
             match kind {
-                AccessKind::Read => shadow.reads.record(now),
+                AccessKind::Read => shadow.reads.record(now, clocks.barrier),
                 AccessKind::Write => shadow.write = now,
-                AccessKind::Atomic => shadow.atomics.record(now),
+                AccessKind::Atomic => shadow.atomics.record(now, clocks.barrier),
             }
         }
         Ok(())
@@ -261,9 +301,22 @@ mod tests {
         m.track(0, 8, AccessKind::Write, 0, site()).unwrap();
         m.track(0, 8, AccessKind::Write, 0, site()).unwrap();
         assert!(m.track(0, 1, AccessKind::Read, 1, site()).is_err());
-        m.next_epoch();
+        m.barrier();
         m.track(0, 8, AccessKind::Read, 1, site()).unwrap();
         m.track(0, 8, AccessKind::Read, 2, site()).unwrap();
+    }
+
+    #[test]
+    fn full_warp_sync_orders_accesses_within_the_warp_only() {
+        let mut m = SharedMemory::new();
+        m.begin_block(8);
+        m.track(0, 4, AccessKind::Write, 3, site()).unwrap();
+        m.track(4, 4, AccessKind::Write, 40, site()).unwrap();
+        m.warp_synced(0);
+        m.track(0, 4, AccessKind::Read, 7, site()).unwrap();
+        let c = m.track(4, 4, AccessKind::Read, 41, site()).unwrap_err();
+        assert_eq!((c.kind, c.thread), (AccessKind::Write, 40));
+        m.track(0, 4, AccessKind::Write, 3, site()).unwrap_err();
     }
 
     #[test]

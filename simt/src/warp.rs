@@ -271,7 +271,11 @@ fn complete(
                 out[l as usize][0] = result;
             }
         }
-        Op::SyncWarp => {}
+        Op::SyncWarp => {
+            if p.members == present_lanes(block.threads, warp) {
+                inner.smem.warp_synced(warp);
+            }
+        }
         Op::Mma => {
             let d = fragments::mma_m16n8k16_bf16(&p.inputs);
             for (l, words) in d.iter().enumerate() {

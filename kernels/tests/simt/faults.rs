@@ -311,3 +311,31 @@ fn invalid_launch_configurations_are_rejected() {
         assert!(matches!(error, EmuError::InvalidLaunch { .. }), "{error}");
     }
 }
+
+/// Lanes of different warps exchange values with only `sync_warp` between.
+fn sync_warp_across_warps(_: &[u64]) {
+    let s = static_shared!(S, u32, 64);
+    let t = thread_idx_x() as usize;
+    s.store(t, 1);
+    sync_warp(FULL_MASK);
+    let _ = s.load(63 - t);
+}
+
+#[test]
+fn sync_warp_does_not_order_other_warps() {
+    let (error, fault) = expect_fault(sync_warp_across_warps, LaunchConfig::linear(1, 64));
+    let Fault::SharedRace { earlier, later, .. } = fault else {
+        panic!("{error}")
+    };
+    // Warp 0 runs to its end first: lane 31 reads slot 32 before thread 32 writes it.
+    assert_eq!(
+        (earlier.kind, later.kind),
+        (AccessKind::Read, AccessKind::Write),
+        "{error}"
+    );
+    assert_eq!(
+        (earlier.thread.0, later.thread.0),
+        ([31, 0, 0], [32, 0, 0]),
+        "{error}"
+    );
+}

@@ -225,3 +225,31 @@ fn bf16_round_trip_rounds_to_nearest_even() {
     }
     assert_eq!(pack_bf16x2(0x1234, 0xABCD), 0xABCD_1234);
 }
+
+/// Each warp stages values in shared memory and reads its neighbour lane's after `sync_warp`.
+fn warp_staging(args: &[u64]) {
+    let out = args[0] as *mut u32;
+    let stage = static_shared!(STAGE, u32, 96);
+    let t = thread_idx_x() as usize;
+    let warp_base = t / 32 * 32;
+    for round in 0..3u32 {
+        stage.store(t, t as u32 * 10 + round);
+        sync_warp(FULL_MASK);
+        let v = stage.load(warp_base + (t + 1) % 32);
+        sync_warp(FULL_MASK);
+        // SAFETY: three outputs per thread.
+        unsafe { *out.add(t * 3 + round as usize) = v };
+    }
+}
+
+#[test]
+fn sync_warp_orders_shared_memory_within_a_warp() {
+    let mut out = vec![0u32; 96 * 3];
+    run(warp_staging, LaunchConfig::linear(2, 96), &[ptr(&mut out)]).unwrap();
+    for t in 0..96 {
+        for round in 0..3 {
+            let neighbour = t / 32 * 32 + (t + 1) % 32;
+            assert_eq!(out[t * 3 + round], neighbour as u32 * 10 + round as u32);
+        }
+    }
+}
