@@ -51,8 +51,9 @@ fn main() {
         ),
         Err(e) => fail(&format!("could not run `cargo +{toolchain}`: {e}"), &toolchain),
     }
-    let text = std::fs::read_to_string(&ptx)
-        .unwrap_or_else(|e| fail(&format!("the nvptx64 build wrote no PTX at {}: {e}", ptx.display()), &toolchain));
+    let text = std::fs::read_to_string(&ptx).unwrap_or_else(|e| {
+        fail(&format!("the nvptx64 build wrote no PTX at {}: {e}", ptx.display()), &toolchain)
+    });
     if !text.contains(".entry") {
         fail("the PTX module has no kernel entry points", &toolchain);
     }
@@ -85,7 +86,11 @@ fn toolchain_channel(kernels: &Path) -> String {
     let file = kernels.join("rust-toolchain.toml");
     let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
     text.lines()
-        .find_map(|l| l.trim().strip_prefix("channel").map(|r| r.trim_start_matches([' ', '=']).trim_matches('"').to_string()))
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("channel")
+                .map(|r| r.trim_start_matches([' ', '=']).trim_matches('"').to_string())
+        })
         .unwrap_or_else(|| panic!("{} names no channel", file.display()))
 }
 

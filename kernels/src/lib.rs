@@ -1,8 +1,5 @@
 #![cfg_attr(target_arch = "nvptx64", no_std)]
-#![cfg_attr(
-    target_arch = "nvptx64",
-    feature(abi_ptx, stdarch_nvptx, asm_experimental_arch)
-)]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, asm_experimental_arch))]
 //! Trident's device kernels, written once against [`simt`].
 //!
 //! Built for `nvptx64-nvidia-cuda` each kernel is an `extern "ptx-kernel"` entry point in the PTX
@@ -19,12 +16,9 @@ pub mod simt;
 
 pub mod elementwise;
 
-
-
 /// Every kernel's host entry, by file; the names are the PTX entry names.
 #[cfg(not(target_arch = "nvptx64"))]
-pub static HOST_KERNELS: &[&[trident_simt::HostKernel]] =
-    &[elementwise::HOST_KERNELS];
+pub static HOST_KERNELS: &[&[trident_simt::HostKernel]] = &[elementwise::HOST_KERNELS];
 
 #[cfg(target_arch = "nvptx64")]
 #[panic_handler]
