@@ -14,11 +14,31 @@ mod kernel;
 
 pub mod simt;
 
+pub mod adamw;
+pub mod attention;
+pub mod bias;
+pub mod crossentropy;
 pub mod elementwise;
+pub mod encoder;
+pub mod gelu;
+pub mod gemm;
+pub mod layernorm;
+pub mod reduce;
 
 /// Every kernel's host entry, by file; the names are the PTX entry names.
 #[cfg(not(target_arch = "nvptx64"))]
-pub static HOST_KERNELS: &[&[trident_simt::HostKernel]] = &[elementwise::HOST_KERNELS];
+pub static HOST_KERNELS: &[&[trident_simt::HostKernel]] = &[
+    adamw::HOST_KERNELS,
+    attention::HOST_KERNELS,
+    bias::HOST_KERNELS,
+    crossentropy::HOST_KERNELS,
+    elementwise::HOST_KERNELS,
+    encoder::HOST_KERNELS,
+    gelu::HOST_KERNELS,
+    gemm::HOST_KERNELS,
+    layernorm::HOST_KERNELS,
+    reduce::HOST_KERNELS,
+];
 
 #[cfg(target_arch = "nvptx64")]
 #[panic_handler]
@@ -26,3 +46,30 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
     // SAFETY: `trap` aborts the kernel; there is nothing left to keep consistent.
     unsafe { core::arch::nvptx::trap() }
 }
+
+/// Kernels that must not spill registers to local memory: the PTX test fails if `ptxas`
+/// reports spill stores or loads for any of them.
+pub const NO_SPILL: &[&str] = &[
+    "add_f32",
+    "gelu_forward_f32",
+    "gelu_backward_f32",
+    "gemm_nn_f32",
+    "gemm_nt_f32",
+    "gemm_tn_f32",
+    "gemm_tt_f32",
+    "adamw_f32",
+    "add_bias_f32",
+    "bias_backward_f32",
+    "crossentropy_f32",
+    "encoder_forward_f32",
+    "encoder_backward_wte_f32",
+    "encoder_backward_wpe_f32",
+    "layernorm_forward_f32",
+    "layernorm_backward_f32",
+    "sum_squares_f32",
+    "scale_f32",
+    "attention_forward_f32",
+    "attention_backward_dsum_f32",
+    "attention_backward_dq_f32",
+    "attention_backward_dkv_f32",
+];
