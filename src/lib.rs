@@ -1,2 +1,14 @@
-//! Trident: a GPU kernel and collectives runtime, and a GPT trainer on top of it.
+//! Trident: a GPU kernel and collectives runtime in Rust, and a GPT trainer on top of it.
+//!
+//! - [`runtime`]: devices (`Cpu`, `Emu`, `Cuda`), buffers, modules and launches.
+//! - [`kernels`]: the PTX and host entries of every kernel, as the runtime loads them.
+//! - [`launch`]: a safe, checked launch wrapper per kernel.
+//! - [`collectives`]: communicators and ring algorithms.
+//! - [`model`]: the GPT-2 model.
+
+pub use trident_collectives as collectives;
+pub use trident_runtime as runtime;
+
+pub mod kernels;
+pub mod launch;
 pub mod model;

@@ -1,10 +1,76 @@
 #![cfg_attr(target_arch = "nvptx64", no_std)]
-#![cfg_attr(
-    target_arch = "nvptx64",
-    feature(abi_ptx, stdarch_nvptx, asm_experimental_arch)
-)]
-//! Trident's device kernels.
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, asm_experimental_arch))]
+//! Trident's device kernels, written once against [`simt`].
+//!
+//! Built for `nvptx64-nvidia-cuda` each kernel is an `extern "ptx-kernel"` entry point in the PTX
+//! module that `build.rs` embeds in the `trident` library. Built for the host each kernel is a
+//! plain function plus an entry in [`HOST_KERNELS`], which the SIMT emulator runs as thread blocks.
+//!
+//! Kernels take raw pointers and trust their launch wrappers (in the `trident` crate) to have
+//! checked shapes, lengths and devices.
+
+#[macro_use]
+mod kernel;
 
 pub mod simt;
 
+pub mod adamw;
+pub mod attention;
+pub mod bias;
+pub mod crossentropy;
+pub mod elementwise;
+pub mod encoder;
+pub mod gelu;
+pub mod gemm;
+pub mod layernorm;
+pub mod reduce;
 pub mod selftest;
+
+/// Every kernel's host entry, by file; the names are the PTX entry names.
+#[cfg(not(target_arch = "nvptx64"))]
+pub static HOST_KERNELS: &[&[trident_simt::HostKernel]] = &[
+    adamw::HOST_KERNELS,
+    attention::HOST_KERNELS,
+    bias::HOST_KERNELS,
+    crossentropy::HOST_KERNELS,
+    elementwise::HOST_KERNELS,
+    encoder::HOST_KERNELS,
+    gelu::HOST_KERNELS,
+    gemm::HOST_KERNELS,
+    layernorm::HOST_KERNELS,
+    reduce::HOST_KERNELS,
+];
+
+#[cfg(target_arch = "nvptx64")]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    // SAFETY: `trap` aborts the kernel; there is nothing left to keep consistent.
+    unsafe { core::arch::nvptx::trap() }
+}
+
+/// Kernels that must not spill registers to local memory: the PTX test fails if `ptxas`
+/// reports spill stores or loads for any of them.
+pub const NO_SPILL: &[&str] = &[
+    "add_f32",
+    "gelu_forward_f32",
+    "gelu_backward_f32",
+    "gemm_nn_f32",
+    "gemm_nt_f32",
+    "gemm_tn_f32",
+    "gemm_tt_f32",
+    "adamw_f32",
+    "add_bias_f32",
+    "bias_backward_f32",
+    "crossentropy_f32",
+    "encoder_forward_f32",
+    "encoder_backward_wte_f32",
+    "encoder_backward_wpe_f32",
+    "layernorm_forward_f32",
+    "layernorm_backward_f32",
+    "sum_squares_f32",
+    "scale_f32",
+    "attention_forward_f32",
+    "attention_backward_dsum_f32",
+    "attention_backward_dq_f32",
+    "attention_backward_dkv_f32",
+];

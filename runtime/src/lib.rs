@@ -1,1 +1,26 @@
-//! Trident's device runtime.
+//! Trident's device runtime: devices, typed buffers, streams, modules and kernel launches.
+//!
+//! Three devices stand behind one API:
+//! - [`Device::Cpu`] holds buffers in host memory and runs no kernels: the ops of the `trident`
+//!   crate have CPU implementations for it.
+//! - [`Device::Emu`] holds buffers in host memory and runs the kernels of `kernels/` compiled for
+//!   the host, through the SIMT emulator (`trident-simt`).
+//! - [`Device::Cuda`] holds buffers on a GPU and runs the same kernels as PTX through the CUDA
+//!   driver, which is loaded at run time: this crate builds and runs where no CUDA is installed.
+//!
+//! The runtime knows no kernel by name: a [`ModuleSource`] hands it the PTX and the host table.
+
+mod buffer;
+mod cuda;
+mod device;
+mod error;
+mod module;
+
+pub use buffer::{Buffer, View, ViewMut};
+pub use cuda::CudaDevice;
+pub use device::{Device, DeviceKind};
+pub use error::RuntimeError;
+pub use module::{Function, LaunchConfig, Module, ModuleSource};
+pub use trident_simt::{HostKernel, KernelArg};
+
+pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;

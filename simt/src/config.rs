@@ -2,12 +2,16 @@
 
 use crate::error::EmuError;
 
-/// A kernel compiled for the host.
+/// A kernel compiled for the host: its PTX entry name, parameter types, and the function that
+/// runs its body for the current emulated thread.
 #[derive(Clone, Copy, Debug)]
 pub struct HostKernel {
     /// The kernel's name, as in the PTX module.
     pub name: &'static str,
-    /// Decodes the launch's argument words and runs the kernel body for the current thread.
+    /// The parameter types, as written in the kernel's signature.
+    pub params: &'static [&'static str],
+    /// Decodes the launch's argument words (one per parameter, see [`crate::KernelArg`]) and
+    /// runs the kernel body for the current thread.
     pub entry: fn(&[u64]),
 }
 
@@ -31,11 +35,7 @@ pub const MAX_GRID_DIM: [u32; 3] = [(1 << 31) - 1, 65535, 65535];
 impl LaunchConfig {
     /// A one-dimensional launch without dynamic shared memory.
     pub fn linear(blocks: u32, threads: u32) -> Self {
-        LaunchConfig {
-            grid: [blocks, 1, 1],
-            block: [threads, 1, 1],
-            dynamic_smem_bytes: 0,
-        }
+        LaunchConfig { grid: [blocks, 1, 1], block: [threads, 1, 1], dynamic_smem_bytes: 0 }
     }
 
     /// Threads per block.

@@ -8,6 +8,7 @@
 //!
 //! Kernels reach the emulator through [`device`] (wrapped by `trident_kernels::simt`).
 
+mod arg;
 mod block;
 mod config;
 mod context;
@@ -20,6 +21,7 @@ mod smem;
 mod stacks;
 mod warp;
 
+pub use arg::KernelArg;
 pub use config::{HostKernel, LaunchConfig, MAX_BLOCK_THREADS, MAX_SHARED_BYTES};
 pub use error::{Access, AccessKind, Dim3, EmuError, Fault, Site};
 pub use launch::launch;

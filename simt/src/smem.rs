@@ -63,9 +63,7 @@ impl Pair {
 
     /// A stamp that is unordered with an access by `thread`, if any.
     fn unordered(&self, clocks: &Clocks, thread: u32) -> Option<Stamp> {
-        [self.last, self.other]
-            .into_iter()
-            .find(|s| s.site.is_some() && clocks.unordered(*s, thread))
+        [self.last, self.other].into_iter().find(|s| s.site.is_some() && clocks.unordered(*s, thread))
     }
 }
 
@@ -105,11 +103,7 @@ impl SharedMemory {
         SharedMemory {
             bytes: Vec::new(),
             shadow: Vec::new(),
-            clocks: Clocks {
-                now: 0,
-                barrier: 0,
-                warp_synced: Vec::new(),
-            },
+            clocks: Clocks { now: 0, barrier: 0, warp_synced: Vec::new() },
             dynamic_bytes: 0,
             statics: Vec::new(),
         }
@@ -162,12 +156,7 @@ impl SharedMemory {
     }
 
     /// Offset of the static array `key`, allocating `bytes` for it on first use.
-    pub fn static_array(
-        &mut self,
-        key: &'static str,
-        bytes: u32,
-        limit: u32,
-    ) -> Result<u32, String> {
+    pub fn static_array(&mut self, key: &'static str, bytes: u32, limit: u32) -> Result<u32, String> {
         if let Some(a) = self.statics.iter().find(|a| a.key == key) {
             if a.bytes != bytes {
                 return Err(format!(
@@ -209,11 +198,7 @@ impl SharedMemory {
         thread: u32,
         site: Site,
     ) -> Result<(), Conflict> {
-        let now = Stamp {
-            clock: self.clocks.now,
-            thread,
-            site: Some(site),
-        };
+        let now = Stamp { clock: self.clocks.now, thread, site: Some(site) };
         let clocks = &self.clocks;
         let range = offset as usize..(offset + len) as usize;
         for (byte, shadow) in range.clone().zip(&mut self.shadow[range]) {
@@ -262,11 +247,7 @@ impl SharedMemory {
 
     /// Names the array holding `byte` and the offset of the byte within it.
     pub fn describe(&self, byte: u32) -> (String, u32) {
-        match self
-            .statics
-            .iter()
-            .find(|a| (a.offset..a.offset + a.bytes).contains(&byte))
-        {
+        match self.statics.iter().find(|a| (a.offset..a.offset + a.bytes).contains(&byte)) {
             Some(a) => (format!("static shared array `{}`", a.key), byte - a.offset),
             None => ("dynamic shared memory".to_string(), byte),
         }

@@ -37,14 +37,7 @@ impl GptConfig {
         multiple: usize,
     ) -> Result<Self, ConfigError> {
         let padded_vocab_size = vocab_size.div_ceil(multiple.max(1)) * multiple.max(1);
-        let cfg = Self {
-            max_seq_len,
-            vocab_size,
-            padded_vocab_size,
-            num_layers,
-            num_heads,
-            channels,
-        };
+        let cfg = Self { max_seq_len, vocab_size, padded_vocab_size, num_layers, num_heads, channels };
         cfg.validate()?;
         Ok(cfg)
     }
@@ -62,10 +55,7 @@ impl GptConfig {
             }
         }
         if self.channels % self.num_heads != 0 {
-            return Err(ConfigError::HeadsDoNotDivide {
-                heads: self.num_heads,
-                hidden: self.channels,
-            });
+            return Err(ConfigError::HeadsDoNotDivide { heads: self.num_heads, hidden: self.channels });
         }
         if self.padded_vocab_size < self.vocab_size {
             return Err(ConfigError::PaddedTooSmall {

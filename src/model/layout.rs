@@ -73,10 +73,7 @@ impl ParamTensor {
 
     /// Whether weight decay applies (matrices and embeddings yes; biases and LayerNorm no).
     pub fn decays(self) -> bool {
-        matches!(
-            self,
-            Self::Wte | Self::Wpe | Self::QkvW | Self::AttnProjW | Self::FcW | Self::FcProjW
-        )
+        matches!(self, Self::Wte | Self::Wpe | Self::QkvW | Self::AttnProjW | Self::FcW | Self::FcProjW)
     }
 
     /// Whether the tensor is stacked over layers.
@@ -125,12 +122,7 @@ impl ParamLayout {
             sizes[i] = t.shape(&config).iter().product();
             total += sizes[i];
         }
-        Self {
-            config,
-            offsets,
-            sizes,
-            total,
-        }
+        Self { config, offsets, sizes, total }
     }
 
     /// Elements in the whole buffer.
@@ -150,10 +142,7 @@ impl ParamLayout {
 
     /// Element range of layer `layer`'s slice of a per-layer tensor.
     pub fn layer_range(&self, t: ParamTensor, layer: usize) -> std::ops::Range<usize> {
-        assert!(
-            t.per_layer() && layer < self.config.num_layers,
-            "{t:?} has no layer {layer}"
-        );
+        assert!(t.per_layer() && layer < self.config.num_layers, "{t:?} has no layer {layer}");
         let per = self.sizes[t as usize] / self.config.num_layers;
         let start = self.offsets[t as usize] + layer * per;
         start..start + per
@@ -183,20 +172,14 @@ mod tests {
             end = l.range(t).end;
         }
         assert_eq!(end, l.len());
-        assert_eq!(
-            l.layer_range(ParamTensor::FcW, 2).end,
-            l.range(ParamTensor::FcW).end
-        );
+        assert_eq!(l.layer_range(ParamTensor::FcW, 2).end, l.range(ParamTensor::FcW).end);
     }
 
     #[test]
     fn heads_must_divide_hidden() {
         assert_eq!(
             GptConfig::new(8, 10, 1, 3, 16, 1),
-            Err(ConfigError::HeadsDoNotDivide {
-                heads: 3,
-                hidden: 16
-            })
+            Err(ConfigError::HeadsDoNotDivide { heads: 3, hidden: 16 })
         );
     }
 }

@@ -1,0 +1,35 @@
+//! GeLU in GPT-2's tanh form: `gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`.
+
+use crate::simt;
+
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+const CUBE: f32 = 0.044715;
+
+kernels! {
+    /// `out[i] = gelu(inp[i])` for `i < n`.
+    pub unsafe fn gelu_forward_f32(out: *mut f32, inp: *const f32, n: u32) {
+        let stride = simt::block_dim_x() * simt::grid_dim_x();
+        let mut i = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
+        while i < n {
+            let x = *inp.add(i as usize);
+            let u = SQRT_2_OVER_PI * (x + CUBE * x * x * x);
+            *out.add(i as usize) = 0.5 * x * (1.0 + simt::tanh(u));
+            i += stride;
+        }
+    }
+
+    /// `dinp[i] = gelu'(inp[i]) * dout[i]` for `i < n`.
+    pub unsafe fn gelu_backward_f32(dinp: *mut f32, inp: *const f32, dout: *const f32, n: u32) {
+        let stride = simt::block_dim_x() * simt::grid_dim_x();
+        let mut i = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
+        while i < n {
+            let x = *inp.add(i as usize);
+            let u = SQRT_2_OVER_PI * (x + CUBE * x * x * x);
+            let t = simt::tanh(u);
+            let du = SQRT_2_OVER_PI * (1.0 + 3.0 * CUBE * x * x);
+            let grad = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du;
+            *dinp.add(i as usize) = grad * *dout.add(i as usize);
+            i += stride;
+        }
+    }
+}

@@ -1,0 +1,402 @@
+//! Typed device buffers and views of element ranges in them.
+//!
+//! A view resolves its buffer once: host memory becomes a slice (so disjoint mutable views are
+//! plain `split_at_mut` pieces), device memory an address on its device.
+
+use std::marker::PhantomData;
+use std::ops::{Range, RangeBounds};
+
+use bytemuck::Pod;
+use cudarc::driver::CudaSlice;
+
+use crate::cuda::CudaDevice;
+use crate::{Device, Result, RuntimeError};
+
+enum Storage<T> {
+    Host(Vec<T>),
+    Cuda(CudaSlice<u8>),
+}
+
+/// `len` elements of `T` on one device.
+pub struct Buffer<T: Pod> {
+    device: Device,
+    storage: Storage<T>,
+    len: usize,
+}
+
+impl<T: Pod> Buffer<T> {
+    /// A buffer of `len` zeroed elements.
+    pub fn zeros(device: &Device, len: usize) -> Result<Self> {
+        let storage = match device {
+            Device::Cpu | Device::Emu => Storage::Host(vec![T::zeroed(); len]),
+            Device::Cuda(d) => Storage::Cuda(d.alloc_zeros(len * size_of::<T>())?),
+        };
+        Ok(Self { device: device.clone(), storage, len })
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn from_slice(device: &Device, data: &[T]) -> Result<Self> {
+        if device.is_host() {
+            return Ok(Self {
+                device: device.clone(),
+                storage: Storage::Host(data.to_vec()),
+                len: data.len(),
+            });
+        }
+        let mut b = Self::zeros(device, data.len())?;
+        b.copy_from_slice(data)?;
+        Ok(b)
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Overwrites the whole buffer with `data`.
+    pub fn copy_from_slice(&mut self, data: &[T]) -> Result<()> {
+        self.view_mut(..)?.copy_from_slice(data)
+    }
+
+    /// The buffer's contents, copied to the host.
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        self.view(..)?.to_vec()
+    }
+
+    /// A view of `range`.
+    pub fn view(&self, range: impl RangeBounds<usize>) -> Result<View<'_, T>> {
+        let r = resolve(range, self.len)?;
+        Ok(self.whole().narrow(r))
+    }
+
+    /// A mutable view of `range`.
+    pub fn view_mut(&mut self, range: impl RangeBounds<usize>) -> Result<ViewMut<'_, T>> {
+        let r = resolve(range, self.len)?;
+        Ok(self.whole_mut().narrow(r))
+    }
+
+    /// Mutable views of `N` pairwise disjoint ranges at once (e.g. a weight's and a bias's
+    /// gradients in one gradient buffer), in the order given.
+    pub fn views_mut<const N: usize>(&mut self, ranges: [Range<usize>; N]) -> Result<[ViewMut<'_, T>; N]> {
+        for (i, a) in ranges.iter().enumerate() {
+            resolve(a.clone(), self.len)?;
+            for b in &ranges[i + 1..] {
+                if a.start < b.end && b.start < a.end && !a.is_empty() && !b.is_empty() {
+                    return Err(RuntimeError::Overlap { a: a.clone(), b: b.clone() });
+                }
+            }
+        }
+        let whole = self.whole_mut();
+        let device = whole.device;
+        let mut order: [usize; N] = std::array::from_fn(|i| i);
+        order.sort_by_key(|&i| ranges[i].start);
+        let mut out: [Option<ViewMut<'_, T>>; N] = std::array::from_fn(|_| None);
+        let mut rest = Some(whole);
+        let mut consumed = 0;
+        for &i in &order {
+            let r = &ranges[i];
+            if r.is_empty() {
+                let mem = match device {
+                    Device::Cuda(d) => MemMut::Cuda(d, 0, PhantomData),
+                    _ => MemMut::Host(&mut []),
+                };
+                out[i] = Some(ViewMut { device, mem, len: 0 });
+                continue;
+            }
+            let (_, tail) = rest.take().expect("one remainder per step").split_at(r.start - consumed);
+            let (piece, tail) = tail.split_at(r.len());
+            out[i] = Some(piece);
+            rest = Some(tail);
+            consumed = r.end;
+        }
+        Ok(out.map(|v| v.expect("every range got its view")))
+    }
+
+    fn whole(&self) -> View<'_, T> {
+        let mem = match (&self.storage, &self.device) {
+            (Storage::Host(v), _) => Mem::Host(v.as_slice()),
+            (Storage::Cuda(s), Device::Cuda(d)) => Mem::Cuda(d, d.address(s)),
+            (Storage::Cuda(_), _) => unreachable!("CUDA storage belongs to a CUDA device"),
+        };
+        View { device: &self.device, mem, len: self.len }
+    }
+
+    fn whole_mut(&mut self) -> ViewMut<'_, T> {
+        let len = self.len;
+        let mem = match (&mut self.storage, &self.device) {
+            (Storage::Host(v), _) => MemMut::Host(v.as_mut_slice()),
+            (Storage::Cuda(s), Device::Cuda(d)) => MemMut::Cuda(d, d.address(s), PhantomData),
+            (Storage::Cuda(_), _) => unreachable!("CUDA storage belongs to a CUDA device"),
+        };
+        ViewMut { device: &self.device, mem, len }
+    }
+}
+
+impl<T: Pod> std::fmt::Debug for Buffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Buffer<{}>[{}] on {}", std::any::type_name::<T>(), self.len, self.device.kind())
+    }
+}
+
+fn resolve(range: impl RangeBounds<usize>, len: usize) -> Result<Range<usize>> {
+    use std::ops::Bound::*;
+    let start = match range.start_bound() {
+        Included(&s) => s,
+        Excluded(&s) => s + 1,
+        Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Included(&e) => e + 1,
+        Excluded(&e) => e,
+        Unbounded => len,
+    };
+    if start > end || end > len {
+        return Err(RuntimeError::OutOfBounds { start, end, len });
+    }
+    Ok(start..end)
+}
+
+#[derive(Clone, Copy)]
+enum Mem<'a, T> {
+    Host(&'a [T]),
+    /// Device address of the view's first element.
+    Cuda(&'a CudaDevice, u64),
+}
+
+enum MemMut<'a, T> {
+    Host(&'a mut [T]),
+    Cuda(&'a CudaDevice, u64, PhantomData<&'a mut T>),
+}
+
+/// A range of a buffer's elements, read-only.
+#[derive(Clone, Copy)]
+pub struct View<'a, T: Pod> {
+    device: &'a Device,
+    mem: Mem<'a, T>,
+    len: usize,
+}
+
+/// A range of a buffer's elements, writable.
+pub struct ViewMut<'a, T: Pod> {
+    device: &'a Device,
+    mem: MemMut<'a, T>,
+    len: usize,
+}
+
+impl<'a, T: Pod> View<'a, T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn device(&self) -> &'a Device {
+        self.device
+    }
+
+    /// The elements, where the buffer lives in host memory (`Cpu`, `Emu`).
+    pub fn host(&self) -> Option<&'a [T]> {
+        match self.mem {
+            Mem::Host(h) => Some(h),
+            Mem::Cuda(..) => None,
+        }
+    }
+
+    /// A narrower view, `range` relative to this one.
+    pub fn sub(&self, range: impl RangeBounds<usize>) -> Result<View<'a, T>> {
+        Ok(self.narrow(resolve(range, self.len)?))
+    }
+
+    fn narrow(self, r: Range<usize>) -> View<'a, T> {
+        let mem = match self.mem {
+            Mem::Host(h) => Mem::Host(&h[r.clone()]),
+            Mem::Cuda(d, a) => Mem::Cuda(d, a + (r.start * size_of::<T>()) as u64),
+        };
+        View { device: self.device, mem, len: r.len() }
+    }
+
+    /// The address of the first element as a kernel argument: a host address on `Cpu` and
+    /// `Emu`, a device address on `Cuda`.
+    pub fn addr(&self) -> u64 {
+        match self.mem {
+            Mem::Host(h) => h.as_ptr() as u64,
+            Mem::Cuda(_, a) => a,
+        }
+    }
+
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        match self.mem {
+            Mem::Host(h) => Ok(h.to_vec()),
+            Mem::Cuda(d, a) => {
+                let mut out = vec![T::zeroed(); self.len];
+                // SAFETY: `a` addresses this view's `len` elements on `d`.
+                unsafe { d.download(a, bytemuck::cast_slice_mut(&mut out))? };
+                Ok(out)
+            }
+        }
+    }
+}
+
+impl<'a, T: Pod> ViewMut<'a, T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn device(&self) -> &'a Device {
+        self.device
+    }
+
+    /// The same elements, read-only.
+    pub fn as_view(&self) -> View<'_, T> {
+        let mem = match &self.mem {
+            MemMut::Host(h) => Mem::Host(h),
+            MemMut::Cuda(d, a, _) => Mem::Cuda(d, *a),
+        };
+        View { device: self.device, mem, len: self.len }
+    }
+
+    /// The elements, where the buffer lives in host memory (`Cpu`, `Emu`).
+    pub fn host_mut(&mut self) -> Option<&mut [T]> {
+        match &mut self.mem {
+            MemMut::Host(h) => Some(h),
+            MemMut::Cuda(..) => None,
+        }
+    }
+
+    /// Consumes the view into its host slice, where it has one.
+    pub fn into_host_mut(self) -> Option<&'a mut [T]> {
+        match self.mem {
+            MemMut::Host(h) => Some(h),
+            MemMut::Cuda(..) => None,
+        }
+    }
+
+    /// A narrower mutable view, `range` relative to this one.
+    pub fn sub_mut(&mut self, range: impl RangeBounds<usize>) -> Result<ViewMut<'_, T>> {
+        let r = resolve(range, self.len)?;
+        let mem = match &mut self.mem {
+            MemMut::Host(h) => MemMut::Host(&mut h[r.clone()]),
+            MemMut::Cuda(d, a, _) => MemMut::Cuda(d, *a + (r.start * size_of::<T>()) as u64, PhantomData),
+        };
+        Ok(ViewMut { device: self.device, mem, len: r.len() })
+    }
+
+    fn narrow(self, r: Range<usize>) -> ViewMut<'a, T> {
+        let mem = match self.mem {
+            MemMut::Host(h) => MemMut::Host(&mut h[r.clone()]),
+            MemMut::Cuda(d, a, p) => MemMut::Cuda(d, a + (r.start * size_of::<T>()) as u64, p),
+        };
+        ViewMut { device: self.device, mem, len: r.len() }
+    }
+
+    /// Splits into `[0, mid)` and `[mid, len)`.
+    pub fn split_at(self, mid: usize) -> (ViewMut<'a, T>, ViewMut<'a, T>) {
+        assert!(mid <= self.len, "split point {mid} past the view's {} elements", self.len);
+        let (device, len) = (self.device, self.len);
+        let (a, b) = match self.mem {
+            MemMut::Host(h) => {
+                let (a, b) = h.split_at_mut(mid);
+                (MemMut::Host(a), MemMut::Host(b))
+            }
+            MemMut::Cuda(d, a, p) => {
+                (MemMut::Cuda(d, a, p), MemMut::Cuda(d, a + (mid * size_of::<T>()) as u64, p))
+            }
+        };
+        (ViewMut { device, mem: a, len: mid }, ViewMut { device, mem: b, len: len - mid })
+    }
+
+    /// The address of the first element as a kernel argument (see [`View::addr`]).
+    pub fn addr_mut(&mut self) -> u64 {
+        match &mut self.mem {
+            MemMut::Host(h) => h.as_mut_ptr() as u64,
+            MemMut::Cuda(_, a, _) => *a,
+        }
+    }
+
+    pub fn copy_from_slice(&mut self, data: &[T]) -> Result<()> {
+        if data.len() != self.len {
+            return Err(RuntimeError::Length {
+                what: "the source slice",
+                got: data.len(),
+                expected: self.len,
+            });
+        }
+        match &mut self.mem {
+            MemMut::Host(h) => h.copy_from_slice(data),
+            // SAFETY: `a` addresses this view's `len` elements on `d`.
+            MemMut::Cuda(d, a, _) => unsafe { d.upload(bytemuck::cast_slice(data), *a)? },
+        }
+        Ok(())
+    }
+
+    /// Copies `src` (same length, same device) into this view.
+    pub fn copy_from(&mut self, src: &View<'_, T>) -> Result<()> {
+        src.device().expect_same(self.device)?;
+        if src.len != self.len {
+            return Err(RuntimeError::Length { what: "the source view", got: src.len, expected: self.len });
+        }
+        match (&mut self.mem, src.mem) {
+            (MemMut::Host(d), Mem::Host(s)) => d.copy_from_slice(s),
+            // SAFETY: both addresses cover `len` elements on the same device.
+            (MemMut::Cuda(d, dst, _), Mem::Cuda(_, s)) => unsafe {
+                d.copy(s, *dst, self.len * size_of::<T>())?
+            },
+            _ => unreachable!("views on one device share a memory kind"),
+        }
+        Ok(())
+    }
+
+    /// Sets every element to zero.
+    pub fn fill_zero(&mut self) -> Result<()> {
+        if let Some(h) = self.host_mut() {
+            h.fill(T::zeroed());
+            return Ok(());
+        }
+        let zeros = vec![T::zeroed(); self.len];
+        self.copy_from_slice(&zeros)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disjoint_views_write_their_own_ranges() {
+        let mut b = Buffer::from_slice(&Device::Emu, &[0.0f32; 10]).unwrap();
+        let [mut x, mut y] = b.views_mut([6..9, 1..3]).unwrap();
+        x.copy_from_slice(&[1.0, 2.0, 3.0]).unwrap();
+        y.host_mut().unwrap().fill(7.0);
+        assert_eq!(b.to_vec().unwrap(), [0.0, 7.0, 7.0, 0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 0.0]);
+    }
+
+    #[test]
+    fn overlapping_and_out_of_range_views_are_refused() {
+        let mut b = Buffer::<f32>::zeros(&Device::Cpu, 8).unwrap();
+        assert!(matches!(b.views_mut([0..4, 3..5]), Err(RuntimeError::Overlap { .. })));
+        assert!(matches!(b.view(2..9), Err(RuntimeError::OutOfBounds { end: 9, .. })));
+        assert!(b.views_mut([0..0, 0..8]).is_ok());
+        assert!(b.views_mut([2..6, 4..4]).is_ok());
+    }
+
+    #[test]
+    fn sub_views_address_their_first_element() {
+        let b = Buffer::from_slice(&Device::Emu, &[1u32, 2, 3, 4]).unwrap();
+        let v = b.view(1..).unwrap().sub(1..2).unwrap();
+        assert_eq!(v.to_vec().unwrap(), [3]);
+        assert_eq!(v.addr(), b.view(..).unwrap().addr() + 8);
+    }
+}

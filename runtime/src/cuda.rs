@@ -1,0 +1,137 @@
+//! The CUDA glue: context, stream, allocation, copies and raw launches through `cudarc`.
+//!
+//! Everything here is thin; the logic of every op lives in the kernels, which the emulator runs
+//! too. The driver library is loaded at run time and probed before first use, because `cudarc`
+//! panics where no driver exists.
+
+use std::sync::Arc;
+
+use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr};
+
+use crate::{Result, RuntimeError};
+
+/// One GPU: its context and the stream every Trident operation on it is queued on.
+#[derive(Debug)]
+pub struct CudaDevice {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    name: String,
+    compute_capability: (i32, i32),
+}
+
+impl CudaDevice {
+    /// Number of CUDA devices, 0 where no driver can be loaded.
+    pub fn count() -> usize {
+        if !driver_present() {
+            return 0;
+        }
+        CudaContext::device_count().map(|n| n.max(0) as usize).unwrap_or(0)
+    }
+
+    pub fn new(ordinal: usize) -> Result<Self> {
+        if Self::count() <= ordinal {
+            return Err(RuntimeError::CudaUnavailable);
+        }
+        let ctx = CudaContext::new(ordinal)?;
+        // SAFETY: every operation of this device runs on its one stream, so the per-buffer
+        // events that tracking would record order nothing that the stream does not already.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream()?;
+        let name = ctx.name()?;
+        let compute_capability = ctx.compute_capability()?;
+        Ok(Self { ctx, stream, name, compute_capability })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.compute_capability
+    }
+
+    pub fn synchronize(&self) -> Result<()> {
+        Ok(self.stream.synchronize()?)
+    }
+
+    pub(crate) fn alloc_zeros(&self, bytes: usize) -> Result<CudaSlice<u8>> {
+        Ok(self.stream.alloc_zeros::<u8>(bytes.max(1))?)
+    }
+
+    /// # Safety
+    /// `dst` must be a device address with `src.len()` writable bytes on this device.
+    pub(crate) unsafe fn upload(&self, src: &[u8], dst: u64) -> Result<()> {
+        // SAFETY: the caller vouches for `dst`; a copy from pageable memory has read `src`
+        // before it returns.
+        unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, self.stream.cu_stream())? };
+        Ok(())
+    }
+
+    /// # Safety
+    /// `src` must be a device address with `dst.len()` readable bytes on this device.
+    pub(crate) unsafe fn download(&self, src: u64, dst: &mut [u8]) -> Result<()> {
+        // SAFETY: the caller vouches for `src`; the synchronize below completes the copy
+        // before `dst` is used.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, self.stream.cu_stream())? };
+        self.synchronize()
+    }
+
+    /// # Safety
+    /// `src` and `dst` must be device addresses with `bytes` bytes each on this device.
+    pub(crate) unsafe fn copy(&self, src: u64, dst: u64, bytes: usize) -> Result<()> {
+        // SAFETY: the caller vouches for both ranges.
+        unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream())? };
+        Ok(())
+    }
+
+    pub(crate) fn address(&self, buf: &CudaSlice<u8>) -> u64 {
+        let (ptr, _sync) = buf.device_ptr(&self.stream);
+        ptr
+    }
+
+    pub(crate) fn load_module(&self, ptx: &str) -> Result<Arc<CudaModule>> {
+        Ok(self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx))?)
+    }
+
+    /// # Safety
+    /// `words` must match the kernel's parameters in number and type, and every pointer among
+    /// them must be valid for the accesses the kernel makes.
+    pub(crate) unsafe fn launch(
+        &self,
+        f: &CudaFunction,
+        grid: [u32; 3],
+        block: [u32; 3],
+        smem: u32,
+        words: &[u64],
+    ) -> Result<()> {
+        let mut words = words.to_vec();
+        let mut params: Vec<*mut std::ffi::c_void> =
+            words.iter_mut().map(|w| w as *mut u64 as *mut _).collect();
+        // SAFETY: each parameter points at a word that lives until the launch has copied it;
+        // the driver reads each parameter's own size from its word's low bytes (little-endian).
+        unsafe {
+            cudarc::driver::result::launch_kernel(
+                f.cu_function(),
+                (grid[0], grid[1], grid[2]),
+                (block[0], block[1], block[2]),
+                smem,
+                self.stream.cu_stream(),
+                &mut params,
+            )?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn set_max_dynamic_smem(&self, f: &CudaFunction, bytes: u32) -> Result<()> {
+        f.set_attribute(
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            bytes as i32,
+        )?;
+        Ok(())
+    }
+}
+
+fn driver_present() -> bool {
+    // SAFETY: the probe only tries to open the driver library; it calls nothing in it.
+    unsafe { sys::is_culib_present() }
+}

@@ -1,0 +1,79 @@
+use std::sync::Arc;
+
+use crate::cuda::CudaDevice;
+use crate::{Result, RuntimeError};
+
+/// Which kind of device a [`Device`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceKind {
+    Cpu,
+    Emu,
+    Cuda,
+}
+
+impl std::fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DeviceKind::Cpu => "cpu",
+            DeviceKind::Emu => "emu",
+            DeviceKind::Cuda => "cuda",
+        })
+    }
+}
+
+/// A device that holds buffers and, except for `Cpu`, runs kernels.
+#[derive(Clone, Debug)]
+pub enum Device {
+    Cpu,
+    Emu,
+    Cuda(Arc<CudaDevice>),
+}
+
+impl Device {
+    /// GPU `ordinal`, or [`RuntimeError::CudaUnavailable`] where no driver or device exists.
+    pub fn cuda(ordinal: usize) -> Result<Device> {
+        Ok(Device::Cuda(Arc::new(CudaDevice::new(ordinal)?)))
+    }
+
+    /// Whether a CUDA driver with at least one device is present.
+    pub fn cuda_available() -> bool {
+        CudaDevice::count() > 0
+    }
+
+    pub fn kind(&self) -> DeviceKind {
+        match self {
+            Device::Cpu => DeviceKind::Cpu,
+            Device::Emu => DeviceKind::Emu,
+            Device::Cuda(_) => DeviceKind::Cuda,
+        }
+    }
+
+    /// Whether buffers of this device live in host memory (`Cpu` and `Emu`).
+    pub fn is_host(&self) -> bool {
+        !matches!(self, Device::Cuda(_))
+    }
+
+    /// Waits until all work queued on the device has finished. Host devices run synchronously.
+    pub fn synchronize(&self) -> Result<()> {
+        match self {
+            Device::Cpu | Device::Emu => Ok(()),
+            Device::Cuda(d) => d.synchronize(),
+        }
+    }
+
+    /// Whether two handles name the same device (for Cuda: the same context).
+    pub fn same_as(&self, other: &Device) -> bool {
+        match (self, other) {
+            (Device::Cuda(a), Device::Cuda(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.kind() == b.kind(),
+        }
+    }
+
+    pub(crate) fn expect_same(&self, other: &Device) -> Result<()> {
+        if self.same_as(other) {
+            Ok(())
+        } else {
+            Err(RuntimeError::WrongDevice { buffer: other.kind(), device: self.kind() })
+        }
+    }
+}

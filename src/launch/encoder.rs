@@ -1,0 +1,83 @@
+use trident_runtime::{KernelArg, LaunchConfig, View, ViewMut};
+
+use super::check::Check;
+use super::{to_u32, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
+
+/// Sizes of a token + position embedding: `b` sequences of `t` tokens, `c` channels, a token
+/// table of `vp` rows and a position table of `max_t` rows.
+#[derive(Clone, Copy, Debug)]
+pub struct EncoderShape {
+    pub b: usize,
+    pub t: usize,
+    pub c: usize,
+    pub vp: usize,
+    pub max_t: usize,
+}
+
+fn check(ch: &Check, s: &EncoderShape) -> Result<()> {
+    ch.shape(s.t <= s.max_t, || format!("sequence length {} exceeds the position table's {}", s.t, s.max_t))?;
+    Ok(())
+}
+
+/// `out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]`. Token ids must be below `vp` (the data
+/// loaders guarantee it; the kernel cannot check device data).
+pub fn encoder_forward(
+    k: &Kernels,
+    out: &mut ViewMut<f32>,
+    tokens: &View<u32>,
+    wte: &View<f32>,
+    wpe: &View<f32>,
+    s: &EncoderShape,
+) -> Result<()> {
+    const KERNEL: &str = "encoder_forward_f32";
+    let ch = Check::new(k, KERNEL);
+    let bt = s.b * s.t;
+    ch.output("out", out, bt * s.c)?.input("tokens", tokens, bt)?.input("wte", wte, s.vp * s.c)?;
+    ch.shape(wpe.len() >= s.max_t * s.c, || {
+        format!("wpe holds {} elements, fewer than max_t x C", wpe.len())
+    })?;
+    check(&ch, s)?;
+    let cfg = LaunchConfig::for_items(bt * s.c, ELEMENTWISE_THREADS, MAX_BLOCKS);
+    to_u32("B*T*C", bt * s.c)?;
+    let args = [
+        out.addr_mut(),
+        tokens.addr(),
+        wte.addr(),
+        wpe.addr(),
+        (bt as u32).to_word(),
+        (s.t as u32).to_word(),
+        (s.c as u32).to_word(),
+    ];
+    // SAFETY: sizes checked above; token ids index `wte` by the loader's guarantee.
+    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    Ok(())
+}
+
+/// `dwte[tokens[r], :] += dout[r, :]` and `dwpe[t, :] += sum_b dout[b, t, :]`.
+pub fn encoder_backward(
+    k: &Kernels,
+    dwte: &mut ViewMut<f32>,
+    dwpe: &mut ViewMut<f32>,
+    dout: &View<f32>,
+    tokens: &View<u32>,
+    s: &EncoderShape,
+) -> Result<()> {
+    let ch = Check::new(k, "encoder_backward");
+    let bt = s.b * s.t;
+    ch.output("dwte", dwte, s.vp * s.c)?.input("dout", dout, bt * s.c)?.input("tokens", tokens, bt)?;
+    ch.shape(dwpe.len() >= s.max_t * s.c, || {
+        format!("dwpe holds {} elements, fewer than max_t x C", dwpe.len())
+    })?;
+    check(&ch, s)?;
+    to_u32("B*T*C", bt * s.c)?;
+    let (bt32, t32, c32) = (bt as u32, s.t as u32, s.c as u32);
+    let cfg = LaunchConfig::for_items(bt * s.c, ELEMENTWISE_THREADS, MAX_BLOCKS);
+    let args = [dwte.addr_mut(), dout.addr(), tokens.addr(), bt32.to_word(), c32.to_word()];
+    // SAFETY: sizes checked above; token ids index `dwte` by the loader's guarantee.
+    unsafe { k.function("encoder_backward_wte_f32")?.launch(&cfg, &args)? };
+    let cfg = LaunchConfig::for_items(s.t * s.c, ELEMENTWISE_THREADS, MAX_BLOCKS);
+    let args = [dwpe.addr_mut(), dout.addr(), (s.b as u32).to_word(), t32.to_word(), c32.to_word()];
+    // SAFETY: `dwpe` holds at least t x C elements and `dout` b x t x C.
+    unsafe { k.function("encoder_backward_wpe_f32")?.launch(&cfg, &args)? };
+    Ok(())
+}

@@ -1,0 +1,41 @@
+use trident_runtime::{KernelArg, LaunchConfig, View, ViewMut};
+
+use super::{to_u32, Kernels, LaunchError, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
+
+fn check(
+    k: &Kernels,
+    kernel: &'static str,
+    out: &ViewMut<f32>,
+    inputs: &[(&'static str, &View<f32>)],
+) -> Result<u32> {
+    k.check_device(out.device())?;
+    for (what, v) in inputs {
+        k.check_device(v.device())?;
+        if v.len() != out.len() {
+            return Err(LaunchError::Length { kernel, what, got: v.len(), expected: out.len() });
+        }
+    }
+    to_u32("length", out.len())
+}
+
+/// `out = gelu(inp)` (GPT-2's tanh approximation).
+pub fn gelu_forward(k: &Kernels, out: &mut ViewMut<f32>, inp: &View<f32>) -> Result<()> {
+    const KERNEL: &str = "gelu_forward_f32";
+    let n = check(k, KERNEL, out, &[("inp", inp)])?;
+    let cfg = LaunchConfig::for_items(out.len(), ELEMENTWISE_THREADS, MAX_BLOCKS);
+    let args = [out.addr_mut(), inp.addr(), n.to_word()];
+    // SAFETY: both views hold `n` elements on the kernels' device.
+    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    Ok(())
+}
+
+/// `dinp = gelu'(inp) * dout`.
+pub fn gelu_backward(k: &Kernels, dinp: &mut ViewMut<f32>, inp: &View<f32>, dout: &View<f32>) -> Result<()> {
+    const KERNEL: &str = "gelu_backward_f32";
+    let n = check(k, KERNEL, dinp, &[("inp", inp), ("dout", dout)])?;
+    let cfg = LaunchConfig::for_items(dinp.len(), ELEMENTWISE_THREADS, MAX_BLOCKS);
+    let args = [dinp.addr_mut(), inp.addr(), dout.addr(), n.to_word()];
+    // SAFETY: the three views hold `n` elements each on the kernels' device.
+    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    Ok(())
+}

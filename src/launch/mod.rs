@@ -1,0 +1,42 @@
+//! Safe, typed launch wrappers: one per kernel of `kernels/`.
+//!
+//! Each wrapper checks lengths, shapes, strides and devices against what the kernel will touch,
+//! then launches it on the device of its [`Kernels`]. These are the only callers of the kernels;
+//! the ops of the trainer call these wrappers on `Emu` and `Cuda`.
+
+mod attention;
+mod check;
+mod crossentropy;
+mod elementwise;
+mod encoder;
+mod error;
+mod gelu;
+mod gemm;
+mod kernels;
+mod layernorm;
+mod linear;
+mod optim;
+
+pub use attention::{attention_backward, attention_forward, AttentionShape};
+pub use crossentropy::crossentropy;
+pub use elementwise::add;
+pub use encoder::{encoder_backward, encoder_forward, EncoderShape};
+pub use error::LaunchError;
+pub use gelu::{gelu_backward, gelu_forward};
+pub use gemm::{gemm, Gemm, Transpose};
+pub use kernels::Kernels;
+pub use layernorm::{layernorm_backward, layernorm_forward};
+pub use linear::{linear_backward, linear_forward};
+pub use optim::{adamw, scale, sum_squares, AdamW};
+
+pub type Result<T, E = LaunchError> = std::result::Result<T, E>;
+
+/// Threads per block of the elementwise kernels.
+const ELEMENTWISE_THREADS: u32 = 256;
+/// Enough blocks to fill any current GPU; the kernels' grid-stride loops cover the rest.
+const MAX_BLOCKS: u32 = 65_535;
+
+/// `n` as a `u32` kernel argument, or an error naming `what`.
+fn to_u32(what: &'static str, n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| LaunchError::TooLarge { what, value: n })
+}

@@ -1,0 +1,88 @@
+use trident_runtime::{KernelArg, LaunchConfig, View, ViewMut};
+
+use super::check::Check;
+use super::{to_u32, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
+
+/// Blocks of the sum-of-squares reduction: fixed, so that its result is deterministic.
+const NORM_BLOCKS: usize = 128;
+
+/// AdamW hyper-parameters of one step.
+#[derive(Clone, Copy, Debug)]
+pub struct AdamW {
+    pub lr: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    pub weight_decay: f32,
+    /// 1-based step number, for the bias corrections.
+    pub step: u32,
+    /// Factor applied to the gradients first (gradient clipping).
+    pub grad_scale: f32,
+}
+
+/// One fused AdamW update of `params` from `grads`, updating the moments `m` and `v`.
+pub fn adamw(
+    k: &Kernels,
+    params: &mut ViewMut<f32>,
+    m: &mut ViewMut<f32>,
+    v: &mut ViewMut<f32>,
+    grads: &View<f32>,
+    h: &AdamW,
+) -> Result<()> {
+    const KERNEL: &str = "adamw_f32";
+    let n = params.len();
+    let ch = Check::new(k, KERNEL);
+    ch.output("m", m, n)?.output("v", v, n)?.input("grads", grads, n)?;
+    ch.shape(h.step >= 1, || "the step number starts at 1".into())?;
+    let bc1 = 1.0 - h.beta1.powi(h.step as i32);
+    let bc2 = 1.0 - h.beta2.powi(h.step as i32);
+    let cfg = LaunchConfig::for_items(n, ELEMENTWISE_THREADS, MAX_BLOCKS);
+    let args = [
+        params.addr_mut(),
+        grads.addr(),
+        m.addr_mut(),
+        v.addr_mut(),
+        to_u32("n", n)?.to_word(),
+        h.lr.to_word(),
+        h.beta1.to_word(),
+        h.beta2.to_word(),
+        h.eps.to_word(),
+        h.weight_decay.to_word(),
+        bc1.to_word(),
+        bc2.to_word(),
+        h.grad_scale.to_word(),
+    ];
+    // SAFETY: all four views hold `n` elements.
+    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    Ok(())
+}
+
+/// Sum of squares of `x`, reduced on the device per block and finished in f64 on the host.
+pub fn sum_squares(k: &Kernels, x: &View<f32>) -> Result<f64> {
+    const KERNEL: &str = "sum_squares_f32";
+    Check::new(k, KERNEL).input("x", x, x.len())?;
+    let n = to_u32("n", x.len())?;
+    let blocks = x.len().div_ceil(ELEMENTWISE_THREADS as usize).clamp(1, NORM_BLOCKS);
+    let mut partial = trident_runtime::Buffer::<f32>::zeros(k.device(), blocks)?;
+    let cfg = LaunchConfig {
+        grid: [blocks as u32, 1, 1],
+        block: [ELEMENTWISE_THREADS, 1, 1],
+        dynamic_smem_bytes: 0,
+    };
+    let args = [partial.view_mut(..)?.addr_mut(), x.addr(), n.to_word()];
+    // SAFETY: `partial` holds one element per block and `x` `n` elements.
+    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    Ok(partial.to_vec()?.iter().map(|&p| p as f64).sum())
+}
+
+/// `x *= s`.
+pub fn scale(k: &Kernels, x: &mut ViewMut<f32>, s: f32) -> Result<()> {
+    const KERNEL: &str = "scale_f32";
+    let n = to_u32("n", x.len())?;
+    Check::new(k, KERNEL).output("x", x, x.len())?;
+    let cfg = LaunchConfig::for_items(x.len(), ELEMENTWISE_THREADS, MAX_BLOCKS);
+    let args = [x.addr_mut(), s.to_word(), n.to_word()];
+    // SAFETY: `x` holds `n` elements.
+    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    Ok(())
+}

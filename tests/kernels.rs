@@ -1,0 +1,181 @@
+//! The foundation kernels on `Emu` (and `Cuda` when present) against f64 references, on random
+//! sizes and shapes, with outputs poisoned before each launch.
+
+mod common;
+
+use common::{assert_close, rng, uniform, POISON};
+use rand::Rng;
+use trident::launch::{self, Gemm, Kernels, LaunchError};
+use trident::runtime::{Buffer, Device};
+
+/// Tolerance of ops through `tanh`: the GPU's `tanh.approx.f32` is good to about 2^-11.
+fn tanh_tol(device: &Device) -> f64 {
+    if matches!(device, Device::Cuda(_)) {
+        2e-3
+    } else {
+        1e-5
+    }
+}
+
+fn add(device: &Device) {
+    let k = Kernels::load(device).unwrap();
+    let mut rng = rng("add");
+    for n in [0, 1, 255, 257, rng.gen_range(1000..70_000)] {
+        let a = uniform(&mut rng, n, 10.0);
+        let b = uniform(&mut rng, n, 10.0);
+        let (da, db) = (Buffer::from_slice(device, &a).unwrap(), Buffer::from_slice(device, &b).unwrap());
+        let mut out = Buffer::from_slice(device, &vec![POISON; n]).unwrap();
+        launch::add(&k, &mut out.view_mut(..).unwrap(), &da.view(..).unwrap(), &db.view(..).unwrap())
+            .unwrap();
+        let want: Vec<f64> = a.iter().zip(&b).map(|(&x, &y)| x as f64 + y as f64).collect();
+        assert_close(&format!("add n={n}"), &out.to_vec().unwrap(), &want, 1e-7);
+    }
+}
+
+fn gelu_reference(x: f64) -> (f64, f64) {
+    let s = (2.0 / std::f64::consts::PI).sqrt();
+    let u = s * (x + 0.044715 * x * x * x);
+    let t = u.tanh();
+    let y = 0.5 * x * (1.0 + t);
+    let dy = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * s * (1.0 + 3.0 * 0.044715 * x * x);
+    (y, dy)
+}
+
+fn gelu(device: &Device) {
+    let k = Kernels::load(device).unwrap();
+    let mut rng = rng("gelu");
+    let n = rng.gen_range(1..20_000);
+    let x = uniform(&mut rng, n, 6.0);
+    let dout = uniform(&mut rng, n, 1.0);
+    let dx = Buffer::from_slice(device, &x).unwrap();
+    let ddout = Buffer::from_slice(device, &dout).unwrap();
+    let mut y = Buffer::from_slice(device, &vec![POISON; n]).unwrap();
+    let mut dinp = Buffer::from_slice(device, &vec![POISON; n]).unwrap();
+    launch::gelu_forward(&k, &mut y.view_mut(..).unwrap(), &dx.view(..).unwrap()).unwrap();
+    launch::gelu_backward(
+        &k,
+        &mut dinp.view_mut(..).unwrap(),
+        &dx.view(..).unwrap(),
+        &ddout.view(..).unwrap(),
+    )
+    .unwrap();
+    let want_y: Vec<f64> = x.iter().map(|&v| gelu_reference(v as f64).0).collect();
+    let want_d: Vec<f64> =
+        x.iter().zip(&dout).map(|(&v, &g)| gelu_reference(v as f64).1 * g as f64).collect();
+    assert_close("gelu forward", &y.to_vec().unwrap(), &want_y, tanh_tol(device));
+    assert_close("gelu backward", &dinp.to_vec().unwrap(), &want_d, tanh_tol(device));
+}
+
+/// f64 reference of a (batched, strided) GEMM on the stored operands.
+fn gemm_reference(
+    spec: &Gemm,
+    a: &[f32],
+    b: &[f32],
+    c: &[f32],
+    ld: (usize, usize, usize),
+    st: (usize, usize, usize),
+) -> Vec<f64> {
+    let mut out: Vec<f64> = c.iter().map(|&v| v as f64).collect();
+    let ta = spec.trans_a == launch::Transpose::Yes;
+    let tb = spec.trans_b == launch::Transpose::Yes;
+    for z in 0..spec.batch {
+        for i in 0..spec.m {
+            for j in 0..spec.n {
+                let mut acc = 0.0f64;
+                for p in 0..spec.k {
+                    let av = if ta { a[z * st.0 + p * ld.0 + i] } else { a[z * st.0 + i * ld.0 + p] };
+                    let bv = if tb { b[z * st.1 + j * ld.1 + p] } else { b[z * st.1 + p * ld.1 + j] };
+                    acc += av as f64 * bv as f64;
+                }
+                let o = &mut out[z * st.2 + i * ld.2 + j];
+                *o = spec.alpha as f64 * acc + if spec.beta == 0.0 { 0.0 } else { spec.beta as f64 * *o };
+            }
+        }
+    }
+    out
+}
+
+fn gemm_case(k: &Kernels, device: &Device, rng: &mut rand::rngs::StdRng, spec: Gemm, padded: bool) {
+    let ta = spec.trans_a == launch::Transpose::Yes;
+    let tb = spec.trans_b == launch::Transpose::Yes;
+    let (ar, ac) = if ta { (spec.k, spec.m) } else { (spec.m, spec.k) };
+    let (br, bc) = if tb { (spec.n, spec.k) } else { (spec.k, spec.n) };
+    let pad =
+        |cols: usize, rng: &mut rand::rngs::StdRng| if padded { cols + rng.gen_range(1..5) } else { cols };
+    let ld = (pad(ac, rng), pad(bc, rng), pad(spec.n, rng));
+    let st = (ar * ld.0 + usize::from(padded) * 3, br * ld.1, spec.m * ld.2 + usize::from(padded) * 5);
+    let spec = spec.leading_dims(ld.0, ld.1, ld.2).batch_strides(st.0, st.1, st.2);
+    let a = uniform(rng, spec.batch * st.0, 1.0);
+    let b = uniform(rng, spec.batch * st.1, 1.0);
+    // beta == 0 must not read C, so C starts poisoned then; otherwise it holds data.
+    let c0 =
+        if spec.beta == 0.0 { vec![POISON; spec.batch * st.2] } else { uniform(rng, spec.batch * st.2, 1.0) };
+    let da = Buffer::from_slice(device, &a).unwrap();
+    let db = Buffer::from_slice(device, &b).unwrap();
+    let mut dc = Buffer::from_slice(device, &c0).unwrap();
+    launch::gemm(k, &mut dc.view_mut(..).unwrap(), &da.view(..).unwrap(), &db.view(..).unwrap(), &spec)
+        .unwrap();
+    let got = dc.to_vec().unwrap();
+    let want = gemm_reference(&spec, &a, &b, &c0, ld, st);
+    // Compare only the elements of C the GEMM owns; padding must keep its old value.
+    let mut g = Vec::new();
+    let mut w = Vec::new();
+    for z in 0..spec.batch {
+        for i in 0..spec.m {
+            for j in 0..ld.2 {
+                let idx = z * st.2 + i * ld.2 + j;
+                if j < spec.n {
+                    g.push(got[idx]);
+                    w.push(want[idx]);
+                } else {
+                    assert!(got[idx].to_bits() == c0[idx].to_bits(), "gemm wrote padding at {idx}");
+                }
+            }
+        }
+    }
+    assert_close(&format!("{spec:?}"), &g, &w, 1e-5);
+}
+
+fn gemm(device: &Device) {
+    let k = Kernels::load(device).unwrap();
+    let mut rng = rng("gemm");
+    for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
+        for _ in 0..2 {
+            let (m, n, kk) = (rng.gen_range(1..150), rng.gen_range(1..150), rng.gen_range(1..200));
+            let mut spec = Gemm::new(m, n, kk);
+            if ta {
+                spec = spec.trans_a();
+            }
+            if tb {
+                spec = spec.trans_b();
+            }
+            let alpha = rng.gen_range(0.5..2.0);
+            let beta = if rng.gen_bool(0.5) { 0.0 } else { rng.gen_range(-1.0..1.0) };
+            gemm_case(&k, device, &mut rng, spec.alpha(alpha).beta(beta), false);
+        }
+    }
+    // Batched with leading dimensions and strides that are not the dense ones.
+    let spec = Gemm::new(rng.gen_range(1..70), rng.gen_range(1..70), rng.gen_range(1..90))
+        .trans_b()
+        .batched(3)
+        .beta(0.5);
+    gemm_case(&k, device, &mut rng, spec, true);
+}
+
+fn gemm_rejects_short_views(device: &Device) {
+    let k = Kernels::load(device).unwrap();
+    let a = Buffer::<f32>::zeros(device, 6).unwrap();
+    let b = Buffer::<f32>::zeros(device, 6).unwrap();
+    let mut c = Buffer::<f32>::zeros(device, 3).unwrap();
+    let err = launch::gemm(
+        &k,
+        &mut c.view_mut(..).unwrap(),
+        &a.view(..).unwrap(),
+        &b.view(..).unwrap(),
+        &Gemm::new(2, 2, 3),
+    )
+    .unwrap_err();
+    assert!(matches!(err, LaunchError::TooShort { what: "C", needed: 4, got: 3, .. }), "{err}");
+}
+
+kernel_tests!(add, gelu, gemm, gemm_rejects_short_views);

@@ -1,0 +1,121 @@
+//! Assembles the embedded PTX with `ptxas` for sm_90: every kernel must assemble, the kernels
+//! in `NO_SPILL` must not spill, and every host kernel must have its PTX entry. Writes a table
+//! of registers, spills, shared memory and barriers per kernel to `target/tmp/ptxas-report.md`.
+//!
+//! `ptxas` is found through `TRIDENT_PTXAS`, then `PATH`, then the `nvidia-cuda-nvcc-cu12`
+//! Python wheel. Where none exists the test says it skipped, except under `CI` where it fails.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+#[derive(Debug, Default)]
+struct Report {
+    registers: u32,
+    spill_stores: u32,
+    spill_loads: u32,
+    stack: u32,
+    smem: u32,
+    barriers: u32,
+}
+
+fn find_ptxas() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("TRIDENT_PTXAS") {
+        return Some(p.into());
+    }
+    if Command::new("ptxas").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return Some("ptxas".into());
+    }
+    let out = Command::new("python3")
+        .args(["-c", "import nvidia.cuda_nvcc as m; print(list(m.__path__)[0])"])
+        .output()
+        .ok()?;
+    let dir = String::from_utf8(out.stdout).ok()?;
+    let p = PathBuf::from(dir.trim()).join("bin").join("ptxas");
+    p.exists().then_some(p)
+}
+
+/// The number before `unit` in `line` (`"24 bytes spill stores"`, `"Used 40 registers"`).
+fn number_before(line: &str, unit: &str) -> Option<u32> {
+    let head = &line[..line.find(unit)?];
+    head.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).last()?.parse().ok()
+}
+
+fn parse(log: &str) -> Vec<(String, Report)> {
+    let mut out: Vec<(String, Report)> = Vec::new();
+    for line in log.lines() {
+        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
+            let name = rest.split('\'').next().unwrap_or_default().to_string();
+            out.push((name, Report::default()));
+            continue;
+        }
+        let Some((_, r)) = out.last_mut() else { continue };
+        if line.contains("spill stores") {
+            r.stack = number_before(line, "bytes stack frame").unwrap_or(0);
+            r.spill_stores = number_before(line, "bytes spill stores").unwrap_or(0);
+            r.spill_loads = number_before(line, "bytes spill loads").unwrap_or(0);
+        }
+        if line.contains("Used ") && line.contains("registers") {
+            r.registers = number_before(line, " registers").unwrap_or(0);
+            r.barriers = number_before(line, " barriers").unwrap_or(0);
+            r.smem = number_before(line, " bytes smem").unwrap_or(0);
+        }
+    }
+    out
+}
+
+#[test]
+fn every_kernel_assembles_for_sm90() {
+    let Some(ptxas) = find_ptxas() else {
+        if std::env::var_os("CI").is_some() {
+            panic!("ptxas not found under CI: install the nvidia-cuda-nvcc-cu12 wheel or set TRIDENT_PTXAS");
+        }
+        eprintln!("skipped: ptxas not found (pip install nvidia-cuda-nvcc-cu12, or set TRIDENT_PTXAS)");
+        return;
+    };
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ptx = dir.join("trident.ptx");
+    std::fs::write(&ptx, trident::kernels::PTX).unwrap();
+    let out = Command::new(&ptxas)
+        .args(["-arch=sm_90", "-v", "-o"])
+        .arg(dir.join("trident.cubin"))
+        .arg(&ptx)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", ptxas.display()));
+    let log = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "ptxas rejected the PTX:\n{log}");
+
+    let kernels = parse(&log);
+    let mut table = String::from(
+        "| kernel | registers | spill stores (B) | spill loads (B) | stack (B) | smem (B) | barriers |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    for (name, r) in &kernels {
+        table += &format!(
+            "| {name} | {} | {} | {} | {} | {} | {} |\n",
+            r.registers, r.spill_stores, r.spill_loads, r.stack, r.smem, r.barriers
+        );
+    }
+    std::fs::write(dir.join("ptxas-report.md"), &table).unwrap();
+    eprintln!("{table}");
+
+    for host in trident_kernels::HOST_KERNELS.iter().flat_map(|g| g.iter()) {
+        assert!(
+            kernels.iter().any(|(n, _)| n == host.name),
+            "kernel `{}` runs on the emulator but has no PTX entry",
+            host.name
+        );
+    }
+    for name in trident_kernels::NO_SPILL {
+        let (_, r) = kernels
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("NO_SPILL names `{name}`, which the PTX lacks"));
+        assert!(
+            r.spill_stores == 0 && r.spill_loads == 0,
+            "`{name}` spills: {} bytes stored, {} loaded",
+            r.spill_stores,
+            r.spill_loads
+        );
+    }
+}
