@@ -142,15 +142,13 @@ pub(crate) fn arrive(
     }
     let pending = &mut inner.warps[warp as usize].pending;
     let joins = |p: &Pending| p.members & bit != 0 && p.arrived & bit == 0;
-    let index = match pending.iter().position(|p| joins(p) && p.op == op && p.mask == mask && p.site == site)
-    {
+    // On sm_70 and later, lanes may meet at one collective from different call sites.
+    let index = match pending.iter().position(|p| joins(p) && p.op == op && p.mask == mask) {
         Some(i) => i,
         None => {
-            // The same instruction with another mask, or the same operation reached from
-            // another place, cannot be what the waiting lanes meant.
-            if let Some(p) =
-                pending.iter().find(|p| joins(p) && (p.site == site || (p.op == op && p.mask == mask)))
-            {
+            // The same instruction with another operation or mask cannot be what the lanes
+            // waiting there meant.
+            if let Some(p) = pending.iter().find(|p| joins(p) && p.site == site) {
                 return Err(fault(mismatch(op, mask, p)));
             }
             pending.push(Pending {

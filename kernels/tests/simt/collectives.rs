@@ -140,3 +140,33 @@ fn votes_and_divergent_disjoint_masks() {
         assert_eq!(&out[t * 6..t * 6 + 6], &want, "thread {t}");
     }
 }
+
+/// Lanes of one warp reach the same full-mask shuffle from two branches, and the two halves
+/// run their own shuffles through one instruction with disjoint masks.
+fn diverged_shuffles(args: &[u64]) {
+    let out = args[0] as *mut u32;
+    let lane = lane_id();
+    let from_branch = if lane % 2 == 0 {
+        shfl_idx_u32(FULL_MASK, lane * 10, 31 - lane)
+    } else {
+        shfl_idx_u32(FULL_MASK, lane * 10, 31 - lane) + 1
+    };
+    let half = if lane < 16 { 0x0000_FFFF } else { 0xFFFF_0000 };
+    let within_half = shfl_xor_u32(half, lane, 8);
+    // SAFETY: two outputs per thread.
+    unsafe {
+        *out.add(2 * lane as usize) = from_branch;
+        *out.add(2 * lane as usize + 1) = within_half;
+    }
+}
+
+#[test]
+fn diverged_lanes_meet_at_one_collective() {
+    let mut out = vec![0u32; 64];
+    run(diverged_shuffles, LaunchConfig::linear(1, 32), &[ptr(&mut out)]).unwrap();
+    for lane in 0..32u32 {
+        let want = (31 - lane) * 10 + lane % 2;
+        assert_eq!(out[2 * lane as usize], want, "lane {lane}");
+        assert_eq!(out[2 * lane as usize + 1], lane ^ 8, "lane {lane}");
+    }
+}
