@@ -166,6 +166,63 @@ pub unsafe fn mma_paths(a: *const u16, b: *const u16, c: *const f32, d: *mut f32
     }
 }
 
+/// Threads per block of [`async_copy_pipeline`].
+pub const PIPELINE_THREADS: u32 = 64;
+/// Elements per tile of [`async_copy_pipeline`]: four per thread.
+pub const PIPELINE_TILE: u32 = PIPELINE_THREADS * 4;
+
+/// Streams `n` inputs through two shared-memory stages with `cp.async` (16-byte copies,
+/// zero-filled past the end), one tile ahead of the compute: thread t sums elements t and
+/// `PIPELINE_TILE - 1 - t` of every tile into `out[t]`. Then it adds, through 8- and 4-byte
+/// copies, `input[2t] + input[2t + 1] + input[t]` (read back by another thread) into
+/// `out[PIPELINE_THREADS + t]`.
+///
+/// # Safety
+///
+/// `input` has `n >= 2 * PIPELINE_THREADS` elements and is 16-byte aligned, `out` has room for
+/// `2 * PIPELINE_THREADS`; launch one block of `PIPELINE_THREADS` threads.
+pub unsafe fn async_copy_pipeline(input: *const f32, n: u32, out: *mut f32) {
+    let t = thread_idx_x();
+    let stages = static_shared!(PIPELINE_STAGES, f32, 2 * PIPELINE_TILE as usize);
+    let pairs = static_shared!(PIPELINE_PAIRS, f32, 2 * PIPELINE_THREADS as usize);
+    let singles = static_shared!(PIPELINE_SINGLES, f32, PIPELINE_THREADS as usize);
+    let tiles = n.div_ceil(PIPELINE_TILE);
+    let issue = |tile: u32| {
+        if tile < tiles {
+            let first = tile * PIPELINE_TILE + 4 * t;
+            let valid = n.saturating_sub(first).min(4);
+            let slot = ((tile % 2) * PIPELINE_TILE + 4 * t) as usize;
+            // SAFETY: `valid` elements from `first` lie within the input.
+            unsafe { cp_async_16_zfill(stages, slot, input.wrapping_add(first as usize), valid * 4) };
+        }
+        cp_async_commit_group();
+    };
+    issue(0);
+    let mut sum = 0.0;
+    for tile in 0..tiles {
+        issue(tile + 1);
+        cp_async_wait_group::<1>();
+        sync_threads();
+        let base = ((tile % 2) * PIPELINE_TILE) as usize;
+        sum += stages.load(base + t as usize) + stages.load(base + (PIPELINE_TILE - 1 - t) as usize);
+        sync_threads();
+    }
+    // SAFETY: the input has at least 2 * PIPELINE_THREADS elements.
+    unsafe {
+        cp_async_8(pairs, 2 * t as usize, input.add(2 * t as usize));
+        cp_async_4(singles, t as usize, input.add(t as usize));
+    }
+    cp_async_wait_all();
+    sync_threads();
+    let other = (PIPELINE_THREADS - 1 - t) as usize;
+    let extra = pairs.load(2 * other) + pairs.load(2 * other + 1) + singles.load(other);
+    // SAFETY: out has room for 2 * PIPELINE_THREADS values.
+    unsafe {
+        *out.add(t as usize) = sum;
+        *out.add((PIPELINE_THREADS + t) as usize) = extra;
+    }
+}
+
 #[cfg(target_arch = "nvptx64")]
 mod entries {
     /// # Safety
@@ -193,5 +250,14 @@ mod entries {
     ) {
         // SAFETY: forwarded from the launcher.
         unsafe { super::mma_paths(a, b, c, d) }
+    }
+
+    /// # Safety
+    ///
+    /// As [`super::async_copy_pipeline`].
+    #[no_mangle]
+    pub unsafe extern "ptx-kernel" fn trident_selftest_async_copy(input: *const f32, n: u32, out: *mut f32) {
+        // SAFETY: forwarded from the launcher.
+        unsafe { super::async_copy_pipeline(input, n, out) }
     }
 }

@@ -7,6 +7,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
+use crate::async_copy::AsyncCopies;
 use crate::config::{HostKernel, LaunchConfig};
 use crate::context;
 use crate::error::{Dim3, EmuError, Fault, Site};
@@ -29,6 +30,8 @@ pub(crate) struct ThreadSlot {
     pub yielder: *const Yielder<(), ()>,
     /// Result of the warp collective the thread took part in last.
     pub collective_out: [u32; 4],
+    /// `cp.async` copies the thread has not waited for.
+    pub async_copies: AsyncCopies,
 }
 
 /// State the scheduler and the running thread share. Borrowed only inside one device function
@@ -91,6 +94,7 @@ impl BlockRunner {
                     status: Status::Runnable,
                     yielder: std::ptr::null(),
                     collective_out: [0; 4],
+                    async_copies: AsyncCopies::default(),
                 })
                 .collect(),
             warps: (0..warps).map(|_| WarpState::default()).collect(),
@@ -123,9 +127,11 @@ impl BlockRunner {
         self.block.block_idx = [linear % gx, (linear / gx) % gy, linear / (gx * gy)].map(|v| v as u32);
         {
             let mut inner = self.block.inner.borrow_mut();
+            let inner = &mut *inner;
             for slot in &mut inner.threads {
                 slot.status = Status::Runnable;
                 slot.yielder = std::ptr::null();
+                slot.async_copies.abandon(&mut inner.smem);
             }
             for warp in &mut inner.warps {
                 warp.pending.clear();

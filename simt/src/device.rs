@@ -131,3 +131,38 @@ pub fn dynamic_shared<T: Copy>(byte_offset: usize, len: usize, site: Site) -> Sh
 pub fn static_shared<T: Copy>(key: &'static str, len: usize, site: Site) -> Shared<T> {
     shared::static_shared(key, len, site)
 }
+
+/// `cp.async` of `bytes` (4, 8 or 16) bytes from global `src` to element `dst_index` of `dst`:
+/// the first `src_bytes` bytes come from `src`, the rest are zero. The bytes land when the
+/// thread waits for the copy's group; any access to them before that faults.
+///
+/// # Safety
+///
+/// `src` must be valid for reading `src_bytes` bytes.
+pub unsafe fn cp_async<T: Copy>(
+    dst: Shared<T>,
+    dst_index: usize,
+    src: *const T,
+    bytes: u32,
+    src_bytes: u32,
+    site: Site,
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe { crate::async_copy::copy(dst, dst_index, src, bytes, src_bytes, site) }
+}
+
+/// `cp.async.commit_group`.
+pub fn cp_async_commit_group() {
+    crate::async_copy::commit_group();
+}
+
+/// `cp.async.wait_group n`: waits for all but the `n` most recently committed groups.
+pub fn cp_async_wait_group(n: u32) {
+    crate::async_copy::wait_group(n);
+}
+
+/// `cp.async.wait_all`: commits the pending copies and waits for every group.
+pub fn cp_async_wait_all() {
+    crate::async_copy::commit_group();
+    crate::async_copy::wait_group(0);
+}

@@ -47,6 +47,8 @@ pub enum AccessKind {
     Read,
     Write,
     Atomic,
+    /// A `cp.async` copy into shared memory that has not been waited for.
+    AsyncCopy,
 }
 
 impl fmt::Display for AccessKind {
@@ -55,6 +57,7 @@ impl fmt::Display for AccessKind {
             AccessKind::Read => "read",
             AccessKind::Write => "write",
             AccessKind::Atomic => "atomic",
+            AccessKind::AsyncCopy => "cp.async copy",
         })
     }
 }
@@ -81,6 +84,14 @@ pub enum Fault {
          with no sync_threads() (nor, within one warp, sync_warp) between them"
     )]
     SharedRace { region: String, byte: u32, earlier: Access, later: Access },
+    #[error(
+        "shared-memory byte {byte} of {region} is still being filled: {copy} has not been \
+         waited for (cp_async_wait_group / cp_async_wait_all, then sync_threads for other \
+         threads) when {access}"
+    )]
+    AsyncCopyInFlight { region: String, byte: u32, copy: Access, access: Access },
+    #[error("invalid operand at {site}: {detail}")]
+    BadOperand { site: Site, detail: String },
     #[error("shared-memory access out of range at {site}: {detail}")]
     SharedOutOfRange { site: Site, detail: String },
     #[error("barrier at {site} reached by only part of the block: thread {missing} {missing_state}")]

@@ -9,6 +9,7 @@
 //! Kernels reach the emulator through [`device`] (wrapped by `trident_kernels::simt`).
 
 mod arg;
+mod async_copy;
 mod block;
 mod config;
 mod context;

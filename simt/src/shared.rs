@@ -14,7 +14,7 @@ use crate::smem::Conflict;
 #[derive(Debug)]
 pub struct Shared<T: Copy> {
     /// Byte offset of element 0 within the block's shared memory.
-    offset: u32,
+    pub(crate) offset: u32,
     len: u32,
     _element: PhantomData<T>,
 }
@@ -111,7 +111,7 @@ impl Shared<u16> {
         let offset = self.byte_offset_of(block, thread, i, 8);
         if offset % 16 != 0 {
             let detail = format!("ldmatrix row at element {i} (shared byte {offset}) is not 16-byte aligned");
-            fail(block, thread, Fault::SharedOutOfRange { site: Location::caller(), detail });
+            fail(block, thread, Fault::BadOperand { site: Location::caller(), detail });
         }
         offset
     }
@@ -144,7 +144,11 @@ pub(crate) fn race_error(
 ) -> EmuError {
     let (region, byte) = inner.smem.describe(c.byte);
     let earlier = Access { kind: c.kind, thread: block.dim3(c.thread), site: c.site };
-    let fault = Fault::SharedRace { region, byte, earlier, later };
+    let fault = if c.kind == AccessKind::AsyncCopy {
+        Fault::AsyncCopyInFlight { region, byte, copy: earlier, access: later }
+    } else {
+        Fault::SharedRace { region, byte, earlier, later }
+    };
     block.error_at(thread, fault)
 }
 
@@ -153,23 +157,21 @@ pub(crate) fn dynamic_shared<T: Copy>(byte_offset: usize, len: usize, site: Site
     let (block, thread) = context::current();
     let dynamic_bytes = block.inner.borrow().smem.dynamic_bytes();
     let end = len.checked_mul(size_of::<T>()).and_then(|bytes| bytes.checked_add(byte_offset));
-    let detail = if byte_offset % align_of::<T>() != 0 {
-        Some(format!(
-            "dynamic_shared::<{}> at byte offset {byte_offset}, which is not a multiple of its \
-             alignment {}",
-            std::any::type_name::<T>(),
+    let type_name = std::any::type_name::<T>();
+    if byte_offset % align_of::<T>() != 0 {
+        let detail = format!(
+            "dynamic_shared::<{type_name}> at byte offset {byte_offset}, which is not a multiple of \
+             its alignment {}",
             align_of::<T>()
-        ))
-    } else if end.is_none_or(|end| end > dynamic_bytes as usize) {
-        Some(format!(
-            "dynamic_shared::<{}> of {len} elements at byte offset {byte_offset} ends past the \
-             launch's {dynamic_bytes} bytes of dynamic shared memory (LaunchConfig::dynamic_smem_bytes)",
-            std::any::type_name::<T>()
-        ))
-    } else {
-        None
-    };
-    if let Some(detail) = detail {
+        );
+        fail(block, thread, Fault::BadOperand { site, detail });
+    }
+    if end.is_none_or(|end| end > dynamic_bytes as usize) {
+        let detail = format!(
+            "dynamic_shared::<{type_name}> of {len} elements at byte offset {byte_offset} ends past \
+             the launch's {dynamic_bytes} bytes of dynamic shared memory \
+             (LaunchConfig::dynamic_smem_bytes)"
+        );
         fail(block, thread, Fault::SharedOutOfRange { site, detail });
     }
     Shared { offset: byte_offset as u32, len: len as u32, _element: PhantomData }

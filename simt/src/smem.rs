@@ -72,6 +72,8 @@ struct ByteShadow {
     write: Stamp,
     reads: Pair,
     atomics: Pair,
+    /// The `cp.async` copy filling this byte, until it is waited for (site set while in flight).
+    async_copy: Stamp,
 }
 
 /// The earlier access of a conflicting pair.
@@ -208,6 +210,9 @@ impl SharedMemory {
                 thread: s.thread,
                 site: s.site.expect("recorded stamps have a site"),
             };
+            if shadow.async_copy.site.is_some() {
+                return Err(conflict(shadow.async_copy, AccessKind::AsyncCopy));
+            }
             if shadow.write.site.is_some() && clocks.unordered(shadow.write, thread) {
                 return Err(conflict(shadow.write, AccessKind::Write));
             }
@@ -225,9 +230,29 @@ impl SharedMemory {
                 AccessKind::Read => shadow.reads.record(now, clocks.barrier),
                 AccessKind::Write => shadow.write = now,
                 AccessKind::Atomic => shadow.atomics.record(now, clocks.barrier),
+                AccessKind::AsyncCopy => shadow.async_copy = now,
             }
         }
         Ok(())
+    }
+
+    /// Lands a `cp.async` copy started with `track(.., AccessKind::AsyncCopy, ..)`: writes its
+    /// bytes and records them as written by `thread` now.
+    pub fn finish_async_copy(&mut self, offset: u32, data: &[u8], thread: u32, site: Site) {
+        let range = offset as usize..offset as usize + data.len();
+        self.bytes[range.clone()].copy_from_slice(data);
+        let now = Stamp { clock: self.clocks.now, thread, site: Some(site) };
+        for shadow in &mut self.shadow[range] {
+            shadow.async_copy = Stamp::default();
+            shadow.write = now;
+        }
+    }
+
+    /// Forgets a `cp.async` copy that was never waited for (at the end of a block).
+    pub fn abandon_async_copy(&mut self, offset: u32, len: u32) {
+        for shadow in &mut self.shadow[offset as usize..(offset + len) as usize] {
+            shadow.async_copy = Stamp::default();
+        }
     }
 
     /// Reads a `T` at `offset` (bounds already checked).

@@ -279,3 +279,69 @@ pub fn ldmatrix_x2_trans(s: Shared<u16>, elem_offset: usize) -> [u32; 2] {
 pub fn ldmatrix_x1_trans(s: Shared<u16>, elem_offset: usize) -> u32 {
     ldmatrix::<1>(s, elem_offset, true)[0]
 }
+
+/// `cp.async.cg.shared.global` of 16 bytes from global `src` to element `dst_index` of `dst`
+/// (both 16-byte aligned). The bytes land at the `cp_async_wait_*` that covers the copy's
+/// commit group; on the host, touching them before that faults.
+///
+/// # Safety
+///
+/// `src` must be valid for reading 16 bytes.
+#[track_caller]
+pub unsafe fn cp_async_16<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const T) {
+    // SAFETY: forwarded from the caller.
+    unsafe { device::cp_async(dst, dst_index, src, 16, 16, core::panic::Location::caller()) }
+}
+
+/// [`cp_async_16`] reading only the first `src_bytes` (at most 16) bytes of `src` and zeroing
+/// the rest: loads the edge of a tile without reading past the end of a buffer.
+///
+/// # Safety
+///
+/// `src` must be valid for reading `src_bytes` bytes.
+#[track_caller]
+pub unsafe fn cp_async_16_zfill<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const T, src_bytes: u32) {
+    // SAFETY: forwarded from the caller.
+    unsafe { device::cp_async(dst, dst_index, src, 16, src_bytes, core::panic::Location::caller()) }
+}
+
+/// `cp.async.ca.shared.global` of 4 bytes (both addresses 4-byte aligned); see [`cp_async_16`].
+///
+/// # Safety
+///
+/// `src` must be valid for reading 4 bytes.
+#[track_caller]
+pub unsafe fn cp_async_4<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const T) {
+    // SAFETY: forwarded from the caller.
+    unsafe { device::cp_async(dst, dst_index, src, 4, 4, core::panic::Location::caller()) }
+}
+
+/// `cp.async.ca.shared.global` of 8 bytes (both addresses 8-byte aligned); see [`cp_async_16`].
+///
+/// # Safety
+///
+/// `src` must be valid for reading 8 bytes.
+#[track_caller]
+pub unsafe fn cp_async_8<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const T) {
+    // SAFETY: forwarded from the caller.
+    unsafe { device::cp_async(dst, dst_index, src, 8, 8, core::panic::Location::caller()) }
+}
+
+/// `cp.async.commit_group`: this thread's copies since the last commit form a group.
+#[inline]
+pub fn cp_async_commit_group() {
+    device::cp_async_commit_group();
+}
+
+/// `cp.async.wait_group N`: waits until at most `N` of this thread's committed groups are
+/// still in flight. Other threads see the data only after a following `sync_threads`.
+#[inline]
+pub fn cp_async_wait_group<const N: u32>() {
+    device::cp_async_wait_group(N);
+}
+
+/// `cp.async.wait_all`: commits and waits for all of this thread's copies.
+#[inline]
+pub fn cp_async_wait_all() {
+    device::cp_async_wait_all();
+}

@@ -519,3 +519,101 @@ pub fn ldmatrix_x1_trans(s: Shared<u16>, elem_offset: usize) -> u32 {
     ldmatrix_asm!("x1.trans", 1, a, r);
     r[0]
 }
+
+/// `cp.async.cg.shared.global` of 16 bytes from global `src` to element `dst_index` of `dst`
+/// (both 16-byte aligned); the bytes land at the `cp_async_wait_*` covering its group.
+///
+/// # Safety
+///
+/// `src` must be valid for reading 16 bytes.
+#[inline(always)]
+pub unsafe fn cp_async_16<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const T) {
+    // SAFETY: the caller guarantees `src`; the destination is in the block's shared memory.
+    unsafe {
+        asm!(
+            "{{",
+            ".reg .u64 %ga;",
+            "cvta.to.global.u64 %ga, {s};",
+            "cp.async.cg.shared.global [{d}], [%ga], 16;",
+            "}}",
+            d = in(reg32) dst.address_of(dst_index),
+            s = in(reg64) src,
+            options(nostack),
+        )
+    };
+}
+
+/// [`cp_async_16`] reading only the first `src_bytes` (at most 16) bytes and zeroing the rest.
+///
+/// # Safety
+///
+/// `src` must be valid for reading `src_bytes` bytes.
+#[inline(always)]
+pub unsafe fn cp_async_16_zfill<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const T, src_bytes: u32) {
+    // SAFETY: as in `cp_async_16`.
+    unsafe {
+        asm!(
+            "{{",
+            ".reg .u64 %ga;",
+            "cvta.to.global.u64 %ga, {s};",
+            "cp.async.cg.shared.global [{d}], [%ga], 16, {n};",
+            "}}",
+            d = in(reg32) dst.address_of(dst_index),
+            s = in(reg64) src,
+            n = in(reg32) src_bytes,
+            options(nostack),
+        )
+    };
+}
+
+macro_rules! cp_async_ca {
+    ($($name:ident => $bytes:literal;)*) => {$(
+        #[doc = concat!("`cp.async.ca.shared.global` of ", $bytes, " bytes; see [`cp_async_16`].")]
+        ///
+        /// # Safety
+        ///
+        #[doc = concat!("`src` must be valid for reading ", $bytes, " bytes.")]
+        #[inline(always)]
+        pub unsafe fn $name<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const T) {
+            // SAFETY: as in `cp_async_16`.
+            unsafe {
+                asm!(
+                    "{{",
+                    ".reg .u64 %ga;",
+                    "cvta.to.global.u64 %ga, {s};",
+                    concat!("cp.async.ca.shared.global [{d}], [%ga], ", $bytes, ";"),
+                    "}}",
+                    d = in(reg32) dst.address_of(dst_index),
+                    s = in(reg64) src,
+                    options(nostack),
+                )
+            };
+        }
+    )*};
+}
+
+cp_async_ca! {
+    cp_async_4 => "4";
+    cp_async_8 => "8";
+}
+
+/// `cp.async.commit_group`.
+#[inline(always)]
+pub fn cp_async_commit_group() {
+    // SAFETY: no operands.
+    unsafe { asm!("cp.async.commit_group;", options(nostack)) };
+}
+
+/// `cp.async.wait_group N`: waits until at most `N` committed groups are in flight.
+#[inline(always)]
+pub fn cp_async_wait_group<const N: u32>() {
+    // SAFETY: no operands besides the immediate.
+    unsafe { asm!("cp.async.wait_group {n};", n = const N, options(nostack)) };
+}
+
+/// `cp.async.wait_all`.
+#[inline(always)]
+pub fn cp_async_wait_all() {
+    // SAFETY: no operands.
+    unsafe { asm!("cp.async.wait_all;", options(nostack)) };
+}

@@ -258,3 +258,37 @@ fn sync_warp_does_not_order_other_warps() {
     assert_eq!((earlier.kind, later.kind), (AccessKind::Read, AccessKind::Write), "{error}");
     assert_eq!((earlier.thread.0, later.thread.0), ([31, 0, 0], [32, 0, 0]), "{error}");
 }
+
+/// Reads the destination of its own `cp.async` before waiting for it.
+fn read_before_wait(args: &[u64]) {
+    let s = static_shared!(S, f32, 128);
+    let t = thread_idx_x() as usize;
+    // SAFETY: the test passes 128 16-byte aligned floats.
+    unsafe { cp_async_16(s, 4 * t, (args[0] as *const f32).add(4 * t)) };
+    cp_async_commit_group();
+    let _ = s.load(4 * t);
+}
+
+/// Waits for its copy but lets another thread read it without a barrier.
+fn read_other_without_barrier(args: &[u64]) {
+    let s = static_shared!(S, f32, 128);
+    let t = thread_idx_x() as usize;
+    // SAFETY: the test passes 128 16-byte aligned floats.
+    unsafe { cp_async_16(s, 4 * t, (args[0] as *const f32).add(4 * t)) };
+    cp_async_wait_all();
+    let _ = s.load(4 * (31 - t));
+}
+
+#[test]
+fn cp_async_destination_is_undefined_until_waited_for() {
+    let input = vec![[1f32; 4]; 32];
+    let args = [input.as_ptr() as u64];
+    let error = run(read_before_wait, LaunchConfig::linear(1, 32), &args).unwrap_err();
+    let Some(Fault::AsyncCopyInFlight { copy, access, .. }) = error.fault() else { panic!("{error}") };
+    assert_eq!(copy.thread, access.thread, "{error}");
+    assert_eq!(access.kind, AccessKind::Read, "{error}");
+
+    let error = run(read_other_without_barrier, LaunchConfig::linear(1, 32), &args).unwrap_err();
+    let Some(Fault::SharedRace { earlier, later, .. }) = error.fault() else { panic!("{error}") };
+    assert_ne!(earlier.thread, later.thread, "{error}");
+}

@@ -1,7 +1,9 @@
 //! The selftest kernel that exercises every `simt` operation (and is assembled by ptxas in
 //! the nvptx build), run on the emulator against host references.
 
-use trident_kernels::selftest::{self, WARP_OPS_DYNAMIC_SMEM, WARP_OPS_OUTPUTS, WARP_OPS_THREADS};
+use trident_kernels::selftest::{
+    self, PIPELINE_THREADS, PIPELINE_TILE, WARP_OPS_DYNAMIC_SMEM, WARP_OPS_OUTPUTS, WARP_OPS_THREADS,
+};
 use trident_kernels::simt::{bf16_to_f32, f32_to_bf16};
 use trident_simt::LaunchConfig;
 
@@ -66,6 +68,45 @@ fn every_simt_operation_on_the_emulator() {
         {
             let tolerance = if k == WARP_OPS_OUTPUTS - 1 { 1e-4 } else { 1e-6 * want.abs().max(1.0) };
             assert!((got - want).abs() <= tolerance, "seed {seed} thread {t} output {k}: {got} vs {want}");
+        }
+    }
+}
+
+fn async_copy_pipeline(args: &[u64]) {
+    // SAFETY: the test passes buffers of the sizes async_copy_pipeline documents.
+    unsafe { selftest::async_copy_pipeline(args[0] as *const f32, args[1] as u32, args[2] as *mut f32) }
+}
+
+#[test]
+fn cp_async_pipeline_on_the_emulator() {
+    let seed = seed("cp_async_pipeline");
+    let mut rng = Rng::new(seed);
+    let threads = PIPELINE_THREADS as usize;
+    let tile = PIPELINE_TILE as usize;
+    for n in [2 * threads, tile, 3 * tile + 37] {
+        // 16-byte aligned storage for the inputs.
+        let mut storage = vec![[0f32; 4]; n.div_ceil(4)];
+        let input = &mut storage.as_flattened_mut()[..n];
+        input.copy_from_slice(&rng.vec(n));
+        let mut out = vec![f32::NAN; 2 * threads];
+        run(
+            async_copy_pipeline,
+            LaunchConfig::linear(1, PIPELINE_THREADS),
+            &[input.as_ptr() as u64, n as u64, ptr(&mut out)],
+        )
+        .unwrap();
+        let at = |i: usize| if i < n { f64::from(input[i]) } else { 0.0 };
+        for t in 0..threads {
+            let want: f64 =
+                (0..n.div_ceil(tile)).map(|k| at(k * tile + t) + at(k * tile + tile - 1 - t)).sum();
+            assert!(
+                (f64::from(out[t]) - want).abs() < 1e-5,
+                "seed {seed} n {n} thread {t}: {} vs {want}",
+                out[t]
+            );
+            let o = threads - 1 - t;
+            let want = at(2 * o) + at(2 * o + 1) + at(o);
+            assert!((f64::from(out[threads + t]) - want).abs() < 1e-5, "seed {seed} n {n} extra {t}");
         }
     }
 }
