@@ -18,6 +18,7 @@ mod error;
 pub mod fragments;
 mod launch;
 mod shared;
+mod sites;
 mod smem;
 mod stacks;
 mod warp;

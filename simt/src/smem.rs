@@ -9,6 +9,7 @@
 //! rather than cleared; the clock keeps counting across the blocks a worker runs.
 
 use crate::error::{AccessKind, Site};
+use crate::sites::SiteTable;
 use crate::warp::WARP_SIZE;
 
 /// Fresh shared memory holds this byte pattern: a NaN for f32 and bf16, so reading memory
@@ -18,31 +19,39 @@ pub(crate) const POISON_BYTE: u8 = 0xFF;
 /// Arrays declared with `static_shared!` start at multiples of this.
 const STATIC_ALIGN: u32 = 16;
 
+/// One access: when (clock 0: never), by which thread, from where (an id in the site table).
 #[derive(Clone, Copy, Default)]
 struct Stamp {
     clock: u32,
-    thread: u32,
-    site: Option<Site>,
+    thread: u16,
+    site: u16,
 }
 
 /// The synchronization a block has done so far.
 struct Clocks {
     now: u32,
-    /// `now` at the last barrier (or block start).
+    /// `now` at the last barrier (or block start); always at least 1.
     barrier: u32,
     /// `now` at each warp's last full-warp `sync_warp`.
     warp_synced: Vec<u32>,
 }
 
-impl Clocks {
-    /// Whether `earlier` is ordered after no synchronization with an access by `thread`, so
-    /// the two race if they touch the same byte and one of them writes.
-    fn unordered(&self, earlier: Stamp, thread: u32) -> bool {
-        let warp = thread / WARP_SIZE;
+/// What orders earlier accesses before one access by `thread`.
+#[derive(Clone, Copy)]
+struct Viewpoint {
+    thread: u16,
+    warp: u16,
+    barrier: u32,
+    warp_synced: u32,
+}
+
+impl Viewpoint {
+    /// Whether `earlier` is ordered by no synchronization before this access, so the two race
+    /// if they touch the same byte and one of them writes.
+    fn unordered(self, earlier: Stamp) -> bool {
         earlier.clock >= self.barrier
-            && earlier.thread != thread
-            && !(earlier.thread / WARP_SIZE == warp
-                && earlier.clock < self.warp_synced.get(warp as usize).copied().unwrap_or(0))
+            && earlier.thread != self.thread
+            && !(earlier.thread / WARP_SIZE as u16 == self.warp && earlier.clock < self.warp_synced)
     }
 }
 
@@ -61,9 +70,8 @@ impl Pair {
         self.last = now;
     }
 
-    /// A stamp that is unordered with an access by `thread`, if any.
-    fn unordered(&self, clocks: &Clocks, thread: u32) -> Option<Stamp> {
-        [self.last, self.other].into_iter().find(|s| s.site.is_some() && clocks.unordered(*s, thread))
+    fn unordered(&self, view: Viewpoint) -> Option<Stamp> {
+        [self.last, self.other].into_iter().find(|s| view.unordered(*s))
     }
 }
 
@@ -72,7 +80,7 @@ struct ByteShadow {
     write: Stamp,
     reads: Pair,
     atomics: Pair,
-    /// The `cp.async` copy filling this byte, until it is waited for (site set while in flight).
+    /// The `cp.async` copy filling this byte until it is waited for (clock 0: none).
     async_copy: Stamp,
 }
 
@@ -96,6 +104,7 @@ pub(crate) struct SharedMemory {
     bytes: Vec<u8>,
     shadow: Vec<ByteShadow>,
     clocks: Clocks,
+    sites: SiteTable,
     dynamic_bytes: u32,
     statics: Vec<StaticArray>,
 }
@@ -106,6 +115,7 @@ impl SharedMemory {
             bytes: Vec::new(),
             shadow: Vec::new(),
             clocks: Clocks { now: 0, barrier: 0, warp_synced: Vec::new() },
+            sites: SiteTable::new(),
             dynamic_bytes: 0,
             statics: Vec::new(),
         }
@@ -140,9 +150,10 @@ impl SharedMemory {
 
     fn tick(&mut self) {
         if self.clocks.now == u32::MAX {
+            // Start over: clock 1 is older than any live access can be after the tick below.
             self.shadow.fill(ByteShadow::default());
-            self.clocks.now = 0;
-            self.clocks.barrier = 0;
+            self.clocks.now = 1;
+            self.clocks.barrier = 1;
             self.clocks.warp_synced.fill(0);
         }
         self.clocks.now += 1;
@@ -200,36 +211,37 @@ impl SharedMemory {
         thread: u32,
         site: Site,
     ) -> Result<(), Conflict> {
-        let now = Stamp { clock: self.clocks.now, thread, site: Some(site) };
-        let clocks = &self.clocks;
+        let warp = thread / WARP_SIZE;
+        let view = Viewpoint {
+            thread: thread as u16,
+            warp: warp as u16,
+            barrier: self.clocks.barrier,
+            warp_synced: self.clocks.warp_synced.get(warp as usize).copied().unwrap_or(0),
+        };
+        let now = Stamp { clock: self.clocks.now, thread: thread as u16, site: self.sites.id(site) };
         let range = offset as usize..(offset + len) as usize;
         for (byte, shadow) in range.clone().zip(&mut self.shadow[range]) {
-            let conflict = |s: Stamp, kind| Conflict {
-                byte: byte as u32,
-                kind,
-                thread: s.thread,
-                site: s.site.expect("recorded stamps have a site"),
+            let earlier = if shadow.async_copy.clock != 0 {
+                Some((shadow.async_copy, AccessKind::AsyncCopy))
+            } else if view.unordered(shadow.write) {
+                Some((shadow.write, AccessKind::Write))
+            } else if let Some(s) = shadow.reads.unordered(view).filter(|_| kind != AccessKind::Read) {
+                Some((s, AccessKind::Read))
+            } else {
+                shadow
+                    .atomics
+                    .unordered(view)
+                    .filter(|_| kind != AccessKind::Atomic)
+                    .map(|s| (s, AccessKind::Atomic))
             };
-            if shadow.async_copy.site.is_some() {
-                return Err(conflict(shadow.async_copy, AccessKind::AsyncCopy));
-            }
-            if shadow.write.site.is_some() && clocks.unordered(shadow.write, thread) {
-                return Err(conflict(shadow.write, AccessKind::Write));
-            }
-            if kind != AccessKind::Read {
-                if let Some(s) = shadow.reads.unordered(clocks, thread) {
-                    return Err(conflict(s, AccessKind::Read));
-                }
-            }
-            if kind != AccessKind::Atomic {
-                if let Some(s) = shadow.atomics.unordered(clocks, thread) {
-                    return Err(conflict(s, AccessKind::Atomic));
-                }
+            if let Some((s, kind)) = earlier {
+                let (thread, site) = (u32::from(s.thread), self.sites.site(s.site));
+                return Err(Conflict { byte: byte as u32, kind, thread, site });
             }
             match kind {
-                AccessKind::Read => shadow.reads.record(now, clocks.barrier),
+                AccessKind::Read => shadow.reads.record(now, view.barrier),
                 AccessKind::Write => shadow.write = now,
-                AccessKind::Atomic => shadow.atomics.record(now, clocks.barrier),
+                AccessKind::Atomic => shadow.atomics.record(now, view.barrier),
                 AccessKind::AsyncCopy => shadow.async_copy = now,
             }
         }
@@ -241,7 +253,7 @@ impl SharedMemory {
     pub fn finish_async_copy(&mut self, offset: u32, data: &[u8], thread: u32, site: Site) {
         let range = offset as usize..offset as usize + data.len();
         self.bytes[range.clone()].copy_from_slice(data);
-        let now = Stamp { clock: self.clocks.now, thread, site: Some(site) };
+        let now = Stamp { clock: self.clocks.now, thread: thread as u16, site: self.sites.id(site) };
         for shadow in &mut self.shadow[range] {
             shadow.async_copy = Stamp::default();
             shadow.write = now;
