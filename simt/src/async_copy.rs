@@ -56,7 +56,7 @@ pub(crate) unsafe fn copy<T: Copy>(
     if src_bytes > bytes {
         bad(format!("cp.async source size {src_bytes} exceeds the copy size {bytes}"));
     }
-    let offset = dst.byte_offset_of(block, thread, dst_index, (bytes / element) as usize);
+    let offset = dst.byte_offset_of(block, thread, dst_index, (bytes / element) as usize, site);
     if offset % bytes != 0 {
         bad(format!("cp.async destination (shared byte {offset}) is not {bytes}-byte aligned"));
     }

@@ -97,7 +97,7 @@ pub fn ldmatrix(s: Shared<u16>, elem_offset: usize, matrices: u8, trans: bool, s
     assert!(matches!(matrices, 1 | 2 | 4), "ldmatrix loads 1, 2 or 4 matrices");
     let (block, thread) = context::current();
     let addresses_row = thread % WARP_SIZE < u32::from(matrices) * 8;
-    let offset = if addresses_row { s.row_offset(block, thread, elem_offset) } else { 0 };
+    let offset = if addresses_row { s.row_offset(block, thread, elem_offset, site) } else { 0 };
     collective(Op::Ldmatrix { matrices, trans }, warp::FULL_MASK, site, &[offset])
 }
 

@@ -8,7 +8,7 @@
 //! - B (16x8, k by n): b0 = B[2pair..+2][group], b1 = B[2pair+8..+2][group].
 //! - C and D (16x8): c0, c1 = C[group][2pair], C[group][2pair+1]; c2, c3 = the same at row
 //!   group+8.
-//! - ldmatrix: lanes 8i..8i+8 address the 8 rows of matrix i; register i of a lane holds row
+//! - ldmatrix: lanes 8i..8i+7 address the 8 rows of matrix i; register i of a lane holds row
 //!   lane/4, columns 2(lane%4) and +1 of matrix i (`.trans`: column lane/4, rows 2(lane%4), +1).
 
 use crate::warp::{MAX_INPUT_WORDS, WARP_SIZE};
@@ -29,8 +29,9 @@ fn high(word: u32) -> f32 {
 }
 
 /// D = A x B + C for one warp. Lane `l`'s operands are `inputs[l]`: a0..a3, b0, b1, then
-/// c0..c3 as f32 bits. Products of bf16 values are exact in f64 and the sum is rounded once,
-/// which bounds the error of the hardware's f32 accumulation from above.
+/// c0..c3 as f32 bits. The emulator sums the (exact) products in f64 and rounds once; the
+/// hardware accumulates in f32 in an unspecified order, so the two agree to f32 accumulation
+/// error, not bit for bit.
 pub(crate) fn mma_m16n8k16_bf16(inputs: &[[u32; MAX_INPUT_WORDS]; LANES]) -> [[f32; 4]; LANES] {
     let mut a = [[0f64; 16]; 16];
     let mut b = [[0f64; 8]; 16];

@@ -38,10 +38,16 @@ impl<T: Copy> Shared<T> {
         self.len == 0
     }
 
-    /// Byte offset of element `i`, failing the thread when `i` is out of range.
-    #[track_caller]
-    pub(crate) fn byte_offset_of(self, block: &BlockState, thread: u32, i: usize, count: usize) -> u32 {
-        let site = Location::caller();
+    /// Byte offset of element `i` (of `count` elements from `i`), failing the thread at `site`
+    /// when they are out of range.
+    pub(crate) fn byte_offset_of(
+        self,
+        block: &BlockState,
+        thread: u32,
+        i: usize,
+        count: usize,
+        site: Site,
+    ) -> u32 {
         if i.checked_add(count).is_none_or(|end| end > self.len as usize) {
             let what = if count == 1 {
                 format!("index {i}")
@@ -63,7 +69,7 @@ impl<T: Copy> Shared<T> {
     #[track_caller]
     pub fn load(self, i: usize) -> T {
         let (block, thread) = context::current();
-        let offset = self.byte_offset_of(block, thread, i, 1);
+        let offset = self.byte_offset_of(block, thread, i, 1, Location::caller());
         let result = {
             let mut inner = block.inner.borrow_mut();
             track(block, &mut inner, thread, offset, size_of::<T>(), AccessKind::Read)
@@ -76,7 +82,7 @@ impl<T: Copy> Shared<T> {
     #[track_caller]
     pub fn store(self, i: usize, value: T) {
         let (block, thread) = context::current();
-        let offset = self.byte_offset_of(block, thread, i, 1);
+        let offset = self.byte_offset_of(block, thread, i, 1, Location::caller());
         let result = {
             let mut inner = block.inner.borrow_mut();
             track(block, &mut inner, thread, offset, size_of::<T>(), AccessKind::Write)
@@ -91,7 +97,7 @@ impl Shared<f32> {
     #[track_caller]
     pub fn atomic_add(self, i: usize, value: f32) -> f32 {
         let (block, thread) = context::current();
-        let offset = self.byte_offset_of(block, thread, i, 1);
+        let offset = self.byte_offset_of(block, thread, i, 1, Location::caller());
         let result = {
             let mut inner = block.inner.borrow_mut();
             track(block, &mut inner, thread, offset, 4, AccessKind::Atomic).map(|()| {
@@ -106,12 +112,11 @@ impl Shared<f32> {
 
 impl Shared<u16> {
     /// Byte offset of the 16-byte row of 8 elements at `i`, as `ldmatrix` addresses it.
-    #[track_caller]
-    pub(crate) fn row_offset(self, block: &BlockState, thread: u32, i: usize) -> u32 {
-        let offset = self.byte_offset_of(block, thread, i, 8);
+    pub(crate) fn row_offset(self, block: &BlockState, thread: u32, i: usize, site: Site) -> u32 {
+        let offset = self.byte_offset_of(block, thread, i, 8, site);
         if offset % 16 != 0 {
             let detail = format!("ldmatrix row at element {i} (shared byte {offset}) is not 16-byte aligned");
-            fail(block, thread, Fault::BadOperand { site: Location::caller(), detail });
+            fail(block, thread, Fault::BadOperand { site, detail });
         }
         offset
     }

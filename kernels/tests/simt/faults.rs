@@ -292,3 +292,33 @@ fn cp_async_destination_is_undefined_until_waited_for() {
     let Some(Fault::SharedRace { earlier, later, .. }) = error.fault() else { panic!("{error}") };
     assert_ne!(earlier.thread, later.thread, "{error}");
 }
+
+/// Lane 5 addresses a row past the end of the array.
+fn ldmatrix_out_of_range(_: &[u64]) {
+    let s = static_shared!(S, u16, 256);
+    let lane = lane_id() as usize;
+    for i in (lane..256).step_by(32) {
+        s.store(i, 0);
+    }
+    sync_threads();
+    let row = if lane == 5 { 32 } else { lane % 8 };
+    ldmatrix_x4(s, row * 8);
+}
+
+/// Rows that are not 16-byte aligned.
+fn ldmatrix_misaligned(_: &[u64]) {
+    let s = static_shared!(S, u16, 512);
+    ldmatrix_x2_trans(s, lane_id() as usize * 12 + 4);
+}
+
+#[test]
+fn ldmatrix_rows_are_checked() {
+    let (error, fault) = expect_fault(ldmatrix_out_of_range, LaunchConfig::linear(1, 32));
+    let Fault::SharedOutOfRange { site, .. } = fault else { panic!("{error}") };
+    assert!(site.file().ends_with("faults.rs"), "names the kernel line: {error}");
+    assert!(error.to_string().contains("thread (5, 0, 0)"), "{error}");
+
+    let (error, fault) = expect_fault(ldmatrix_misaligned, LaunchConfig::linear(1, 32));
+    let Fault::BadOperand { site, .. } = fault else { panic!("{error}") };
+    assert!(site.file().ends_with("faults.rs"), "names the kernel line: {error}");
+}
