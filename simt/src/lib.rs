@@ -1,12 +1,28 @@
 //! SIMT emulator core: runs Trident's kernels, compiled for the host, as GPU thread blocks.
 //!
-//! Each block runs on a worker thread with its threads as coroutines, switched at barriers
-//! and warp collectives in a fixed order. The emulator fails a launch, naming kernel, block
-//! and thread, on what a GPU leaves undefined: shared-memory races between barriers, barriers
-//! reached by part of a block or at different places, warp collectives with inconsistent
-//! participation, shared-memory accesses out of range, and panics.
+//! [`launch`] runs each block on a worker thread (one per core, blocks taken in turn) with the
+//! block's threads as coroutines, switched at barriers and warp collectives in linear-id order,
+//! so a launch's schedule within a block is reproducible. Kernels reach the emulator through
+//! [`device`] (wrapped by `trident_kernels::simt`), which finds the running thread through a
+//! thread-local the scheduler sets before each resume.
 //!
-//! Kernels reach the emulator through [`device`] (wrapped by `trident_kernels::simt`).
+//! A launch fails with an [`EmuError`] naming kernel, block, thread and source line when a
+//! kernel does what a GPU leaves undefined:
+//! - a shared-memory data race: two threads touch the same byte between two barriers and one
+//!   of them writes (atomics only race with plain accesses; a full-warp `sync_warp` orders the
+//!   accesses of its lanes);
+//! - a barrier reached by only part of the block, or at different call sites;
+//! - a warp collective (shuffle, vote, `sync_warp`, `mma`, `ldmatrix`) whose member lanes do
+//!   not all arrive with the same operation and mask, that leaves out the calling lane, or,
+//!   for `mma`/`ldmatrix`, that is not executed by a full warp;
+//! - a shared-memory access out of range (static or dynamic) or misaligned, and a read of a
+//!   `cp.async` destination before the copy was waited for;
+//! - a panic in kernel code.
+//!
+//! Not checked: global memory (kernels reach it through raw pointers), and a thread that
+//! never reaches a barrier or collective (an endless loop hangs the launch). Each thread has a
+//! [`THREAD_STACK_BYTES`] stack; overflowing it aborts the process. Fresh shared memory and
+//! shuffles from lanes outside the mask read as NaN-pattern poison.
 
 mod arg;
 mod async_copy;
