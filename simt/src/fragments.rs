@@ -1,7 +1,7 @@
 //! Tensor-core fragment layouts of the PTX ISA, for `mma.sync.m16n8k16` with bf16 inputs and
 //! f32 accumulators, and for `ldmatrix.m8n8` with b16 elements.
 //!
-//! For a lane, `g = lane / 4` and `p = lane % 4`. A 32-bit register holding two b16 elements
+//! For a lane, `g = lane / 4` (the group) and `p = lane % 4` (the pair within it). A 32-bit register holding two b16 elements
 //! keeps the lower column (or row, for B) index in its low half.
 //! - A (16x16, row-major): `a0` holds `A(g, 2p)` and `A(g, 2p+1)`; `a1` the same at row `g+8`;
 //!   `a2` at columns `2p+8`, `2p+9`; `a3` at row `g+8`, columns `2p+8`, `2p+9`.
@@ -37,7 +37,7 @@ pub(crate) fn mma_m16n8k16_bf16(inputs: &[[u32; MAX_INPUT_WORDS]; LANES]) -> [[f
     let mut b = [[0f64; 8]; 16];
     let mut c = [[0f64; 8]; 16];
     for (lane, words) in inputs.iter().enumerate() {
-        let (group, pair) = (lane / 4, lane % 4); // g and p above
+        let (group, pair) = (lane / 4, lane % 4);
         let col = 2 * pair;
         for (reg, (row, k)) in
             [(group, col), (group + 8, col), (group, col + 8), (group + 8, col + 8)].into_iter().enumerate()
@@ -57,7 +57,7 @@ pub(crate) fn mma_m16n8k16_bf16(inputs: &[[u32; MAX_INPUT_WORDS]; LANES]) -> [[f
     }
     let mut d = [[0f32; 4]; LANES];
     for (lane, out) in d.iter_mut().enumerate() {
-        let (group, pair) = (lane / 4, lane % 4); // g and p above
+        let (group, pair) = (lane / 4, lane % 4);
         let col = 2 * pair;
         for (reg, (row, n)) in
             [(group, col), (group, col + 1), (group + 8, col), (group + 8, col + 1)].into_iter().enumerate()
@@ -73,7 +73,7 @@ pub(crate) fn mma_m16n8k16_bf16(inputs: &[[u32; MAX_INPUT_WORDS]; LANES]) -> [[f
 pub(crate) fn ldmatrix(rows: &[[u16; 8]; LANES], matrices: u8, trans: bool) -> [[u32; 4]; LANES] {
     let mut out = [[0u32; 4]; LANES];
     for (lane, regs) in out.iter_mut().enumerate() {
-        let (group, pair) = (lane / 4, lane % 4); // g and p above
+        let (group, pair) = (lane / 4, lane % 4);
         for (i, reg) in regs.iter_mut().enumerate().take(matrices as usize) {
             let matrix = &rows[8 * i..8 * i + 8];
             let (lo, hi) = if trans {
