@@ -1,8 +1,9 @@
 //! Tensor-core fragment layouts of the PTX ISA, for `mma.sync.m16n8k16` with bf16 inputs and
 //! f32 accumulators, and for `ldmatrix.m8n8` with b16 elements.
 //!
-//! For a lane, `g = lane / 4` (the group) and `p = lane % 4` (the pair within it). A 32-bit register holding two b16 elements
-//! keeps the lower column (or row, for B) index in its low half.
+//! For a lane, `g = lane / 4` (its group) and `p = lane % 4` (its pair within the group). A
+//! 32-bit register holding two b16 elements keeps the lower column (or row, for B) index in
+//! its low half.
 //! - A (16x16, row-major): `a0` holds `A(g, 2p)` and `A(g, 2p+1)`; `a1` the same at row `g+8`;
 //!   `a2` at columns `2p+8`, `2p+9`; `a3` at row `g+8`, columns `2p+8`, `2p+9`.
 //! - B (16x8, k by n): `b0` holds `B(2p, g)` and `B(2p+1, g)`; `b1` rows `2p+8`, `2p+9`.
