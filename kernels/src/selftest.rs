@@ -1,27 +1,32 @@
 //! Kernels that exercise every `simt` operation. Built for nvptx64 they show each operation
-//! lowers to PTX that ptxas accepts; on the host, tests run the same bodies on the emulator
-//! (and on a GPU the results must match the emulator's).
+//! lowers to PTX that ptxas accepts; tests run them on the emulator and, where there is one,
+//! on a GPU, against the same references: that the two agree is what makes a kernel that
+//! passes on the emulator right on the GPU. They are kept out of the crate's `HOST_KERNELS`;
+//! load them with this module's own table.
 
 use crate::simt::*;
 use crate::static_shared;
 
-/// Values each thread of [`warp_ops`] writes.
+/// Values each thread of [`selftest_warp_ops`] writes.
 pub const WARP_OPS_OUTPUTS: usize = 26;
-/// Threads per block of [`warp_ops`].
+/// Threads per block of [`selftest_warp_ops`].
 pub const WARP_OPS_THREADS: u32 = 64;
-/// Dynamic shared memory [`warp_ops`] needs.
+/// Dynamic shared memory [`selftest_warp_ops`] needs.
 pub const WARP_OPS_DYNAMIC_SMEM: u32 = WARP_OPS_THREADS * 4;
 
+/// Threads per block of [`selftest_async_copy`].
+pub const PIPELINE_THREADS: u32 = 64;
+/// Elements per tile of [`selftest_async_copy`]: four per thread.
+pub const PIPELINE_TILE: u32 = PIPELINE_THREADS * 4;
+
+kernels! {
 /// One block of [`WARP_OPS_THREADS`] threads; thread t reads `input[t]` and writes
 /// `out[t * WARP_OPS_OUTPUTS..]`: shuffles, votes, fast math, global and shared atomics,
 /// static and dynamic shared memory. `total` (one f32, zeroed) receives the sum of the inputs.
-///
-/// # Safety
-///
 /// `input` has `WARP_OPS_THREADS` values, `out` room for `WARP_OPS_THREADS *
-/// WARP_OPS_OUTPUTS`, `total` one; launch with one block and `WARP_OPS_DYNAMIC_SMEM` bytes of
+/// WARP_OPS_OUTPUTS`, `total` one; launch one block with `WARP_OPS_DYNAMIC_SMEM` bytes of
 /// dynamic shared memory.
-pub unsafe fn warp_ops(input: *const f32, out: *mut f32, total: *mut f32) {
+pub unsafe fn selftest_warp_ops(input: *const f32, out: *mut f32, total: *mut f32) {
     let t = thread_idx_x() as usize;
     let lane = lane_id();
     // SAFETY: one input per thread.
@@ -88,11 +93,9 @@ pub unsafe fn warp_ops(input: *const f32, out: *mut f32, total: *mut f32) {
 /// 2. A by four `ldmatrix_x1`, B by two `ldmatrix_x1_trans`;
 /// 3. fragments gathered from global memory by the PTX ISA layout formulas.
 ///
-/// # Safety
-///
 /// `a` has 256 elements, `b` 128, `c` 128 and `d` room for 512; launch one block of 32
 /// threads.
-pub unsafe fn mma_paths(a: *const u16, b: *const u16, c: *const f32, d: *mut f32) {
+pub unsafe fn selftest_mma(a: *const u16, b: *const u16, c: *const f32, d: *mut f32) {
     let lane = thread_idx_x() as usize;
     let sa = static_shared!(SELFTEST_A, u16, 256);
     let sat = static_shared!(SELFTEST_AT, u16, 256);
@@ -166,22 +169,15 @@ pub unsafe fn mma_paths(a: *const u16, b: *const u16, c: *const f32, d: *mut f32
     }
 }
 
-/// Threads per block of [`async_copy_pipeline`].
-pub const PIPELINE_THREADS: u32 = 64;
-/// Elements per tile of [`async_copy_pipeline`]: four per thread.
-pub const PIPELINE_TILE: u32 = PIPELINE_THREADS * 4;
-
 /// Streams `n` inputs through two shared-memory stages with `cp.async` (16-byte copies,
 /// zero-filled past the end), one tile ahead of the compute: thread t sums elements t and
 /// `PIPELINE_TILE - 1 - t` of every tile into `out[t]`. Then it adds, through 8- and 4-byte
 /// copies, `input[2t] + input[2t + 1] + input[t]` (read back by another thread) into
 /// `out[PIPELINE_THREADS + t]`.
 ///
-/// # Safety
-///
 /// `input` has `n >= 2 * PIPELINE_THREADS` elements and is 16-byte aligned, `out` has room for
 /// `2 * PIPELINE_THREADS`; launch one block of `PIPELINE_THREADS` threads.
-pub unsafe fn async_copy_pipeline(input: *const f32, n: u32, out: *mut f32) {
+pub unsafe fn selftest_async_copy(input: *const f32, n: u32, out: *mut f32) {
     let t = thread_idx_x();
     let stages = static_shared!(PIPELINE_STAGES, f32, 2 * PIPELINE_TILE as usize);
     let pairs = static_shared!(PIPELINE_PAIRS, f32, 2 * PIPELINE_THREADS as usize);
@@ -222,42 +218,4 @@ pub unsafe fn async_copy_pipeline(input: *const f32, n: u32, out: *mut f32) {
         *out.add((PIPELINE_THREADS + t) as usize) = extra;
     }
 }
-
-#[cfg(target_arch = "nvptx64")]
-mod entries {
-    /// # Safety
-    ///
-    /// As [`super::warp_ops`].
-    #[no_mangle]
-    pub unsafe extern "ptx-kernel" fn trident_selftest_warp_ops(
-        input: *const f32,
-        out: *mut f32,
-        total: *mut f32,
-    ) {
-        // SAFETY: forwarded from the launcher.
-        unsafe { super::warp_ops(input, out, total) }
-    }
-
-    /// # Safety
-    ///
-    /// As [`super::mma_paths`].
-    #[no_mangle]
-    pub unsafe extern "ptx-kernel" fn trident_selftest_mma(
-        a: *const u16,
-        b: *const u16,
-        c: *const f32,
-        d: *mut f32,
-    ) {
-        // SAFETY: forwarded from the launcher.
-        unsafe { super::mma_paths(a, b, c, d) }
-    }
-
-    /// # Safety
-    ///
-    /// As [`super::async_copy_pipeline`].
-    #[no_mangle]
-    pub unsafe extern "ptx-kernel" fn trident_selftest_async_copy(input: *const f32, n: u32, out: *mut f32) {
-        // SAFETY: forwarded from the launcher.
-        unsafe { super::async_copy_pipeline(input, n, out) }
-    }
 }

@@ -15,6 +15,15 @@ pub fn run(entry: fn(&[u64]), cfg: LaunchConfig, args: &[u64]) -> Result<(), Emu
     launch(&HostKernel { name: "test_kernel", params: &[], entry }, &cfg, args)
 }
 
+/// Runs the selftest kernel `name` from `trident_kernels::selftest::HOST_KERNELS`.
+pub fn run_selftest(name: &str, cfg: LaunchConfig, args: &[u64]) -> Result<(), EmuError> {
+    let kernel = trident_kernels::selftest::HOST_KERNELS
+        .iter()
+        .find(|k| k.name == name)
+        .unwrap_or_else(|| panic!("no selftest kernel `{name}`"));
+    launch(kernel, &cfg, args)
+}
+
 /// Argument word for a buffer.
 pub fn ptr<T>(buffer: &mut [T]) -> u64 {
     buffer.as_mut_ptr() as u64

@@ -2,18 +2,13 @@
 //! the nvptx build), run on the emulator against host references.
 
 use trident_kernels::selftest::{
-    self, PIPELINE_THREADS, PIPELINE_TILE, WARP_OPS_DYNAMIC_SMEM, WARP_OPS_OUTPUTS, WARP_OPS_THREADS,
+    PIPELINE_THREADS, PIPELINE_TILE, WARP_OPS_DYNAMIC_SMEM, WARP_OPS_OUTPUTS, WARP_OPS_THREADS,
 };
 use trident_kernels::simt::{bf16_to_f32, f32_to_bf16};
 use trident_simt::LaunchConfig;
 
 use crate::rng::{seed, Rng};
-use crate::{ptr, run};
-
-fn warp_ops(args: &[u64]) {
-    // SAFETY: the test passes buffers of the sizes warp_ops documents.
-    unsafe { selftest::warp_ops(args[0] as *const f32, args[1] as *mut f32, args[2] as *mut f32) }
-}
+use crate::{ptr, run_selftest};
 
 #[test]
 fn every_simt_operation_on_the_emulator() {
@@ -27,7 +22,7 @@ fn every_simt_operation_on_the_emulator() {
         dynamic_smem_bytes: WARP_OPS_DYNAMIC_SMEM,
         ..LaunchConfig::linear(1, WARP_OPS_THREADS)
     };
-    run(warp_ops, cfg, &[x.as_ptr() as u64, ptr(&mut out), ptr(&mut total)]).unwrap();
+    run_selftest("selftest_warp_ops", cfg, &[x.as_ptr() as u64, ptr(&mut out), ptr(&mut total)]).unwrap();
     let sum: f64 = x.iter().map(|&v| f64::from(v)).sum();
     assert!((f64::from(total[0]) - sum).abs() < 1e-4, "seed {seed}: global atomic sum");
     for t in 0..n {
@@ -72,11 +67,6 @@ fn every_simt_operation_on_the_emulator() {
     }
 }
 
-fn async_copy_pipeline(args: &[u64]) {
-    // SAFETY: the test passes buffers of the sizes async_copy_pipeline documents.
-    unsafe { selftest::async_copy_pipeline(args[0] as *const f32, args[1] as u32, args[2] as *mut f32) }
-}
-
 #[test]
 fn cp_async_pipeline_on_the_emulator() {
     let seed = seed("cp_async_pipeline");
@@ -89,8 +79,8 @@ fn cp_async_pipeline_on_the_emulator() {
         let input = &mut storage.as_flattened_mut()[..n];
         input.copy_from_slice(&rng.vec(n));
         let mut out = vec![f32::NAN; 2 * threads];
-        run(
-            async_copy_pipeline,
+        run_selftest(
+            "selftest_async_copy",
             LaunchConfig::linear(1, PIPELINE_THREADS),
             &[input.as_ptr() as u64, n as u64, ptr(&mut out)],
         )

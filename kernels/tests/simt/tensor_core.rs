@@ -1,24 +1,11 @@
 //! Emulated `mma.sync` with fragments from every `ldmatrix` form and from the PTX ISA layout
 //! formulas, against an f64 product of the bf16-rounded inputs.
 
-use trident_kernels::selftest;
 use trident_kernels::simt::{bf16_to_f32, f32_to_bf16};
 use trident_simt::LaunchConfig;
 
 use crate::rng::{seed, Rng};
-use crate::{ptr, run};
-
-fn mma_paths(args: &[u64]) {
-    // SAFETY: the test passes buffers of the sizes mma_paths documents.
-    unsafe {
-        selftest::mma_paths(
-            args[0] as *const u16,
-            args[1] as *const u16,
-            args[2] as *const f32,
-            args[3] as *mut f32,
-        )
-    }
-}
+use crate::{ptr, run_selftest};
 
 #[test]
 fn mma_with_ldmatrix_fragments_matches_f64_reference() {
@@ -30,8 +17,8 @@ fn mma_with_ldmatrix_fragments_matches_f64_reference() {
         let b: Vec<u16> = (0..128).map(|_| f32_to_bf16(rng.f32() * scale)).collect();
         let c = rng.vec(128);
         let mut d = vec![f32::NAN; 512];
-        run(
-            mma_paths,
+        run_selftest(
+            "selftest_mma",
             LaunchConfig::linear(1, 32),
             &[a.as_ptr() as u64, b.as_ptr() as u64, c.as_ptr() as u64, ptr(&mut d)],
         )
