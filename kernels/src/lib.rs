@@ -24,6 +24,7 @@ pub mod gelu;
 pub mod gemm;
 pub mod layernorm;
 pub mod reduce;
+pub mod selftest;
 
 /// Every kernel's host entry, by file; the names are the PTX entry names.
 #[cfg(not(target_arch = "nvptx64"))]

@@ -1,0 +1,313 @@
+//! Deliberately broken kernels: each must fail with the right fault, naming kernel, block
+//! and thread.
+
+use trident_kernels::simt::*;
+use trident_kernels::static_shared;
+use trident_simt::{AccessKind, EmuError, Fault, LaunchConfig};
+
+use crate::run;
+
+fn expect_fault(entry: fn(&[u64]), cfg: LaunchConfig) -> (EmuError, Fault) {
+    let error = run(entry, cfg, &[]).expect_err("the broken kernel must fail");
+    let message = error.to_string();
+    assert!(
+        message.contains("kernel `test_kernel`")
+            && message.contains("block (")
+            && message.contains("thread ("),
+        "message must name kernel, block and thread: {message}"
+    );
+    let fault = error.fault().expect("a fault").clone();
+    (error, fault)
+}
+
+/// Each thread writes its slot, then reads its neighbour's without a barrier.
+fn missing_barrier(_: &[u64]) {
+    let s = static_shared!(S, f32, 64);
+    let t = thread_idx_x() as usize;
+    s.store(t, t as f32);
+    let _ = s.load((t + 1) % 64);
+}
+
+#[test]
+fn missing_barrier_is_a_race() {
+    let (error, fault) = expect_fault(missing_barrier, LaunchConfig::linear(2, 64));
+    let Fault::SharedRace {
+        earlier,
+        later,
+        byte,
+        region,
+    } = fault
+    else {
+        panic!("{error}")
+    };
+    // Thread 0 runs first: it writes slot 0 and reads slot 1 before thread 1 writes it.
+    assert_eq!(
+        (earlier.kind, later.kind),
+        (AccessKind::Read, AccessKind::Write),
+        "{error}"
+    );
+    assert_eq!((earlier.thread.0, later.thread.0), ([0, 0, 0], [1, 0, 0]));
+    assert!(region.contains("`") && region.contains("S@"), "{region}");
+    assert_eq!(byte % 4, 0);
+    assert!(
+        error.to_string().contains("faults.rs"),
+        "names the source lines: {error}"
+    );
+}
+
+/// Two threads write the same word between the same barriers.
+fn write_write(_: &[u64]) {
+    let s = static_shared!(S, u32, 8);
+    sync_threads();
+    s.store(thread_idx_x() as usize / 2, 1);
+}
+
+#[test]
+fn two_writers_race() {
+    let (error, fault) = expect_fault(write_write, LaunchConfig::linear(1, 16));
+    let Fault::SharedRace { earlier, later, .. } = fault else {
+        panic!("{error}")
+    };
+    assert_eq!(
+        (earlier.kind, later.kind),
+        (AccessKind::Write, AccessKind::Write)
+    );
+    assert_eq!((earlier.thread.0, later.thread.0), ([0, 0, 0], [1, 0, 0]));
+}
+
+/// Plain read racing with an atomic of another thread.
+fn atomic_vs_read(_: &[u64]) {
+    let s = static_shared!(S, f32, 1);
+    if thread_idx_x() == 0 {
+        s.store(0, 0.0);
+    }
+    sync_threads();
+    s.atomic_add(0, 1.0);
+    if thread_idx_x() == 5 {
+        let _ = s.load(0);
+    }
+}
+
+#[test]
+fn atomic_and_plain_access_race() {
+    let (error, fault) = expect_fault(atomic_vs_read, LaunchConfig::linear(1, 8));
+    let Fault::SharedRace { earlier, later, .. } = fault else {
+        panic!("{error}")
+    };
+    assert_eq!(
+        (earlier.kind, later.kind),
+        (AccessKind::Atomic, AccessKind::Read),
+        "{error}"
+    );
+}
+
+/// Half the threads take one barrier, half another.
+#[allow(
+    clippy::if_same_then_else,
+    reason = "two barrier call sites are the point"
+)]
+fn divergent_barrier(_: &[u64]) {
+    if thread_idx_x() < 16 {
+        sync_threads();
+    } else {
+        sync_threads();
+    }
+}
+
+#[test]
+fn barrier_in_divergent_branches() {
+    let (error, fault) = expect_fault(divergent_barrier, LaunchConfig::linear(1, 32));
+    let Fault::DivergentBarrier {
+        site, other_site, ..
+    } = fault
+    else {
+        panic!("{error}")
+    };
+    assert_ne!(site.line(), other_site.line());
+}
+
+/// Threads past 40 return before the barrier.
+fn early_return(_: &[u64]) {
+    if thread_idx_x() >= 40 {
+        return;
+    }
+    sync_threads();
+}
+
+#[test]
+fn barrier_after_early_return() {
+    let (error, fault) = expect_fault(early_return, LaunchConfig::linear(1, 64));
+    let Fault::PartialBarrier {
+        missing,
+        missing_state,
+        ..
+    } = fault
+    else {
+        panic!("{error}")
+    };
+    assert_eq!(missing.0, [40, 0, 0]);
+    assert!(missing_state.contains("exited"), "{error}");
+}
+
+fn static_out_of_range(_: &[u64]) {
+    let s = static_shared!(S, f32, 32);
+    s.store(thread_idx_x() as usize, 1.0);
+}
+
+fn dynamic_out_of_range(_: &[u64]) {
+    // SAFETY: deliberately wrong: the window is larger than the launch's dynamic memory.
+    let s = unsafe { dynamic_shared::<f32>(0, 64) };
+    s.store(0, 1.0);
+}
+
+fn dynamic_index_out_of_range(_: &[u64]) {
+    // SAFETY: the window fits the launch's 128 bytes.
+    let s = unsafe { dynamic_shared::<f32>(0, 32) };
+    let _ = s.load(32 + thread_idx_x() as usize);
+}
+
+#[test]
+fn shared_accesses_out_of_range() {
+    let (error, fault) = expect_fault(static_out_of_range, LaunchConfig::linear(1, 33));
+    assert!(matches!(fault, Fault::SharedOutOfRange { .. }), "{error}");
+    assert!(
+        error.to_string().contains("thread (32, 0, 0)") && error.to_string().contains("index 32"),
+        "{error}"
+    );
+
+    let cfg = LaunchConfig {
+        dynamic_smem_bytes: 128,
+        ..LaunchConfig::linear(1, 1)
+    };
+    let (error, fault) = expect_fault(dynamic_out_of_range, cfg);
+    assert!(matches!(fault, Fault::SharedOutOfRange { .. }), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("128 bytes of dynamic shared memory"),
+        "{error}"
+    );
+
+    let cfg = LaunchConfig {
+        dynamic_smem_bytes: 128,
+        ..LaunchConfig::linear(1, 4)
+    };
+    let (error, fault) = expect_fault(dynamic_index_out_of_range, cfg);
+    assert!(matches!(fault, Fault::SharedOutOfRange { .. }), "{error}");
+}
+
+/// Lanes 0..15 shuffle with the full mask, lanes 16..31 with only their half.
+fn mismatched_masks(_: &[u64]) {
+    if lane_id() < 16 {
+        shfl_xor_u32(FULL_MASK, 1, 1);
+    } else {
+        shfl_xor_u32(0xFFFF_0000, 1, 1);
+    }
+}
+
+/// Lane 3 shuffles with a mask that leaves it out.
+fn own_lane_missing(_: &[u64]) {
+    shfl_idx_f32(!(1 << 3), 1.0, 0);
+}
+
+/// Lane 7 votes while the others shuffle.
+fn different_ops(_: &[u64]) {
+    if lane_id() == 7 {
+        vote_any(FULL_MASK, true);
+    } else {
+        shfl_down_u32(FULL_MASK, 0, 1);
+    }
+}
+
+/// Lanes past 20 exit; the others shuffle with the full mask.
+fn shuffle_after_exit(_: &[u64]) {
+    if lane_id() > 20 {
+        return;
+    }
+    shfl_up_f32(FULL_MASK, 1.0, 1);
+}
+
+/// Lane 0 waits at a barrier while the rest of the warp shuffles.
+fn shuffle_vs_barrier(_: &[u64]) {
+    if lane_id() == 0 {
+        sync_threads();
+    } else {
+        shfl_idx_u32(FULL_MASK, 1, 0);
+        sync_threads();
+    }
+}
+
+#[test]
+fn inconsistent_warp_collectives() {
+    for (entry, needle) in [
+        (
+            mismatched_masks as fn(&[u64]),
+            "wait for it at shfl.sync.bfly with member mask 0xffffffff",
+        ),
+        (own_lane_missing, "own lane 3"),
+        (different_ops, "vote.sync.any"),
+        (shuffle_after_exit, "exited"),
+        (shuffle_vs_barrier, "barrier"),
+    ] {
+        let (error, fault) = expect_fault(entry, LaunchConfig::linear(2, 32));
+        assert!(matches!(fault, Fault::WarpCollective { .. }), "{error}");
+        assert!(
+            error.to_string().contains(needle),
+            "expected `{needle}` in: {error}"
+        );
+    }
+}
+
+/// mma by a block of 48 threads: the second warp is partial.
+fn mma_partial_warp(_: &[u64]) {
+    mma_m16n8k16_bf16([0; 4], [0; 2], [0.0; 4]);
+}
+
+#[test]
+fn mma_needs_a_full_warp() {
+    let (error, fault) = expect_fault(mma_partial_warp, LaunchConfig::linear(1, 48));
+    assert!(matches!(fault, Fault::WarpCollective { .. }), "{error}");
+    assert!(error.to_string().contains("all 32 lanes"), "{error}");
+}
+
+fn panics(_: &[u64]) {
+    if block_idx_x() == 3 && thread_idx_x() == 9 {
+        panic!("kernel bug {}", 42);
+    }
+}
+
+#[test]
+fn a_panic_becomes_an_error() {
+    let (error, fault) = expect_fault(panics, LaunchConfig::linear(8, 16));
+    let Fault::Panic { message } = fault else {
+        panic!("{error}")
+    };
+    assert_eq!(message, "kernel bug 42");
+    assert!(
+        error
+            .to_string()
+            .contains("block (3, 0, 0), thread (9, 0, 0)"),
+        "{error}"
+    );
+}
+
+#[test]
+fn invalid_launch_configurations_are_rejected() {
+    let nothing = |_: &[u64]| {};
+    for cfg in [
+        LaunchConfig::linear(0, 32),
+        LaunchConfig::linear(1, 0),
+        LaunchConfig::linear(1, 1025),
+        LaunchConfig {
+            block: [32, 32, 2],
+            ..LaunchConfig::linear(1, 1)
+        },
+        LaunchConfig {
+            dynamic_smem_bytes: 300 * 1024,
+            ..LaunchConfig::linear(1, 1)
+        },
+    ] {
+        let error = run(nothing, cfg, &[]).expect_err("invalid config");
+        assert!(matches!(error, EmuError::InvalidLaunch { .. }), "{error}");
+    }
+}
