@@ -33,7 +33,8 @@ fn elementwise(c: &mut Criterion) {
         g.throughput(Throughput::Bytes((3 * 4 * n) as u64));
         g.bench_function(BenchmarkId::new("add", n), |bench| {
             bench.iter(|| {
-                launch::add(&k, &mut out.view_mut(..).unwrap(), &a.view(..).unwrap(), &b.view(..).unwrap()).unwrap();
+                launch::add(&k, &mut out.view_mut(..).unwrap(), &a.view(..).unwrap(), &b.view(..).unwrap())
+                    .unwrap();
                 device.synchronize().unwrap();
             })
         });
@@ -47,8 +48,13 @@ fn elementwise(c: &mut Criterion) {
         g.throughput(Throughput::Bytes((3 * 4 * n) as u64));
         g.bench_function(BenchmarkId::new("gelu_backward", n), |bench| {
             bench.iter(|| {
-                launch::gelu_backward(&k, &mut out.view_mut(..).unwrap(), &a.view(..).unwrap(), &b.view(..).unwrap())
-                    .unwrap();
+                launch::gelu_backward(
+                    &k,
+                    &mut out.view_mut(..).unwrap(),
+                    &a.view(..).unwrap(),
+                    &b.view(..).unwrap(),
+                )
+                .unwrap();
                 device.synchronize().unwrap();
             })
         });
@@ -69,13 +75,21 @@ fn gemm(c: &mut Criterion) {
             let mut out = Buffer::<f32>::zeros(&device, s * s).unwrap();
             // Elements of throughput are FLOPs: criterion's "elem/s" reads as FLOP/s.
             g.throughput(Throughput::Elements((2 * s * s * s) as u64));
-            for (name, spec) in
-                [("nn", Gemm::new(s, s, s)), ("nt", Gemm::new(s, s, s).trans_b()), ("tn", Gemm::new(s, s, s).trans_a())]
-            {
+            for (name, spec) in [
+                ("nn", Gemm::new(s, s, s)),
+                ("nt", Gemm::new(s, s, s).trans_b()),
+                ("tn", Gemm::new(s, s, s).trans_a()),
+            ] {
                 g.bench_function(BenchmarkId::new(name, s), |bench| {
                     bench.iter(|| {
-                        launch::gemm(&k, &mut out.view_mut(..).unwrap(), &a.view(..).unwrap(), &b.view(..).unwrap(), &spec)
-                            .unwrap();
+                        launch::gemm(
+                            &k,
+                            &mut out.view_mut(..).unwrap(),
+                            &a.view(..).unwrap(),
+                            &b.view(..).unwrap(),
+                            &spec,
+                        )
+                        .unwrap();
                         device.synchronize().unwrap();
                     })
                 });

@@ -115,7 +115,13 @@ fn finite_diff(x: &[f64], w: &[f64], f: impl Fn(&[f64]) -> Vec<f64>) -> Vec<f64>
 fn encoder(device: &Device) {
     let k = Kernels::load(device).unwrap();
     let mut rng = rng("encoder");
-    let s = EncoderShape { b: rng.gen_range(1..4), t: rng.gen_range(1..20), c: rng.gen_range(1..40), vp: 11, max_t: 24 };
+    let s = EncoderShape {
+        b: rng.gen_range(1..4),
+        t: rng.gen_range(1..20),
+        c: rng.gen_range(1..40),
+        vp: 11,
+        max_t: 24,
+    };
     let bt = s.b * s.t;
     // Repeated tokens exercise the atomic accumulation of `dwte`.
     let tokens: Vec<u32> = (0..bt).map(|_| rng.gen_range(0..s.vp as u32)).collect();
@@ -123,7 +129,15 @@ fn encoder(device: &Device) {
     let wpe = uniform(&mut rng, s.max_t * s.c, 1.0);
     let dtok = Buffer::from_slice(device, &tokens).unwrap();
     let mut out = poisoned(device, bt * s.c);
-    launch::encoder_forward(&k, &mut out.view_mut(..).unwrap(), &dtok.view(..).unwrap(), &buf(device, &wte).view(..).unwrap(), &buf(device, &wpe).view(..).unwrap(), &s).unwrap();
+    launch::encoder_forward(
+        &k,
+        &mut out.view_mut(..).unwrap(),
+        &dtok.view(..).unwrap(),
+        &buf(device, &wte).view(..).unwrap(),
+        &buf(device, &wpe).view(..).unwrap(),
+        &s,
+    )
+    .unwrap();
     let want: Vec<f64> = (0..bt * s.c)
         .map(|i| {
             let (r, ch) = (i / s.c, i % s.c);
@@ -136,7 +150,15 @@ fn encoder(device: &Device) {
     let g0 = uniform(&mut rng, s.vp * s.c, 1.0);
     let p0 = uniform(&mut rng, s.max_t * s.c, 1.0);
     let (mut dwte, mut dwpe) = (buf(device, &g0), buf(device, &p0));
-    launch::encoder_backward(&k, &mut dwte.view_mut(..).unwrap(), &mut dwpe.view_mut(..).unwrap(), &buf(device, &dout).view(..).unwrap(), &dtok.view(..).unwrap(), &s).unwrap();
+    launch::encoder_backward(
+        &k,
+        &mut dwte.view_mut(..).unwrap(),
+        &mut dwpe.view_mut(..).unwrap(),
+        &buf(device, &dout).view(..).unwrap(),
+        &dtok.view(..).unwrap(),
+        &s,
+    )
+    .unwrap();
     let (mut want_te, mut want_pe) = (f64s(&g0), f64s(&p0));
     for r in 0..bt {
         for ch in 0..s.c {
@@ -156,8 +178,20 @@ fn layernorm(device: &Device) {
         let w = uniform(&mut rng, c, 1.0);
         let b = uniform(&mut rng, c, 1.0);
         let (dx, dw, db) = (buf(device, &x), buf(device, &w), buf(device, &b));
-        let (mut out, mut mean, mut rstd) = (poisoned(device, n * c), poisoned(device, n), poisoned(device, n));
-        launch::layernorm_forward(&k, &mut out.view_mut(..).unwrap(), &mut mean.view_mut(..).unwrap(), &mut rstd.view_mut(..).unwrap(), &dx.view(..).unwrap(), &dw.view(..).unwrap(), &db.view(..).unwrap(), n, c).unwrap();
+        let (mut out, mut mean, mut rstd) =
+            (poisoned(device, n * c), poisoned(device, n), poisoned(device, n));
+        launch::layernorm_forward(
+            &k,
+            &mut out.view_mut(..).unwrap(),
+            &mut mean.view_mut(..).unwrap(),
+            &mut rstd.view_mut(..).unwrap(),
+            &dx.view(..).unwrap(),
+            &dw.view(..).unwrap(),
+            &db.view(..).unwrap(),
+            n,
+            c,
+        )
+        .unwrap();
         let (want, want_m, want_s) = layernorm_ref(&f64s(&x), &f64s(&w), &f64s(&b), c);
         assert_close("layernorm out", &out.to_vec().unwrap(), &want, 1e-5);
         assert_close("layernorm mean", &mean.to_vec().unwrap(), &want_m, 1e-5);
@@ -165,14 +199,29 @@ fn layernorm(device: &Device) {
 
         // Backward accumulates into gradients that already hold values.
         let dout = uniform(&mut rng, n * c, 1.0);
-        let (gi, gw, gb) = (uniform(&mut rng, n * c, 1.0), uniform(&mut rng, c, 1.0), uniform(&mut rng, c, 1.0));
+        let (gi, gw, gb) =
+            (uniform(&mut rng, n * c, 1.0), uniform(&mut rng, c, 1.0), uniform(&mut rng, c, 1.0));
         let (mut dinp, mut dweight, mut dbias) = (buf(device, &gi), buf(device, &gw), buf(device, &gb));
-        launch::layernorm_backward(&k, &mut dinp.view_mut(..).unwrap(), &mut dweight.view_mut(..).unwrap(), &mut dbias.view_mut(..).unwrap(), &buf(device, &dout).view(..).unwrap(), &dx.view(..).unwrap(), &dw.view(..).unwrap(), &mean.view(..).unwrap(), &rstd.view(..).unwrap(), n, c).unwrap();
+        launch::layernorm_backward(
+            &k,
+            &mut dinp.view_mut(..).unwrap(),
+            &mut dweight.view_mut(..).unwrap(),
+            &mut dbias.view_mut(..).unwrap(),
+            &buf(device, &dout).view(..).unwrap(),
+            &dx.view(..).unwrap(),
+            &dw.view(..).unwrap(),
+            &mean.view(..).unwrap(),
+            &rstd.view(..).unwrap(),
+            n,
+            c,
+        )
+        .unwrap();
         let (xd, wd, bd, gd) = (f64s(&x), f64s(&w), f64s(&b), f64s(&dout));
         let fd_x = finite_diff(&xd, &gd, |x| layernorm_ref(x, &wd, &bd, c).0);
         let fd_w = finite_diff(&wd, &gd, |w| layernorm_ref(&xd, w, &bd, c).0);
         let fd_b = finite_diff(&bd, &gd, |b| layernorm_ref(&xd, &wd, b, c).0);
-        let add = |a: &[f32], b: Vec<f64>| -> Vec<f64> { a.iter().zip(b).map(|(&a, b)| a as f64 + b).collect() };
+        let add =
+            |a: &[f32], b: Vec<f64>| -> Vec<f64> { a.iter().zip(b).map(|(&a, b)| a as f64 + b).collect() };
         assert_close("layernorm dinp", &dinp.to_vec().unwrap(), &add(&gi, fd_x), 1e-4);
         assert_close("layernorm dweight", &dweight.to_vec().unwrap(), &add(&gw, fd_w), 1e-4);
         assert_close("layernorm dbias", &dbias.to_vec().unwrap(), &add(&gb, fd_b), 1e-4);
@@ -188,21 +237,51 @@ fn linear(device: &Device) {
     let b = uniform(&mut rng, oc, 1.0);
     let (dx, dw, db) = (buf(device, &x), buf(device, &w), buf(device, &b));
     let mut out = poisoned(device, rows * oc);
-    launch::linear_forward(&k, &mut out.view_mut(..).unwrap(), &dx.view(..).unwrap(), &dw.view(..).unwrap(), Some(&db.view(..).unwrap()), rows, c, oc).unwrap();
+    launch::linear_forward(
+        &k,
+        &mut out.view_mut(..).unwrap(),
+        &dx.view(..).unwrap(),
+        &dw.view(..).unwrap(),
+        Some(&db.view(..).unwrap()),
+        rows,
+        c,
+        oc,
+    )
+    .unwrap();
     let fwd = |x: &[f64], w: &[f64], b: &[f64]| -> Vec<f64> {
-        (0..rows * oc).map(|i| (0..c).map(|p| x[i / oc * c + p] * w[i % oc * c + p]).sum::<f64>() + b[i % oc]).collect()
+        (0..rows * oc)
+            .map(|i| (0..c).map(|p| x[i / oc * c + p] * w[i % oc * c + p]).sum::<f64>() + b[i % oc])
+            .collect()
     };
     let (xd, wd, bd) = (f64s(&x), f64s(&w), f64s(&b));
     assert_close("linear forward", &out.to_vec().unwrap(), &fwd(&xd, &wd, &bd), 1e-5);
 
     let dout = uniform(&mut rng, rows * oc, 1.0);
     let gd = f64s(&dout);
-    let (gi, gw, gb) = (uniform(&mut rng, rows * c, 1.0), uniform(&mut rng, oc * c, 1.0), uniform(&mut rng, oc, 1.0));
+    let (gi, gw, gb) =
+        (uniform(&mut rng, rows * c, 1.0), uniform(&mut rng, oc * c, 1.0), uniform(&mut rng, oc, 1.0));
     let (mut dinp, mut dweight, mut dbias) = (buf(device, &gi), buf(device, &gw), buf(device, &gb));
-    launch::linear_backward(&k, &mut dinp.view_mut(..).unwrap(), &mut dweight.view_mut(..).unwrap(), Some(&mut dbias.view_mut(..).unwrap()), &buf(device, &dout).view(..).unwrap(), &dx.view(..).unwrap(), &dw.view(..).unwrap(), rows, c, oc).unwrap();
-    let want_i: Vec<f64> = (0..rows * c).map(|i| gi[i] as f64 + (0..oc).map(|o| gd[i / c * oc + o] * wd[o * c + i % c]).sum::<f64>()).collect();
-    let want_w: Vec<f64> = (0..oc * c).map(|i| gw[i] as f64 + (0..rows).map(|r| gd[r * oc + i / c] * xd[r * c + i % c]).sum::<f64>()).collect();
-    let want_b: Vec<f64> = (0..oc).map(|o| gb[o] as f64 + (0..rows).map(|r| gd[r * oc + o]).sum::<f64>()).collect();
+    launch::linear_backward(
+        &k,
+        &mut dinp.view_mut(..).unwrap(),
+        &mut dweight.view_mut(..).unwrap(),
+        Some(&mut dbias.view_mut(..).unwrap()),
+        &buf(device, &dout).view(..).unwrap(),
+        &dx.view(..).unwrap(),
+        &dw.view(..).unwrap(),
+        rows,
+        c,
+        oc,
+    )
+    .unwrap();
+    let want_i: Vec<f64> = (0..rows * c)
+        .map(|i| gi[i] as f64 + (0..oc).map(|o| gd[i / c * oc + o] * wd[o * c + i % c]).sum::<f64>())
+        .collect();
+    let want_w: Vec<f64> = (0..oc * c)
+        .map(|i| gw[i] as f64 + (0..rows).map(|r| gd[r * oc + i / c] * xd[r * c + i % c]).sum::<f64>())
+        .collect();
+    let want_b: Vec<f64> =
+        (0..oc).map(|o| gb[o] as f64 + (0..rows).map(|r| gd[r * oc + o]).sum::<f64>()).collect();
     assert_close("linear dinp", &dinp.to_vec().unwrap(), &want_i, 1e-5);
     assert_close("linear dweight", &dweight.to_vec().unwrap(), &want_w, 1e-5);
     assert_close("linear dbias", &dbias.to_vec().unwrap(), &want_b, 1e-5);
@@ -214,17 +293,44 @@ fn attention_case(k: &Kernels, device: &Device, rng: &mut StdRng, s: AttentionSh
     let qkv = uniform(rng, bt * 3 * c, 1.5);
     let dqkv_in = buf(device, &qkv);
     let (mut out, mut lse) = (poisoned(device, bt * c), poisoned(device, bt * s.nh));
-    launch::attention_forward(k, &mut out.view_mut(..).unwrap(), &mut lse.view_mut(..).unwrap(), &dqkv_in.view(..).unwrap(), &s).unwrap();
+    launch::attention_forward(
+        k,
+        &mut out.view_mut(..).unwrap(),
+        &mut lse.view_mut(..).unwrap(),
+        &dqkv_in.view(..).unwrap(),
+        &s,
+    )
+    .unwrap();
     let qd = f64s(&qkv);
-    assert_close(&format!("attention forward {s:?}"), &out.to_vec().unwrap(), &attention_ref(&qd, &s), approx_tol(device, 1e-5));
+    assert_close(
+        &format!("attention forward {s:?}"),
+        &out.to_vec().unwrap(),
+        &attention_ref(&qd, &s),
+        approx_tol(device, 1e-5),
+    );
     if !check_grad {
         return;
     }
     let dout = uniform(rng, bt * c, 1.0);
     let (mut dqkv, mut dsum) = (poisoned(device, bt * 3 * c), poisoned(device, bt * s.nh));
-    launch::attention_backward(k, &mut dqkv.view_mut(..).unwrap(), &mut dsum.view_mut(..).unwrap(), &buf(device, &dout).view(..).unwrap(), &dqkv_in.view(..).unwrap(), &out.view(..).unwrap(), &lse.view(..).unwrap(), &s).unwrap();
+    launch::attention_backward(
+        k,
+        &mut dqkv.view_mut(..).unwrap(),
+        &mut dsum.view_mut(..).unwrap(),
+        &buf(device, &dout).view(..).unwrap(),
+        &dqkv_in.view(..).unwrap(),
+        &out.view(..).unwrap(),
+        &lse.view(..).unwrap(),
+        &s,
+    )
+    .unwrap();
     let want = finite_diff(&qd, &f64s(&dout), |q| attention_ref(q, &s));
-    assert_close(&format!("attention backward {s:?}"), &dqkv.to_vec().unwrap(), &want, approx_tol(device, 1e-4));
+    assert_close(
+        &format!("attention backward {s:?}"),
+        &dqkv.to_vec().unwrap(),
+        &want,
+        approx_tol(device, 1e-4),
+    );
 }
 
 fn attention(device: &Device) {
@@ -233,15 +339,18 @@ fn attention(device: &Device) {
     // Tiny shapes for the finite differences, then sizes that span several key tiles and
     // query blocks, with head sizes that are not multiples of 32.
     attention_case(&k, device, &mut rng, AttentionShape { b: 2, t: 5, nh: 2, hs: 3 }, true);
-    let t = rng.gen_range(33..80);
-    attention_case(&k, device, &mut rng, AttentionShape { b: 1, t, nh: 2, hs: rng.gen_range(20..70) }, true);
-    attention_case(&k, device, &mut rng, AttentionShape { b: 2, t: rng.gen_range(1..40), nh: 3, hs: 128 }, false);
+    let (t, hs) = (rng.gen_range(33..48), rng.gen_range(20..40));
+    attention_case(&k, device, &mut rng, AttentionShape { b: 1, t, nh: 1, hs }, true);
+    let (t, hs) = (rng.gen_range(60..100), rng.gen_range(33..100));
+    attention_case(&k, device, &mut rng, AttentionShape { b: 2, t, nh: 2, hs }, false);
+    let t = rng.gen_range(1..40);
+    attention_case(&k, device, &mut rng, AttentionShape { b: 2, t, nh: 3, hs: 128 }, false);
 }
 
 fn crossentropy(device: &Device) {
     let k = Kernels::load(device).unwrap();
     let mut rng = rng("crossentropy");
-    let (rows, v) = (rng.gen_range(1..30), rng.gen_range(2..700));
+    let (rows, v): (usize, usize) = (rng.gen_range(1..30), rng.gen_range(2..700));
     let vp = v.div_ceil(64) * 64;
     let logits = uniform(&mut rng, rows * vp, 4.0);
     let targets: Vec<u32> = (0..rows).map(|_| rng.gen_range(0..v as u32)).collect();
@@ -251,11 +360,31 @@ fn crossentropy(device: &Device) {
 
     let mut l = buf(device, &logits);
     let mut losses = poisoned(device, rows);
-    launch::crossentropy(&k, &mut l.view_mut(..).unwrap(), &mut losses.view_mut(..).unwrap(), &dt.view(..).unwrap(), rows, v, vp, None).unwrap();
+    launch::crossentropy(
+        &k,
+        &mut l.view_mut(..).unwrap(),
+        &mut losses.view_mut(..).unwrap(),
+        &dt.view(..).unwrap(),
+        rows,
+        v,
+        vp,
+        None,
+    )
+    .unwrap();
     assert_close("crossentropy loss", &losses.to_vec().unwrap(), &want, approx_tol(device, 1e-6));
     assert_eq!(l.to_vec().unwrap(), logits, "without a gradient the logits stay");
 
-    launch::crossentropy(&k, &mut l.view_mut(..).unwrap(), &mut losses.view_mut(..).unwrap(), &dt.view(..).unwrap(), rows, v, vp, Some(dloss)).unwrap();
+    launch::crossentropy(
+        &k,
+        &mut l.view_mut(..).unwrap(),
+        &mut losses.view_mut(..).unwrap(),
+        &dt.view(..).unwrap(),
+        rows,
+        v,
+        vp,
+        Some(dloss),
+    )
+    .unwrap();
     // d(mean loss)/d logits, by the closed form (checked against finite differences below).
     let mut want_g = vec![0.0f64; rows * vp];
     for r in 0..rows {
@@ -263,7 +392,9 @@ fn crossentropy(device: &Device) {
         let m = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
         let z: f64 = row.iter().map(|&x| (x as f64 - m).exp()).sum();
         for i in 0..v {
-            want_g[r * vp + i] = ((row[i] as f64 - m).exp() / z - if i == targets[r] as usize { 1.0 } else { 0.0 }) * dloss as f64;
+            want_g[r * vp + i] = ((row[i] as f64 - m).exp() / z
+                - if i == targets[r] as usize { 1.0 } else { 0.0 })
+                * dloss as f64;
         }
     }
     assert_close("crossentropy dlogits", &l.to_vec().unwrap(), &want_g, approx_tol(device, 1e-5));
@@ -275,7 +406,17 @@ fn crossentropy(device: &Device) {
     let fd = finite_diff(&logits, &[dloss as f64; 2], |x| crossentropy_ref(x, &targets, v, vp));
     let mut l = buf(device, &logits.iter().map(|&x| x as f32).collect::<Vec<_>>());
     let mut losses = poisoned(device, rows);
-    launch::crossentropy(&k, &mut l.view_mut(..).unwrap(), &mut losses.view_mut(..).unwrap(), &Buffer::from_slice(device, &targets).unwrap().view(..).unwrap(), rows, v, vp, Some(dloss)).unwrap();
+    launch::crossentropy(
+        &k,
+        &mut l.view_mut(..).unwrap(),
+        &mut losses.view_mut(..).unwrap(),
+        &Buffer::from_slice(device, &targets).unwrap().view(..).unwrap(),
+        rows,
+        v,
+        vp,
+        Some(dloss),
+    )
+    .unwrap();
     assert_close("crossentropy finite differences", &l.to_vec().unwrap(), &fd, 1e-4);
 }
 
@@ -284,11 +425,21 @@ fn adamw_and_norm(device: &Device) {
     let mut rng = rng("adamw");
     let n = rng.gen_range(1..5000);
     let (p, g) = (uniform(&mut rng, n, 1.0), uniform(&mut rng, n, 1.0));
-    let (m0, v0) = (uniform(&mut rng, n, 0.1), uniform(&mut rng, n, 0.1).iter().map(|x| x.abs()).collect::<Vec<_>>());
-    let h = AdamW { lr: 1e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, step: 7, grad_scale: 0.5 };
+    let (m0, v0) =
+        (uniform(&mut rng, n, 0.1), uniform(&mut rng, n, 0.1).iter().map(|x| x.abs()).collect::<Vec<_>>());
+    let h =
+        AdamW { lr: 1e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, step: 7, grad_scale: 0.5 };
     let (mut dp, mut dm, mut dv) = (buf(device, &p), buf(device, &m0), buf(device, &v0));
     let dg = buf(device, &g);
-    launch::adamw(&k, &mut dp.view_mut(..).unwrap(), &mut dm.view_mut(..).unwrap(), &mut dv.view_mut(..).unwrap(), &dg.view(..).unwrap(), &h).unwrap();
+    launch::adamw(
+        &k,
+        &mut dp.view_mut(..).unwrap(),
+        &mut dm.view_mut(..).unwrap(),
+        &mut dv.view_mut(..).unwrap(),
+        &dg.view(..).unwrap(),
+        &h,
+    )
+    .unwrap();
     let (b1, b2) = (h.beta1 as f64, h.beta2 as f64);
     let (bc1, bc2) = (1.0 - b1.powi(7), 1.0 - b2.powi(7));
     let mut want = (vec![], vec![], vec![]);
@@ -297,7 +448,9 @@ fn adamw_and_norm(device: &Device) {
         let mi = b1 * m0[i] as f64 + (1.0 - b1) * gi;
         let vi = b2 * v0[i] as f64 + (1.0 - b2) * gi * gi;
         let pi = p[i] as f64;
-        want.0.push(pi - h.lr as f64 * ((mi / bc1) / ((vi / bc2).sqrt() + h.eps as f64) + h.weight_decay as f64 * pi));
+        want.0.push(
+            pi - h.lr as f64 * ((mi / bc1) / ((vi / bc2).sqrt() + h.eps as f64) + h.weight_decay as f64 * pi),
+        );
         want.1.push(mi);
         want.2.push(vi);
     }

@@ -25,7 +25,8 @@ fn add(device: &Device) {
         let b = uniform(&mut rng, n, 10.0);
         let (da, db) = (Buffer::from_slice(device, &a).unwrap(), Buffer::from_slice(device, &b).unwrap());
         let mut out = Buffer::from_slice(device, &vec![POISON; n]).unwrap();
-        launch::add(&k, &mut out.view_mut(..).unwrap(), &da.view(..).unwrap(), &db.view(..).unwrap()).unwrap();
+        launch::add(&k, &mut out.view_mut(..).unwrap(), &da.view(..).unwrap(), &db.view(..).unwrap())
+            .unwrap();
         let want: Vec<f64> = a.iter().zip(&b).map(|(&x, &y)| x as f64 + y as f64).collect();
         assert_close(&format!("add n={n}"), &out.to_vec().unwrap(), &want, 1e-7);
     }
@@ -51,16 +52,29 @@ fn gelu(device: &Device) {
     let mut y = Buffer::from_slice(device, &vec![POISON; n]).unwrap();
     let mut dinp = Buffer::from_slice(device, &vec![POISON; n]).unwrap();
     launch::gelu_forward(&k, &mut y.view_mut(..).unwrap(), &dx.view(..).unwrap()).unwrap();
-    launch::gelu_backward(&k, &mut dinp.view_mut(..).unwrap(), &dx.view(..).unwrap(), &ddout.view(..).unwrap())
-        .unwrap();
+    launch::gelu_backward(
+        &k,
+        &mut dinp.view_mut(..).unwrap(),
+        &dx.view(..).unwrap(),
+        &ddout.view(..).unwrap(),
+    )
+    .unwrap();
     let want_y: Vec<f64> = x.iter().map(|&v| gelu_reference(v as f64).0).collect();
-    let want_d: Vec<f64> = x.iter().zip(&dout).map(|(&v, &g)| gelu_reference(v as f64).1 * g as f64).collect();
+    let want_d: Vec<f64> =
+        x.iter().zip(&dout).map(|(&v, &g)| gelu_reference(v as f64).1 * g as f64).collect();
     assert_close("gelu forward", &y.to_vec().unwrap(), &want_y, tanh_tol(device));
     assert_close("gelu backward", &dinp.to_vec().unwrap(), &want_d, tanh_tol(device));
 }
 
 /// f64 reference of a (batched, strided) GEMM on the stored operands.
-fn gemm_reference(spec: &Gemm, a: &[f32], b: &[f32], c: &[f32], ld: (usize, usize, usize), st: (usize, usize, usize)) -> Vec<f64> {
+fn gemm_reference(
+    spec: &Gemm,
+    a: &[f32],
+    b: &[f32],
+    c: &[f32],
+    ld: (usize, usize, usize),
+    st: (usize, usize, usize),
+) -> Vec<f64> {
     let mut out: Vec<f64> = c.iter().map(|&v| v as f64).collect();
     let ta = spec.trans_a == launch::Transpose::Yes;
     let tb = spec.trans_b == launch::Transpose::Yes;
@@ -86,18 +100,21 @@ fn gemm_case(k: &Kernels, device: &Device, rng: &mut rand::rngs::StdRng, spec: G
     let tb = spec.trans_b == launch::Transpose::Yes;
     let (ar, ac) = if ta { (spec.k, spec.m) } else { (spec.m, spec.k) };
     let (br, bc) = if tb { (spec.n, spec.k) } else { (spec.k, spec.n) };
-    let pad = |cols: usize, rng: &mut rand::rngs::StdRng| if padded { cols + rng.gen_range(1..5) } else { cols };
+    let pad =
+        |cols: usize, rng: &mut rand::rngs::StdRng| if padded { cols + rng.gen_range(1..5) } else { cols };
     let ld = (pad(ac, rng), pad(bc, rng), pad(spec.n, rng));
     let st = (ar * ld.0 + usize::from(padded) * 3, br * ld.1, spec.m * ld.2 + usize::from(padded) * 5);
     let spec = spec.leading_dims(ld.0, ld.1, ld.2).batch_strides(st.0, st.1, st.2);
     let a = uniform(rng, spec.batch * st.0, 1.0);
     let b = uniform(rng, spec.batch * st.1, 1.0);
     // beta == 0 must not read C, so C starts poisoned then; otherwise it holds data.
-    let c0 = if spec.beta == 0.0 { vec![POISON; spec.batch * st.2] } else { uniform(rng, spec.batch * st.2, 1.0) };
+    let c0 =
+        if spec.beta == 0.0 { vec![POISON; spec.batch * st.2] } else { uniform(rng, spec.batch * st.2, 1.0) };
     let da = Buffer::from_slice(device, &a).unwrap();
     let db = Buffer::from_slice(device, &b).unwrap();
     let mut dc = Buffer::from_slice(device, &c0).unwrap();
-    launch::gemm(k, &mut dc.view_mut(..).unwrap(), &da.view(..).unwrap(), &db.view(..).unwrap(), &spec).unwrap();
+    launch::gemm(k, &mut dc.view_mut(..).unwrap(), &da.view(..).unwrap(), &db.view(..).unwrap(), &spec)
+        .unwrap();
     let got = dc.to_vec().unwrap();
     let want = gemm_reference(&spec, &a, &b, &c0, ld, st);
     // Compare only the elements of C the GEMM owns; padding must keep its old value.
@@ -138,7 +155,10 @@ fn gemm(device: &Device) {
         }
     }
     // Batched with leading dimensions and strides that are not the dense ones.
-    let spec = Gemm::new(rng.gen_range(1..70), rng.gen_range(1..70), rng.gen_range(1..90)).trans_b().batched(3).beta(0.5);
+    let spec = Gemm::new(rng.gen_range(1..70), rng.gen_range(1..70), rng.gen_range(1..90))
+        .trans_b()
+        .batched(3)
+        .beta(0.5);
     gemm_case(&k, device, &mut rng, spec, true);
 }
 
@@ -147,8 +167,14 @@ fn gemm_rejects_short_views(device: &Device) {
     let a = Buffer::<f32>::zeros(device, 6).unwrap();
     let b = Buffer::<f32>::zeros(device, 6).unwrap();
     let mut c = Buffer::<f32>::zeros(device, 3).unwrap();
-    let err = launch::gemm(&k, &mut c.view_mut(..).unwrap(), &a.view(..).unwrap(), &b.view(..).unwrap(), &Gemm::new(2, 2, 3))
-        .unwrap_err();
+    let err = launch::gemm(
+        &k,
+        &mut c.view_mut(..).unwrap(),
+        &a.view(..).unwrap(),
+        &b.view(..).unwrap(),
+        &Gemm::new(2, 2, 3),
+    )
+    .unwrap_err();
     assert!(matches!(err, LaunchError::TooShort { what: "C", needed: 4, got: 3, .. }), "{err}");
 }
 

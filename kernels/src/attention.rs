@@ -86,7 +86,16 @@ fn geo(t: u32, nh: u32, hs: u32) -> Geo {
 /// Copies rows `first..first + count` (those below `t`) of a `[T, stride]` matrix, channels
 /// `off..off + hs`, into `dst` with row pitch `pitch`; rows past `t` become zeros.
 #[inline(always)]
-unsafe fn stage(dst: simt::Shared<f32>, pitch: u32, src: *const f32, stride: usize, off: usize, first: u32, count: u32, g: &Geo) {
+unsafe fn stage(
+    dst: simt::Shared<f32>,
+    pitch: u32,
+    src: *const f32,
+    stride: usize,
+    off: usize,
+    first: u32,
+    count: u32,
+    g: &Geo,
+) {
     let mut idx = simt::thread_idx_x();
     while idx < count * g.hs {
         let (r, d) = (idx / g.hs, idx % g.hs);

@@ -138,23 +138,14 @@ pub unsafe fn mma_paths(a: *const u16, b: *const u16, c: *const f32, d: *mut f32
         ldmatrix_x1(sa, row * 16 + 8),
         ldmatrix_x1(sa, (row + 8) * 16 + 8),
     ];
-    let b2 = [
-        ldmatrix_x1_trans(sb, row * 8),
-        ldmatrix_x1_trans(sb, (row + 8) * 8),
-    ];
+    let b2 = [ldmatrix_x1_trans(sb, row * 8), ldmatrix_x1_trans(sb, (row + 8) * 8)];
 
     // SAFETY: r < 16 and k + 1 < 16 below.
-    let at =
-        |r: usize, k: usize| unsafe { pack_bf16x2(*a.add(r * 16 + k), *a.add(r * 16 + k + 1)) };
+    let at = |r: usize, k: usize| unsafe { pack_bf16x2(*a.add(r * 16 + k), *a.add(r * 16 + k + 1)) };
     // SAFETY: k + 1 < 16 and n < 8 below.
-    let bt =
-        |k: usize, n: usize| unsafe { pack_bf16x2(*b.add(k * 8 + n), *b.add((k + 1) * 8 + n)) };
-    let a3 = [
-        at(group, 2 * pair),
-        at(group + 8, 2 * pair),
-        at(group, 2 * pair + 8),
-        at(group + 8, 2 * pair + 8),
-    ];
+    let bt = |k: usize, n: usize| unsafe { pack_bf16x2(*b.add(k * 8 + n), *b.add((k + 1) * 8 + n)) };
+    let a3 =
+        [at(group, 2 * pair), at(group + 8, 2 * pair), at(group, 2 * pair + 8), at(group + 8, 2 * pair + 8)];
     let b3 = [bt(2 * pair, group), bt(2 * pair + 8, group)];
 
     let results = [

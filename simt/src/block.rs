@@ -120,8 +120,7 @@ impl BlockRunner {
         linear: u64,
     ) -> Result<(), EmuError> {
         let [gx, gy, _] = cfg.grid.map(u64::from);
-        self.block.block_idx =
-            [linear % gx, (linear / gx) % gy, linear / (gx * gy)].map(|v| v as u32);
+        self.block.block_idx = [linear % gx, (linear / gx) % gy, linear / (gx * gy)].map(|v| v as u32);
         {
             let mut inner = self.block.inner.borrow_mut();
             for slot in &mut inner.threads {
@@ -139,10 +138,8 @@ impl BlockRunner {
         for t in 0..self.block.threads {
             let stack = match self.stacks.pop() {
                 Some(stack) => stack,
-                None => stacks::take().map_err(|problem| EmuError::HostResources {
-                    kernel: kernel.name,
-                    problem,
-                })?,
+                None => stacks::take()
+                    .map_err(|problem| EmuError::HostResources { kernel: kernel.name, problem })?,
             };
             coroutines.push(self.spawn(stack, kernel.entry, args, t));
         }
@@ -164,20 +161,13 @@ impl BlockRunner {
         stacks::give_back(self.stacks);
     }
 
-    fn spawn(
-        &self,
-        stack: DefaultStack,
-        entry: fn(&[u64]),
-        args: &[u64],
-        thread: u32,
-    ) -> ThreadCoroutine {
+    fn spawn(&self, stack: DefaultStack, entry: fn(&[u64]), args: &[u64], thread: u32) -> ThreadCoroutine {
         let block: *const BlockState = &*self.block;
         let (args_ptr, args_len) = (args.as_ptr(), args.len());
         Coroutine::with_stack(stack, move |yielder: &Yielder<(), ()>, ()| {
             // SAFETY: `run` drives every coroutine to completion or unwinds it before it
             // returns, so the boxed block state and the argument slice outlive this closure.
-            let (block, args) =
-                unsafe { (&*block, std::slice::from_raw_parts(args_ptr, args_len)) };
+            let (block, args) = unsafe { (&*block, std::slice::from_raw_parts(args_ptr, args_len)) };
             block.inner.borrow_mut().threads[thread as usize].yielder = yielder;
             match catch_unwind(AssertUnwindSafe(|| entry(args))) {
                 Ok(()) => Ok(()),
@@ -227,13 +217,7 @@ fn on_exit(block: &BlockState, t: u32) -> Result<(), EmuError> {
             "this thread exited while lanes {:#010x} of its warp wait for it at {} with member mask {:#010x}",
             p.arrived, p.op, p.mask
         );
-        return Err(block.error_at(
-            t,
-            Fault::WarpCollective {
-                site: p.site,
-                detail,
-            },
-        ));
+        return Err(block.error_at(t, Fault::WarpCollective { site: p.site, detail }));
     }
     Ok(())
 }
@@ -258,11 +242,7 @@ fn release_barrier(block: &BlockState) -> Result<bool, EmuError> {
             Status::AtBarrier(other_site) if other_site != site => {
                 return Err(block.error_at(
                     t,
-                    Fault::DivergentBarrier {
-                        site: other_site,
-                        other: block.dim3(waiter),
-                        other_site: site,
-                    },
+                    Fault::DivergentBarrier { site: other_site, other: block.dim3(waiter), other_site: site },
                 ))
             }
             Status::AtBarrier(_) => {}
@@ -273,11 +253,7 @@ fn release_barrier(block: &BlockState) -> Result<bool, EmuError> {
                 };
                 return Err(block.error_at(
                     waiter,
-                    Fault::PartialBarrier {
-                        site,
-                        missing: block.dim3(t),
-                        missing_state,
-                    },
+                    Fault::PartialBarrier { site, missing: block.dim3(t), missing_state },
                 ));
             }
         }

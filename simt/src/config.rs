@@ -33,11 +33,7 @@ pub const MAX_GRID_DIM: [u32; 3] = [(1 << 31) - 1, 65535, 65535];
 impl LaunchConfig {
     /// A one-dimensional launch without dynamic shared memory.
     pub fn linear(blocks: u32, threads: u32) -> Self {
-        LaunchConfig {
-            grid: [blocks, 1, 1],
-            block: [threads, 1, 1],
-            dynamic_smem_bytes: 0,
-        }
+        LaunchConfig { grid: [blocks, 1, 1], block: [threads, 1, 1], dynamic_smem_bytes: 0 }
     }
 
     /// Threads per block.

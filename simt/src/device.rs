@@ -94,30 +94,12 @@ pub fn mma_m16n8k16_bf16(a: [u32; 4], b: [u32; 2], c: [f32; 4], site: Site) -> [
 /// `ldmatrix.sync.aligned.m8n8.x{matrices}[.trans].shared.b16`: lane `8i + r` (for
 /// `i < matrices`) gives the element offset within `s` of row r of matrix i; other lanes'
 /// offsets are ignored.
-pub fn ldmatrix(
-    s: Shared<u16>,
-    elem_offset: usize,
-    matrices: u8,
-    trans: bool,
-    site: Site,
-) -> [u32; 4] {
-    assert!(
-        matches!(matrices, 1 | 2 | 4),
-        "ldmatrix loads 1, 2 or 4 matrices"
-    );
+pub fn ldmatrix(s: Shared<u16>, elem_offset: usize, matrices: u8, trans: bool, site: Site) -> [u32; 4] {
+    assert!(matches!(matrices, 1 | 2 | 4), "ldmatrix loads 1, 2 or 4 matrices");
     let (block, thread) = context::current();
     let addresses_row = thread % WARP_SIZE < u32::from(matrices) * 8;
-    let offset = if addresses_row {
-        s.row_offset(block, thread, elem_offset)
-    } else {
-        0
-    };
-    collective(
-        Op::Ldmatrix { matrices, trans },
-        warp::FULL_MASK,
-        site,
-        &[offset],
-    )
+    let offset = if addresses_row { s.row_offset(block, thread, elem_offset) } else { 0 };
+    collective(Op::Ldmatrix { matrices, trans }, warp::FULL_MASK, site, &[offset])
 }
 
 /// `atom.global.add.f32`: adds `value` at `p` atomically and returns the previous value.

@@ -22,24 +22,13 @@ pub type Site = &'static Location<'static>;
 pub enum EmuError {
     /// The launch configuration is outside what the hardware accepts.
     #[error("cannot launch kernel `{kernel}`: {problem}")]
-    InvalidLaunch {
-        kernel: &'static str,
-        problem: String,
-    },
+    InvalidLaunch { kernel: &'static str, problem: String },
     /// The emulator could not get the host resources it needs (stacks, threads).
     #[error("cannot emulate kernel `{kernel}`: {problem}")]
-    HostResources {
-        kernel: &'static str,
-        problem: String,
-    },
+    HostResources { kernel: &'static str, problem: String },
     /// An emulated thread did something whose result is undefined on a GPU.
     #[error("kernel `{kernel}`, block {block}, thread {thread}: {fault}")]
-    Fault {
-        kernel: &'static str,
-        block: Dim3,
-        thread: Dim3,
-        fault: Fault,
-    },
+    Fault { kernel: &'static str, block: Dim3, thread: Dim3, fault: Fault },
 }
 
 impl EmuError {
@@ -80,11 +69,7 @@ pub struct Access {
 
 impl fmt::Display for Access {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} by thread {} at {}",
-            self.kind, self.thread, self.site
-        )
+        write!(f, "{} by thread {} at {}", self.kind, self.thread, self.site)
     }
 }
 
@@ -95,30 +80,13 @@ pub enum Fault {
         "shared-memory data race on byte {byte} of {region}: {earlier}, then {later}, \
          with no sync_threads() between them"
     )]
-    SharedRace {
-        region: String,
-        byte: u32,
-        earlier: Access,
-        later: Access,
-    },
+    SharedRace { region: String, byte: u32, earlier: Access, later: Access },
     #[error("shared-memory access out of range at {site}: {detail}")]
     SharedOutOfRange { site: Site, detail: String },
-    #[error(
-        "barrier at {site} reached by only part of the block: thread {missing} {missing_state}"
-    )]
-    PartialBarrier {
-        site: Site,
-        missing: Dim3,
-        missing_state: String,
-    },
-    #[error(
-        "divergent barrier: this thread waits at {site} while thread {other} waits at {other_site}"
-    )]
-    DivergentBarrier {
-        site: Site,
-        other: Dim3,
-        other_site: Site,
-    },
+    #[error("barrier at {site} reached by only part of the block: thread {missing} {missing_state}")]
+    PartialBarrier { site: Site, missing: Dim3, missing_state: String },
+    #[error("divergent barrier: this thread waits at {site} while thread {other} waits at {other_site}")]
+    DivergentBarrier { site: Site, other: Dim3, other_site: Site },
     #[error("warp collective at {site}: {detail}")]
     WarpCollective { site: Site, detail: String },
     #[error("panicked: {message}")]

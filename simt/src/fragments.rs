@@ -38,14 +38,8 @@ pub(crate) fn mma_m16n8k16_bf16(inputs: &[[u32; MAX_INPUT_WORDS]; LANES]) -> [[f
     for (lane, words) in inputs.iter().enumerate() {
         let (group, pair) = (lane / 4, lane % 4);
         let col = 2 * pair;
-        for (reg, (row, k)) in [
-            (group, col),
-            (group + 8, col),
-            (group, col + 8),
-            (group + 8, col + 8),
-        ]
-        .into_iter()
-        .enumerate()
+        for (reg, (row, k)) in
+            [(group, col), (group + 8, col), (group, col + 8), (group + 8, col + 8)].into_iter().enumerate()
         {
             a[row][k] = f64::from(low(words[reg]));
             a[row][k + 1] = f64::from(high(words[reg]));
@@ -54,14 +48,8 @@ pub(crate) fn mma_m16n8k16_bf16(inputs: &[[u32; MAX_INPUT_WORDS]; LANES]) -> [[f
             b[k][group] = f64::from(low(words[4 + reg]));
             b[k + 1][group] = f64::from(high(words[4 + reg]));
         }
-        for (reg, (row, n)) in [
-            (group, col),
-            (group, col + 1),
-            (group + 8, col),
-            (group + 8, col + 1),
-        ]
-        .into_iter()
-        .enumerate()
+        for (reg, (row, n)) in
+            [(group, col), (group, col + 1), (group + 8, col), (group + 8, col + 1)].into_iter().enumerate()
         {
             c[row][n] = f64::from(f32::from_bits(words[6 + reg]));
         }
@@ -70,14 +58,8 @@ pub(crate) fn mma_m16n8k16_bf16(inputs: &[[u32; MAX_INPUT_WORDS]; LANES]) -> [[f
     for (lane, out) in d.iter_mut().enumerate() {
         let (group, pair) = (lane / 4, lane % 4);
         let col = 2 * pair;
-        for (reg, (row, n)) in [
-            (group, col),
-            (group, col + 1),
-            (group + 8, col),
-            (group + 8, col + 1),
-        ]
-        .into_iter()
-        .enumerate()
+        for (reg, (row, n)) in
+            [(group, col), (group, col + 1), (group + 8, col), (group + 8, col + 1)].into_iter().enumerate()
         {
             let dot: f64 = (0..16).map(|k| a[row][k] * b[k][n]).sum();
             out[reg] = (dot + c[row][n]) as f32;

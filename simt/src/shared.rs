@@ -40,17 +40,9 @@ impl<T: Copy> Shared<T> {
 
     /// Byte offset of element `i`, failing the thread when `i` is out of range.
     #[track_caller]
-    pub(crate) fn byte_offset_of(
-        self,
-        block: &BlockState,
-        thread: u32,
-        i: usize,
-        count: usize,
-    ) -> u32 {
+    pub(crate) fn byte_offset_of(self, block: &BlockState, thread: u32, i: usize, count: usize) -> u32 {
         let site = Location::caller();
-        if i.checked_add(count)
-            .is_none_or(|end| end > self.len as usize)
-        {
+        if i.checked_add(count).is_none_or(|end| end > self.len as usize) {
             let what = if count == 1 {
                 format!("index {i}")
             } else {
@@ -74,15 +66,8 @@ impl<T: Copy> Shared<T> {
         let offset = self.byte_offset_of(block, thread, i, 1);
         let result = {
             let mut inner = block.inner.borrow_mut();
-            track(
-                block,
-                &mut inner,
-                thread,
-                offset,
-                size_of::<T>(),
-                AccessKind::Read,
-            )
-            .map(|()| inner.smem.read(offset))
+            track(block, &mut inner, thread, offset, size_of::<T>(), AccessKind::Read)
+                .map(|()| inner.smem.read(offset))
         };
         result.unwrap_or_else(|error| fail_with(block, thread, error))
     }
@@ -94,15 +79,8 @@ impl<T: Copy> Shared<T> {
         let offset = self.byte_offset_of(block, thread, i, 1);
         let result = {
             let mut inner = block.inner.borrow_mut();
-            track(
-                block,
-                &mut inner,
-                thread,
-                offset,
-                size_of::<T>(),
-                AccessKind::Write,
-            )
-            .map(|()| inner.smem.write(offset, value))
+            track(block, &mut inner, thread, offset, size_of::<T>(), AccessKind::Write)
+                .map(|()| inner.smem.write(offset, value))
         };
         result.unwrap_or_else(|error| fail_with(block, thread, error))
     }
@@ -132,17 +110,8 @@ impl Shared<u16> {
     pub(crate) fn row_offset(self, block: &BlockState, thread: u32, i: usize) -> u32 {
         let offset = self.byte_offset_of(block, thread, i, 8);
         if offset % 16 != 0 {
-            let detail = format!(
-                "ldmatrix row at element {i} (shared byte {offset}) is not 16-byte aligned"
-            );
-            fail(
-                block,
-                thread,
-                Fault::SharedOutOfRange {
-                    site: Location::caller(),
-                    detail,
-                },
-            );
+            let detail = format!("ldmatrix row at element {i} (shared byte {offset}) is not 16-byte aligned");
+            fail(block, thread, Fault::SharedOutOfRange { site: Location::caller(), detail });
         }
         offset
     }
@@ -159,17 +128,10 @@ fn track(
     kind: AccessKind,
 ) -> Result<(), EmuError> {
     let site: Site = Location::caller();
-    inner
-        .smem
-        .track(offset, bytes as u32, kind, thread, site)
-        .map_err(|c| {
-            let later = Access {
-                kind,
-                thread: block.dim3(thread),
-                site,
-            };
-            race_error(block, inner, c, later, thread)
-        })
+    inner.smem.track(offset, bytes as u32, kind, thread, site).map_err(|c| {
+        let later = Access { kind, thread: block.dim3(thread), site };
+        race_error(block, inner, c, later, thread)
+    })
 }
 
 /// The error for an access by `thread` (`later`) that races with the earlier access `c`.
@@ -181,17 +143,8 @@ pub(crate) fn race_error(
     thread: u32,
 ) -> EmuError {
     let (region, byte) = inner.smem.describe(c.byte);
-    let earlier = Access {
-        kind: c.kind,
-        thread: block.dim3(c.thread),
-        site: c.site,
-    };
-    let fault = Fault::SharedRace {
-        region,
-        byte,
-        earlier,
-        later,
-    };
+    let earlier = Access { kind: c.kind, thread: block.dim3(c.thread), site: c.site };
+    let fault = Fault::SharedRace { region, byte, earlier, later };
     block.error_at(thread, fault)
 }
 
@@ -199,9 +152,7 @@ pub(crate) fn race_error(
 pub(crate) fn dynamic_shared<T: Copy>(byte_offset: usize, len: usize, site: Site) -> Shared<T> {
     let (block, thread) = context::current();
     let dynamic_bytes = block.inner.borrow().smem.dynamic_bytes();
-    let end = len
-        .checked_mul(size_of::<T>())
-        .and_then(|bytes| bytes.checked_add(byte_offset));
+    let end = len.checked_mul(size_of::<T>()).and_then(|bytes| bytes.checked_add(byte_offset));
     let detail = if byte_offset % align_of::<T>() != 0 {
         Some(format!(
             "dynamic_shared::<{}> at byte offset {byte_offset}, which is not a multiple of its \
@@ -221,37 +172,19 @@ pub(crate) fn dynamic_shared<T: Copy>(byte_offset: usize, len: usize, site: Site
     if let Some(detail) = detail {
         fail(block, thread, Fault::SharedOutOfRange { site, detail });
     }
-    Shared {
-        offset: byte_offset as u32,
-        len: len as u32,
-        _element: PhantomData,
-    }
+    Shared { offset: byte_offset as u32, len: len as u32, _element: PhantomData }
 }
 
 /// The block's static shared array `key` of `len` elements, allocated on first use.
 pub(crate) fn static_shared<T: Copy>(key: &'static str, len: usize, site: Site) -> Shared<T> {
     let (block, thread) = context::current();
-    let bytes = len
-        .checked_mul(size_of::<T>())
-        .filter(|&b| b <= MAX_SHARED_BYTES as usize);
+    let bytes = len.checked_mul(size_of::<T>()).filter(|&b| b <= MAX_SHARED_BYTES as usize);
     let offset = match bytes {
-        Some(bytes) => {
-            block
-                .inner
-                .borrow_mut()
-                .smem
-                .static_array(key, bytes as u32, MAX_SHARED_BYTES)
-        }
-        None => Err(format!(
-            "static shared array `{key}` of {len} elements is larger than shared memory"
-        )),
+        Some(bytes) => block.inner.borrow_mut().smem.static_array(key, bytes as u32, MAX_SHARED_BYTES),
+        None => Err(format!("static shared array `{key}` of {len} elements is larger than shared memory")),
     };
     match offset {
-        Ok(offset) => Shared {
-            offset,
-            len: len as u32,
-            _element: PhantomData,
-        },
+        Ok(offset) => Shared { offset, len: len as u32, _element: PhantomData },
         Err(detail) => fail(block, thread, Fault::SharedOutOfRange { site, detail }),
     }
 }

@@ -45,9 +45,7 @@ impl Pair {
 
     /// A live stamp of a thread other than `thread`, if any.
     fn by_other_thread(&self, epoch: u32, thread: u32) -> Option<Stamp> {
-        [self.last, self.other]
-            .into_iter()
-            .find(|s| s.live(epoch) && s.thread != thread)
+        [self.last, self.other].into_iter().find(|s| s.live(epoch) && s.thread != thread)
     }
 }
 
@@ -122,12 +120,7 @@ impl SharedMemory {
     }
 
     /// Offset of the static array `key`, allocating `bytes` for it on first use.
-    pub fn static_array(
-        &mut self,
-        key: &'static str,
-        bytes: u32,
-        limit: u32,
-    ) -> Result<u32, String> {
+    pub fn static_array(&mut self, key: &'static str, bytes: u32, limit: u32) -> Result<u32, String> {
         if let Some(a) = self.statics.iter().find(|a| a.key == key) {
             if a.bytes != bytes {
                 return Err(format!(
@@ -170,11 +163,7 @@ impl SharedMemory {
         site: Site,
     ) -> Result<(), Conflict> {
         let epoch = self.epoch;
-        let now = Stamp {
-            epoch,
-            thread,
-            site: Some(site),
-        };
+        let now = Stamp { epoch, thread, site: Some(site) };
         let range = offset as usize..(offset + len) as usize;
         for (byte, shadow) in range.clone().zip(&mut self.shadow[range]) {
             let conflict = |s: Stamp, kind| Conflict {
@@ -222,11 +211,7 @@ impl SharedMemory {
 
     /// Names the array holding `byte` and the offset of the byte within it.
     pub fn describe(&self, byte: u32) -> (String, u32) {
-        match self
-            .statics
-            .iter()
-            .find(|a| (a.offset..a.offset + a.bytes).contains(&byte))
-        {
+        match self.statics.iter().find(|a| (a.offset..a.offset + a.bytes).contains(&byte)) {
             Some(a) => (format!("static shared array `{}`", a.key), byte - a.offset),
             None => ("dynamic shared memory".to_string(), byte),
         }

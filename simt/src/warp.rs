@@ -57,11 +57,7 @@ impl fmt::Display for Op {
             Op::SyncWarp => f.write_str("bar.warp.sync"),
             Op::Mma => f.write_str("mma.sync.m16n8k16.bf16"),
             Op::Ldmatrix { matrices, trans } => {
-                write!(
-                    f,
-                    "ldmatrix.x{matrices}{}",
-                    if *trans { ".trans" } else { "" }
-                )
+                write!(f, "ldmatrix.x{matrices}{}", if *trans { ".trans" } else { "" })
             }
         }
     }
@@ -138,9 +134,7 @@ pub(crate) fn arrive(
     }
     let members = mask & present;
     let base = warp * WARP_SIZE;
-    if let Some(l) =
-        lanes(members).find(|&l| inner.threads[(base + l) as usize].status == Status::Exited)
-    {
+    if let Some(l) = lanes(members).find(|&l| inner.threads[(base + l) as usize].status == Status::Exited) {
         return Err(fault(format!(
             "{op} with member mask {mask:#010x} names lane {l} (thread {}), which has exited",
             block.dim3(base + l)
@@ -148,17 +142,14 @@ pub(crate) fn arrive(
     }
     let pending = &mut inner.warps[warp as usize].pending;
     let joins = |p: &Pending| p.members & bit != 0 && p.arrived & bit == 0;
-    let index = match pending
-        .iter()
-        .position(|p| joins(p) && p.op == op && p.mask == mask && p.site == site)
+    let index = match pending.iter().position(|p| joins(p) && p.op == op && p.mask == mask && p.site == site)
     {
         Some(i) => i,
         None => {
             // The same instruction with another mask, or the same operation reached from
             // another place, cannot be what the waiting lanes meant.
-            if let Some(p) = pending
-                .iter()
-                .find(|p| joins(p) && (p.site == site || (p.op == op && p.mask == mask)))
+            if let Some(p) =
+                pending.iter().find(|p| joins(p) && (p.site == site || (p.op == op && p.mask == mask)))
             {
                 return Err(fault(mismatch(op, mask, p)));
             }
@@ -211,15 +202,10 @@ pub(crate) fn stalled_collective(block: &BlockState, inner: &BlockInner) -> Opti
         let where_ = match inner.threads[missing as usize].status {
             Status::AtBarrier(site) => format!("waits at the barrier at {site}"),
             Status::Exited => "has exited".to_string(),
-            Status::InCollective => {
-                match warp.pending.iter().find(|q| q.arrived & missing_bit != 0) {
-                    Some(q) => format!(
-                        "waits at {} at {} with member mask {:#010x}",
-                        q.op, q.site, q.mask
-                    ),
-                    None => "waits at another warp collective".to_string(),
-                }
-            }
+            Status::InCollective => match warp.pending.iter().find(|q| q.arrived & missing_bit != 0) {
+                Some(q) => format!("waits at {} at {} with member mask {:#010x}", q.op, q.site, q.mask),
+                None => "waits at another warp collective".to_string(),
+            },
             other => format!("is {other:?}"),
         };
         let detail = format!(
@@ -229,13 +215,7 @@ pub(crate) fn stalled_collective(block: &BlockState, inner: &BlockInner) -> Opti
             missing - base,
             block.dim3(missing)
         );
-        return Some(block.error_at(
-            waiter,
-            Fault::WarpCollective {
-                site: p.site,
-                detail,
-            },
-        ));
+        return Some(block.error_at(waiter, Fault::WarpCollective { site: p.site, detail }));
     }
     None
 }
@@ -283,23 +263,13 @@ fn complete(
             for l in 0..u32::from(matrices) * 8 {
                 let offset = p.inputs[l as usize][0];
                 let thread = warp * WARP_SIZE + l;
-                if let Err(c) = inner
-                    .smem
-                    .track(offset, 16, AccessKind::Read, thread, p.site)
-                {
-                    let later = Access {
-                        kind: AccessKind::Read,
-                        thread: block.dim3(thread),
-                        site: p.site,
-                    };
+                if let Err(c) = inner.smem.track(offset, 16, AccessKind::Read, thread, p.site) {
+                    let later = Access { kind: AccessKind::Read, thread: block.dim3(thread), site: p.site };
                     return Err(race_error(block, inner, c, later, thread));
                 }
                 rows[l as usize] = inner.smem.read(offset);
             }
-            for (l, regs) in fragments::ldmatrix(&rows, matrices, trans)
-                .iter()
-                .enumerate()
-            {
+            for (l, regs) in fragments::ldmatrix(&rows, matrices, trans).iter().enumerate() {
                 out[l] = *regs;
             }
         }

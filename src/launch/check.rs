@@ -20,7 +20,12 @@ impl<'k> Check<'k> {
         self.len(what, v.len(), expected)
     }
 
-    pub fn output<T: bytemuck::Pod>(&self, what: &'static str, v: &ViewMut<T>, expected: usize) -> Result<&Self> {
+    pub fn output<T: bytemuck::Pod>(
+        &self,
+        what: &'static str,
+        v: &ViewMut<T>,
+        expected: usize,
+    ) -> Result<&Self> {
         self.k.check_device(v.device())?;
         self.len(what, v.len(), expected)
     }

@@ -33,12 +33,21 @@ pub fn encoder_forward(
     let ch = Check::new(k, KERNEL);
     let bt = s.b * s.t;
     ch.output("out", out, bt * s.c)?.input("tokens", tokens, bt)?.input("wte", wte, s.vp * s.c)?;
-    ch.shape(wpe.len() >= s.max_t * s.c, || format!("wpe holds {} elements, fewer than max_t x C", wpe.len()))?;
+    ch.shape(wpe.len() >= s.max_t * s.c, || {
+        format!("wpe holds {} elements, fewer than max_t x C", wpe.len())
+    })?;
     check(&ch, s)?;
     let cfg = LaunchConfig::for_items(bt * s.c, ELEMENTWISE_THREADS, MAX_BLOCKS);
     to_u32("B*T*C", bt * s.c)?;
-    let args =
-        [out.addr_mut(), tokens.addr(), wte.addr(), wpe.addr(), (bt as u32).to_word(), (s.t as u32).to_word(), (s.c as u32).to_word()];
+    let args = [
+        out.addr_mut(),
+        tokens.addr(),
+        wte.addr(),
+        wpe.addr(),
+        (bt as u32).to_word(),
+        (s.t as u32).to_word(),
+        (s.c as u32).to_word(),
+    ];
     // SAFETY: sizes checked above; token ids index `wte` by the loader's guarantee.
     unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
     Ok(())
@@ -56,7 +65,9 @@ pub fn encoder_backward(
     let ch = Check::new(k, "encoder_backward");
     let bt = s.b * s.t;
     ch.output("dwte", dwte, s.vp * s.c)?.input("dout", dout, bt * s.c)?.input("tokens", tokens, bt)?;
-    ch.shape(dwpe.len() >= s.max_t * s.c, || format!("dwpe holds {} elements, fewer than max_t x C", dwpe.len()))?;
+    ch.shape(dwpe.len() >= s.max_t * s.c, || {
+        format!("dwpe holds {} elements, fewer than max_t x C", dwpe.len())
+    })?;
     check(&ch, s)?;
     to_u32("B*T*C", bt * s.c)?;
     let (bt32, t32, c32) = (bt as u32, s.t as u32, s.c as u32);

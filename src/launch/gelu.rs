@@ -2,7 +2,12 @@ use trident_runtime::{KernelArg, LaunchConfig, View, ViewMut};
 
 use super::{to_u32, Kernels, LaunchError, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
 
-fn check(k: &Kernels, kernel: &'static str, out: &ViewMut<f32>, inputs: &[(&'static str, &View<f32>)]) -> Result<u32> {
+fn check(
+    k: &Kernels,
+    kernel: &'static str,
+    out: &ViewMut<f32>,
+    inputs: &[(&'static str, &View<f32>)],
+) -> Result<u32> {
     k.check_device(out.device())?;
     for (what, v) in inputs {
         k.check_device(v.device())?;

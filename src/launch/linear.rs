@@ -7,6 +7,7 @@ use super::check::Check;
 use super::{gemm, to_u32, Gemm, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
 
 /// `out[rows, oc] = inp[rows, c] W[oc, c]^T (+ bias[oc])`.
+#[allow(clippy::too_many_arguments)]
 pub fn linear_forward(
     k: &Kernels,
     out: &mut ViewMut<f32>,
@@ -24,7 +25,8 @@ pub fn linear_forward(
     if let Some(bias) = bias {
         ch.input("bias", bias, oc)?;
         let cfg = LaunchConfig::for_items(rows * oc, ELEMENTWISE_THREADS, MAX_BLOCKS);
-        let args = [out.addr_mut(), bias.addr(), to_u32("rows", rows)?.to_word(), to_u32("oc", oc)?.to_word()];
+        let args =
+            [out.addr_mut(), bias.addr(), to_u32("rows", rows)?.to_word(), to_u32("oc", oc)?.to_word()];
         // SAFETY: `out` holds rows x oc elements and `bias` oc.
         unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
     }

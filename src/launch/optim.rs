@@ -64,7 +64,11 @@ pub fn sum_squares(k: &Kernels, x: &View<f32>) -> Result<f64> {
     let n = to_u32("n", x.len())?;
     let blocks = x.len().div_ceil(ELEMENTWISE_THREADS as usize).clamp(1, NORM_BLOCKS);
     let mut partial = trident_runtime::Buffer::<f32>::zeros(k.device(), blocks)?;
-    let cfg = LaunchConfig { grid: [blocks as u32, 1, 1], block: [ELEMENTWISE_THREADS, 1, 1], dynamic_smem_bytes: 0 };
+    let cfg = LaunchConfig {
+        grid: [blocks as u32, 1, 1],
+        block: [ELEMENTWISE_THREADS, 1, 1],
+        dynamic_smem_bytes: 0,
+    };
     let args = [partial.view_mut(..)?.addr_mut(), x.addr(), n.to_word()];
     // SAFETY: `partial` holds one element per block and `x` `n` elements.
     unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };

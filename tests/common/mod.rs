@@ -62,7 +62,10 @@ pub fn cuda() -> Option<Device> {
 /// so that a failing run can be repeated.
 pub fn rng(test: &str) -> StdRng {
     let seed = std::env::var("TRIDENT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
     });
     eprintln!("{test}: TRIDENT_SEED={seed}");
     StdRng::seed_from_u64(seed)

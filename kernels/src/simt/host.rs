@@ -144,12 +144,7 @@ pub fn vote_any(mask: u32, pred: bool) -> bool {
 /// `__ballot_sync`: bit `l` set when lane `l` is in `mask` and its `pred` holds.
 #[track_caller]
 pub fn vote_ballot(mask: u32, pred: bool) -> u32 {
-    device::vote(
-        VoteMode::Ballot,
-        mask,
-        pred,
-        core::panic::Location::caller(),
-    )
+    device::vote(VoteMode::Ballot, mask, pred, core::panic::Location::caller())
 }
 
 /// `atomicAdd` on global memory; returns the previous value.
@@ -191,15 +186,7 @@ pub fn static_shared_array<T: Copy>(key: &'static str, len: usize) -> Shared<T> 
 macro_rules! static_shared {
     ($name:ident, $ty:ty, $len:expr) => {
         $crate::simt::static_shared_array::<$ty>(
-            concat!(
-                module_path!(),
-                "::",
-                stringify!($name),
-                "@",
-                line!(),
-                ":",
-                column!()
-            ),
+            concat!(module_path!(), "::", stringify!($name), "@", line!(), ":", column!()),
             $len,
         )
     };
@@ -256,13 +243,7 @@ pub fn mma_m16n8k16_bf16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
 
 #[track_caller]
 fn ldmatrix<const N: usize>(s: Shared<u16>, elem_offset: usize, trans: bool) -> [u32; N] {
-    let regs = device::ldmatrix(
-        s,
-        elem_offset,
-        N as u8,
-        trans,
-        core::panic::Location::caller(),
-    );
+    let regs = device::ldmatrix(s, elem_offset, N as u8, trans, core::panic::Location::caller());
     core::array::from_fn(|i| regs[i])
 }
 

@@ -187,11 +187,7 @@ impl<T: Copy> Shared<T> {
     #[doc(hidden)]
     #[inline(always)]
     pub fn from_shared_address(addr: u32, len: usize) -> Self {
-        Shared {
-            addr,
-            len: len as u32,
-            _element: PhantomData,
-        }
+        Shared { addr, len: len as u32, _element: PhantomData }
     }
 
     /// Number of elements.

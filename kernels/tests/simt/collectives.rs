@@ -48,10 +48,7 @@ fn warp_shuffle_reduction() {
     for (w, chunk) in input.chunks(32).enumerate() {
         let want: f64 = chunk.iter().map(|&x| f64::from(x)).sum();
         for got in &output[2 * w..2 * w + 2] {
-            assert!(
-                rel_err(f64::from(*got), want) < 1e-5,
-                "warp {w}: {got} vs {want}"
-            );
+            assert!(rel_err(f64::from(*got), want) < 1e-5, "warp {w}: {got} vs {want}");
         }
     }
 }
@@ -83,27 +80,16 @@ fn all_shuffles(args: &[u64]) {
 #[test]
 fn every_shuffle_kind_follows_ptx_semantics() {
     let mut rng = Rng::new(seed("every_shuffle_kind"));
-    let input: Vec<u32> = (0..64)
-        .map(|_| (rng.next_u64() % 1_000_000) as u32)
-        .collect();
+    let input: Vec<u32> = (0..64).map(|_| (rng.next_u64() % 1_000_000) as u32).collect();
     let mut out = vec![0u32; 64 * 8];
-    run(
-        all_shuffles,
-        LaunchConfig::linear(1, 64),
-        &[input.as_ptr() as u64, ptr(&mut out)],
-    )
-    .unwrap();
+    run(all_shuffles, LaunchConfig::linear(1, 64), &[input.as_ptr() as u64, ptr(&mut out)]).unwrap();
     for t in 0..64 {
         let (warp, lane) = (t / 32 * 32, t % 32);
         let at = |l: usize| input[warp + l];
         let want = [
             at((lane * 7 + 3) % 32),
             if lane >= 3 { at(lane - 3) } else { at(lane) },
-            if lane + 5 < 32 {
-                at(lane + 5)
-            } else {
-                at(lane)
-            },
+            if lane + 5 < 32 { at(lane + 5) } else { at(lane) },
             at(lane ^ 6),
             at((40 + lane) % 32),
             at(lane - lane % 4),
@@ -121,11 +107,7 @@ fn votes(args: &[u64]) {
     let t = thread_idx_x() as usize;
     // SAFETY: one predicate per thread.
     let p = unsafe { *preds.add(t) } != 0;
-    let half = if lane_id() < 16 {
-        vote_ballot(0x0000_FFFF, p)
-    } else {
-        vote_ballot(0xFFFF_0000, p)
-    };
+    let half = if lane_id() < 16 { vote_ballot(0x0000_FFFF, p) } else { vote_ballot(0xFFFF_0000, p) };
     let results = [
         u32::from(vote_all(FULL_MASK, p)),
         u32::from(vote_any(FULL_MASK, p)),
@@ -148,36 +130,13 @@ fn votes_and_divergent_disjoint_masks() {
     preds.extend([1; 32]);
     preds.extend([0; 8]);
     let mut out = vec![u32::MAX; 72 * 6];
-    run(
-        votes,
-        LaunchConfig::linear(1, 72),
-        &[preds.as_ptr() as u64, ptr(&mut out)],
-    )
-    .unwrap();
+    run(votes, LaunchConfig::linear(1, 72), &[preds.as_ptr() as u64, ptr(&mut out)]).unwrap();
     for t in 0..72 {
         let warp = &preds[t / 32 * 32..(t / 32 * 32 + 32).min(72)];
-        let ballot = warp
-            .iter()
-            .enumerate()
-            .fold(0u32, |b, (l, &p)| b | (p << l));
-        let lanes = if warp.len() == 32 {
-            u32::MAX
-        } else {
-            (1 << warp.len()) - 1
-        };
-        let half_mask = if t % 32 < 16 {
-            0x0000_FFFF
-        } else {
-            0xFFFF_0000
-        };
-        let want = [
-            u32::from(ballot == lanes),
-            u32::from(ballot != 0),
-            ballot,
-            ballot & half_mask,
-            1,
-            0,
-        ];
+        let ballot = warp.iter().enumerate().fold(0u32, |b, (l, &p)| b | (p << l));
+        let lanes = if warp.len() == 32 { u32::MAX } else { (1 << warp.len()) - 1 };
+        let half_mask = if t % 32 < 16 { 0x0000_FFFF } else { 0xFFFF_0000 };
+        let want = [u32::from(ballot == lanes), u32::from(ballot != 0), ballot, ballot & half_mask, 1, 0];
         assert_eq!(&out[t * 6..t * 6 + 6], &want, "thread {t}");
     }
 }

@@ -31,28 +31,13 @@ fn missing_barrier(_: &[u64]) {
 #[test]
 fn missing_barrier_is_a_race() {
     let (error, fault) = expect_fault(missing_barrier, LaunchConfig::linear(2, 64));
-    let Fault::SharedRace {
-        earlier,
-        later,
-        byte,
-        region,
-    } = fault
-    else {
-        panic!("{error}")
-    };
+    let Fault::SharedRace { earlier, later, byte, region } = fault else { panic!("{error}") };
     // Thread 0 runs first: it writes slot 0 and reads slot 1 before thread 1 writes it.
-    assert_eq!(
-        (earlier.kind, later.kind),
-        (AccessKind::Read, AccessKind::Write),
-        "{error}"
-    );
+    assert_eq!((earlier.kind, later.kind), (AccessKind::Read, AccessKind::Write), "{error}");
     assert_eq!((earlier.thread.0, later.thread.0), ([0, 0, 0], [1, 0, 0]));
     assert!(region.contains("`") && region.contains("S@"), "{region}");
     assert_eq!(byte % 4, 0);
-    assert!(
-        error.to_string().contains("faults.rs"),
-        "names the source lines: {error}"
-    );
+    assert!(error.to_string().contains("faults.rs"), "names the source lines: {error}");
 }
 
 /// Two threads write the same word between the same barriers.
@@ -65,13 +50,8 @@ fn write_write(_: &[u64]) {
 #[test]
 fn two_writers_race() {
     let (error, fault) = expect_fault(write_write, LaunchConfig::linear(1, 16));
-    let Fault::SharedRace { earlier, later, .. } = fault else {
-        panic!("{error}")
-    };
-    assert_eq!(
-        (earlier.kind, later.kind),
-        (AccessKind::Write, AccessKind::Write)
-    );
+    let Fault::SharedRace { earlier, later, .. } = fault else { panic!("{error}") };
+    assert_eq!((earlier.kind, later.kind), (AccessKind::Write, AccessKind::Write));
     assert_eq!((earlier.thread.0, later.thread.0), ([0, 0, 0], [1, 0, 0]));
 }
 
@@ -91,21 +71,12 @@ fn atomic_vs_read(_: &[u64]) {
 #[test]
 fn atomic_and_plain_access_race() {
     let (error, fault) = expect_fault(atomic_vs_read, LaunchConfig::linear(1, 8));
-    let Fault::SharedRace { earlier, later, .. } = fault else {
-        panic!("{error}")
-    };
-    assert_eq!(
-        (earlier.kind, later.kind),
-        (AccessKind::Atomic, AccessKind::Read),
-        "{error}"
-    );
+    let Fault::SharedRace { earlier, later, .. } = fault else { panic!("{error}") };
+    assert_eq!((earlier.kind, later.kind), (AccessKind::Atomic, AccessKind::Read), "{error}");
 }
 
 /// Half the threads take one barrier, half another.
-#[allow(
-    clippy::if_same_then_else,
-    reason = "two barrier call sites are the point"
-)]
+#[allow(clippy::if_same_then_else, reason = "two barrier call sites are the point")]
 fn divergent_barrier(_: &[u64]) {
     if thread_idx_x() < 16 {
         sync_threads();
@@ -117,12 +88,7 @@ fn divergent_barrier(_: &[u64]) {
 #[test]
 fn barrier_in_divergent_branches() {
     let (error, fault) = expect_fault(divergent_barrier, LaunchConfig::linear(1, 32));
-    let Fault::DivergentBarrier {
-        site, other_site, ..
-    } = fault
-    else {
-        panic!("{error}")
-    };
+    let Fault::DivergentBarrier { site, other_site, .. } = fault else { panic!("{error}") };
     assert_ne!(site.line(), other_site.line());
 }
 
@@ -137,14 +103,7 @@ fn early_return(_: &[u64]) {
 #[test]
 fn barrier_after_early_return() {
     let (error, fault) = expect_fault(early_return, LaunchConfig::linear(1, 64));
-    let Fault::PartialBarrier {
-        missing,
-        missing_state,
-        ..
-    } = fault
-    else {
-        panic!("{error}")
-    };
+    let Fault::PartialBarrier { missing, missing_state, .. } = fault else { panic!("{error}") };
     assert_eq!(missing.0, [40, 0, 0]);
     assert!(missing_state.contains("exited"), "{error}");
 }
@@ -175,23 +134,12 @@ fn shared_accesses_out_of_range() {
         "{error}"
     );
 
-    let cfg = LaunchConfig {
-        dynamic_smem_bytes: 128,
-        ..LaunchConfig::linear(1, 1)
-    };
+    let cfg = LaunchConfig { dynamic_smem_bytes: 128, ..LaunchConfig::linear(1, 1) };
     let (error, fault) = expect_fault(dynamic_out_of_range, cfg);
     assert!(matches!(fault, Fault::SharedOutOfRange { .. }), "{error}");
-    assert!(
-        error
-            .to_string()
-            .contains("128 bytes of dynamic shared memory"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("128 bytes of dynamic shared memory"), "{error}");
 
-    let cfg = LaunchConfig {
-        dynamic_smem_bytes: 128,
-        ..LaunchConfig::linear(1, 4)
-    };
+    let cfg = LaunchConfig { dynamic_smem_bytes: 128, ..LaunchConfig::linear(1, 4) };
     let (error, fault) = expect_fault(dynamic_index_out_of_range, cfg);
     assert!(matches!(fault, Fault::SharedOutOfRange { .. }), "{error}");
 }
@@ -240,10 +188,7 @@ fn shuffle_vs_barrier(_: &[u64]) {
 #[test]
 fn inconsistent_warp_collectives() {
     for (entry, needle) in [
-        (
-            mismatched_masks as fn(&[u64]),
-            "wait for it at shfl.sync.bfly with member mask 0xffffffff",
-        ),
+        (mismatched_masks as fn(&[u64]), "wait for it at shfl.sync.bfly with member mask 0xffffffff"),
         (own_lane_missing, "own lane 3"),
         (different_ops, "vote.sync.any"),
         (shuffle_after_exit, "exited"),
@@ -251,10 +196,7 @@ fn inconsistent_warp_collectives() {
     ] {
         let (error, fault) = expect_fault(entry, LaunchConfig::linear(2, 32));
         assert!(matches!(fault, Fault::WarpCollective { .. }), "{error}");
-        assert!(
-            error.to_string().contains(needle),
-            "expected `{needle}` in: {error}"
-        );
+        assert!(error.to_string().contains(needle), "expected `{needle}` in: {error}");
     }
 }
 
@@ -279,16 +221,9 @@ fn panics(_: &[u64]) {
 #[test]
 fn a_panic_becomes_an_error() {
     let (error, fault) = expect_fault(panics, LaunchConfig::linear(8, 16));
-    let Fault::Panic { message } = fault else {
-        panic!("{error}")
-    };
+    let Fault::Panic { message } = fault else { panic!("{error}") };
     assert_eq!(message, "kernel bug 42");
-    assert!(
-        error
-            .to_string()
-            .contains("block (3, 0, 0), thread (9, 0, 0)"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("block (3, 0, 0), thread (9, 0, 0)"), "{error}");
 }
 
 #[test]
@@ -298,14 +233,8 @@ fn invalid_launch_configurations_are_rejected() {
         LaunchConfig::linear(0, 32),
         LaunchConfig::linear(1, 0),
         LaunchConfig::linear(1, 1025),
-        LaunchConfig {
-            block: [32, 32, 2],
-            ..LaunchConfig::linear(1, 1)
-        },
-        LaunchConfig {
-            dynamic_smem_bytes: 300 * 1024,
-            ..LaunchConfig::linear(1, 1)
-        },
+        LaunchConfig { block: [32, 32, 2], ..LaunchConfig::linear(1, 1) },
+        LaunchConfig { dynamic_smem_bytes: 300 * 1024, ..LaunchConfig::linear(1, 1) },
     ] {
         let error = run(nothing, cfg, &[]).expect_err("invalid config");
         assert!(matches!(error, EmuError::InvalidLaunch { .. }), "{error}");

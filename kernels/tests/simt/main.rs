@@ -12,15 +12,7 @@ use trident_simt::{launch, EmuError, HostKernel, LaunchConfig};
 
 /// Runs `entry` on the emulator.
 pub fn run(entry: fn(&[u64]), cfg: LaunchConfig, args: &[u64]) -> Result<(), EmuError> {
-    launch(
-        &HostKernel {
-            name: "test_kernel",
-            params: &[],
-            entry,
-        },
-        &cfg,
-        args,
-    )
+    launch(&HostKernel { name: "test_kernel", params: &[], entry }, &cfg, args)
 }
 
 /// Argument word for a buffer.

@@ -27,21 +27,13 @@ fn write_indices(args: &[u64]) {
 
 #[test]
 fn indices_cover_a_3d_grid_of_3d_blocks() {
-    let cfg = LaunchConfig {
-        grid: [3, 2, 2],
-        block: [5, 4, 3],
-        dynamic_smem_bytes: 0,
-    };
+    let cfg = LaunchConfig { grid: [3, 2, 2], block: [5, 4, 3], dynamic_smem_bytes: 0 };
     let mut out = vec![[u32::MAX; 4]; 12 * 60];
     run(write_indices, cfg, &[ptr(&mut out)]).unwrap();
     let packed = |x: u32, y: u32, z: u32| x | (y << 10) | (z << 20);
     let mut slot = 0;
-    for (bz, by, bx) in
-        (0..2).flat_map(|z| (0..2).flat_map(move |y| (0..3).map(move |x| (z, y, x))))
-    {
-        for (tz, ty, tx) in
-            (0..3).flat_map(|z| (0..4).flat_map(move |y| (0..5).map(move |x| (z, y, x))))
-        {
+    for (bz, by, bx) in (0..2).flat_map(|z| (0..2).flat_map(move |y| (0..3).map(move |x| (z, y, x)))) {
+        for (tz, ty, tx) in (0..3).flat_map(|z| (0..4).flat_map(move |y| (0..5).map(move |x| (z, y, x)))) {
             let linear = tx + 5 * ty + 20 * tz;
             let want = [
                 packed(tx, ty, tz),
@@ -49,10 +41,7 @@ fn indices_cover_a_3d_grid_of_3d_blocks() {
                 packed(5, 4, 3) ^ packed(3, 2, 2),
                 (linear % 32) | (32 << 8),
             ];
-            assert_eq!(
-                out[slot], want,
-                "block ({bx},{by},{bz}) thread ({tx},{ty},{tz})"
-            );
+            assert_eq!(out[slot], want, "block ({bx},{by},{bz}) thread ({tx},{ty},{tz})");
             slot += 1;
         }
     }
@@ -87,33 +76,19 @@ fn shared_memory_tree_reduction() {
     let blocks = 6;
     let input = rng.vec(blocks * 256);
     let mut output = vec![f32::NAN; blocks];
-    run(
-        tree_sum,
-        LaunchConfig::linear(blocks as u32, 256),
-        &[input.as_ptr() as u64, ptr(&mut output)],
-    )
-    .unwrap();
+    run(tree_sum, LaunchConfig::linear(blocks as u32, 256), &[input.as_ptr() as u64, ptr(&mut output)])
+        .unwrap();
     for (b, got) in output.iter().enumerate() {
-        let want: f64 = input[b * 256..(b + 1) * 256]
-            .iter()
-            .map(|&x| f64::from(x))
-            .sum();
-        assert!(
-            rel_err(f64::from(*got), want) < 1e-4,
-            "block {b}: {got} vs {want}"
-        );
+        let want: f64 = input[b * 256..(b + 1) * 256].iter().map(|&x| f64::from(x)).sum();
+        assert!(rel_err(f64::from(*got), want) < 1e-4, "block {b}: {got} vs {want}");
     }
 }
 
 /// Histogram of inputs into 16 bins of dynamic shared memory with shared atomics, then added
 /// into the global histogram with global atomics.
 fn histogram(args: &[u64]) {
-    let (input, weights, bins, n) = (
-        args[0] as *const u32,
-        args[1] as *const f32,
-        args[2] as *mut f32,
-        args[3] as usize,
-    );
+    let (input, weights, bins, n) =
+        (args[0] as *const u32, args[1] as *const f32, args[2] as *mut f32, args[3] as usize);
     // SAFETY: the launch provides 16 * 4 bytes of dynamic shared memory.
     let local = unsafe { dynamic_shared::<f32>(0, 16) };
     let t = thread_idx_x() as usize;
@@ -142,31 +117,14 @@ fn shared_and_global_f32_atomics() {
     let input: Vec<u32> = (0..n).map(|_| rng.next_u64() as u32).collect();
     let weights = rng.vec(n);
     let mut bins = vec![0f32; 16];
-    let cfg = LaunchConfig {
-        grid: [7, 1, 1],
-        block: [96, 1, 1],
-        dynamic_smem_bytes: 64,
-    };
-    run(
-        histogram,
-        cfg,
-        &[
-            input.as_ptr() as u64,
-            weights.as_ptr() as u64,
-            ptr(&mut bins),
-            n as u64,
-        ],
-    )
-    .unwrap();
+    let cfg = LaunchConfig { grid: [7, 1, 1], block: [96, 1, 1], dynamic_smem_bytes: 64 };
+    run(histogram, cfg, &[input.as_ptr() as u64, weights.as_ptr() as u64, ptr(&mut bins), n as u64]).unwrap();
     let mut want = [0f64; 16];
     for (x, w) in input.iter().zip(&weights) {
         want[*x as usize % 16] += f64::from(*w);
     }
     for (bin, (got, want)) in bins.iter().zip(want).enumerate() {
-        assert!(
-            (f64::from(*got) - want).abs() < 1e-3,
-            "bin {bin}: {got} vs {want}"
-        );
+        assert!((f64::from(*got) - want).abs() < 1e-3, "bin {bin}: {got} vs {want}");
     }
 }
 
@@ -191,11 +149,7 @@ fn shared_kinds(args: &[u64]) {
 
 #[test]
 fn static_and_dynamic_shared_arrays_are_separate() {
-    let cfg = LaunchConfig {
-        grid: [2, 1, 1],
-        block: [64, 1, 1],
-        dynamic_smem_bytes: 16 + 256,
-    };
+    let cfg = LaunchConfig { grid: [2, 1, 1], block: [64, 1, 1], dynamic_smem_bytes: 16 + 256 };
     let mut out = vec![0u32; 64];
     run(shared_kinds, cfg, &[ptr(&mut out)]).unwrap();
     for (t, got) in out.iter().enumerate() {
@@ -218,10 +172,7 @@ fn bf16_round_trip_rounds_to_nearest_even() {
     for _ in 0..1000 {
         let x = rng.f32() * 100.0;
         let r = bf16_to_f32(f32_to_bf16(x));
-        assert!(
-            rel_err(f64::from(r), f64::from(x)) <= 1.0 / 256.0,
-            "{x} -> {r}"
-        );
+        assert!(rel_err(f64::from(r), f64::from(x)) <= 1.0 / 256.0, "{x} -> {r}");
     }
     assert_eq!(pack_bf16x2(0x1234, 0xABCD), 0xABCD_1234);
 }

@@ -27,14 +27,9 @@ impl Rng {
 
 /// A seed from the clock, printed so a failure can be replayed with `SIMT_TEST_SEED`.
 pub fn seed(test: &str) -> u64 {
-    let seed = std::env::var("SIMT_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
+    let seed = std::env::var("SIMT_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
     eprintln!("{test}: seed {seed} (set SIMT_TEST_SEED to replay)");
     seed
 }

@@ -10,13 +10,7 @@ use crate::{ptr, run};
 
 fn warp_ops(args: &[u64]) {
     // SAFETY: the test passes buffers of the sizes warp_ops documents.
-    unsafe {
-        selftest::warp_ops(
-            args[0] as *const f32,
-            args[1] as *mut f32,
-            args[2] as *mut f32,
-        )
-    }
+    unsafe { selftest::warp_ops(args[0] as *const f32, args[1] as *mut f32, args[2] as *mut f32) }
 }
 
 #[test]
@@ -31,17 +25,9 @@ fn every_simt_operation_on_the_emulator() {
         dynamic_smem_bytes: WARP_OPS_DYNAMIC_SMEM,
         ..LaunchConfig::linear(1, WARP_OPS_THREADS)
     };
-    run(
-        warp_ops,
-        cfg,
-        &[x.as_ptr() as u64, ptr(&mut out), ptr(&mut total)],
-    )
-    .unwrap();
+    run(warp_ops, cfg, &[x.as_ptr() as u64, ptr(&mut out), ptr(&mut total)]).unwrap();
     let sum: f64 = x.iter().map(|&v| f64::from(v)).sum();
-    assert!(
-        (f64::from(total[0]) - sum).abs() < 1e-4,
-        "seed {seed}: global atomic sum"
-    );
+    assert!((f64::from(total[0]) - sum).abs() < 1e-4, "seed {seed}: global atomic sum");
     for t in 0..n {
         let (w, lane) = (t / 32 * 32, t % 32);
         let at = |l: usize| x[w + l];
@@ -75,20 +61,11 @@ fn every_simt_operation_on_the_emulator() {
             (WARP_OPS_THREADS * 100 + 1) as f32,
             sum as f32,
         ];
-        for (k, (got, want)) in out[t * WARP_OPS_OUTPUTS..(t + 1) * WARP_OPS_OUTPUTS]
-            .iter()
-            .zip(want)
-            .enumerate()
+        for (k, (got, want)) in
+            out[t * WARP_OPS_OUTPUTS..(t + 1) * WARP_OPS_OUTPUTS].iter().zip(want).enumerate()
         {
-            let tolerance = if k == WARP_OPS_OUTPUTS - 1 {
-                1e-4
-            } else {
-                1e-6 * want.abs().max(1.0)
-            };
-            assert!(
-                (got - want).abs() <= tolerance,
-                "seed {seed} thread {t} output {k}: {got} vs {want}"
-            );
+            let tolerance = if k == WARP_OPS_OUTPUTS - 1 { 1e-4 } else { 1e-6 * want.abs().max(1.0) };
+            assert!((got - want).abs() <= tolerance, "seed {seed} thread {t} output {k}: {got} vs {want}");
         }
     }
 }

@@ -33,21 +33,13 @@ fn mma_with_ldmatrix_fragments_matches_f64_reference() {
         run(
             mma_paths,
             LaunchConfig::linear(1, 32),
-            &[
-                a.as_ptr() as u64,
-                b.as_ptr() as u64,
-                c.as_ptr() as u64,
-                ptr(&mut d),
-            ],
+            &[a.as_ptr() as u64, b.as_ptr() as u64, c.as_ptr() as u64, ptr(&mut d)],
         )
         .unwrap();
         for row in 0..16 {
             for col in 0..8 {
                 let terms: Vec<f64> = (0..16)
-                    .map(|k| {
-                        f64::from(bf16_to_f32(a[row * 16 + k]))
-                            * f64::from(bf16_to_f32(b[k * 8 + col]))
-                    })
+                    .map(|k| f64::from(bf16_to_f32(a[row * 16 + k])) * f64::from(bf16_to_f32(b[k * 8 + col])))
                     .collect();
                 let want = terms.iter().sum::<f64>() + f64::from(c[row * 8 + col]);
                 // f32 accumulation: error relative to the magnitude of the terms.
