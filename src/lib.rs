@@ -1,2 +1,7 @@
 //! Trident: a GPU kernel and collectives runtime, and a GPT trainer on top of it.
+pub mod checkpoint;
+pub mod data;
+pub mod metrics;
 pub mod model;
+pub mod plot;
+pub mod progress;
