@@ -2,7 +2,7 @@
 //! fsync it, rename it into place, fsync the parent directory.
 
 use std::fs::{self, File};
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use super::CheckpointError;
@@ -93,6 +93,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     #[test]
     fn file_is_replaced_whole_or_not_at_all() {

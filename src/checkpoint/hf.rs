@@ -75,6 +75,25 @@ fn hf_config(c: &GptConfig, eos_token_id: Option<u32>) -> serde_json::Value {
     config
 }
 
+/// For a matrix, llm.c's `[out, in]` shape in multiples of the hidden size.
+type MatrixShape = Option<(usize, usize)>;
+
+/// Per-layer tensors: HF name, llm.c tensor, and the shape of matrices.
+const LAYER_TENSORS: [(&str, ParamTensor, MatrixShape); 12] = [
+    ("ln_1.weight", ParamTensor::Ln1W, None),
+    ("ln_1.bias", ParamTensor::Ln1B, None),
+    ("attn.c_attn.weight", ParamTensor::QkvW, Some((3, 1))),
+    ("attn.c_attn.bias", ParamTensor::QkvB, None),
+    ("attn.c_proj.weight", ParamTensor::AttnProjW, Some((1, 1))),
+    ("attn.c_proj.bias", ParamTensor::AttnProjB, None),
+    ("ln_2.weight", ParamTensor::Ln2W, None),
+    ("ln_2.bias", ParamTensor::Ln2B, None),
+    ("mlp.c_fc.weight", ParamTensor::FcW, Some((4, 1))),
+    ("mlp.c_fc.bias", ParamTensor::FcB, None),
+    ("mlp.c_proj.weight", ParamTensor::FcProjW, Some((1, 4))),
+    ("mlp.c_proj.bias", ParamTensor::FcProjB, None),
+];
+
 /// `[rows, cols]` row-major -> `[cols, rows]`.
 fn transpose(m: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut t = vec![0.0; m.len()];
@@ -117,32 +136,16 @@ fn hf_tensors<'a>(layout: &ParamLayout, params: &'a [f32]) -> Vec<(String, F32Vi
         ),
     ];
     for l in 0..c.num_layers {
-        // (HF name, llm.c tensor, llm.c [out, in] when a matrix)
-        let specs: [(&str, ParamTensor, Option<(usize, usize)>); 12] = [
-            ("ln_1.weight", ParamTensor::Ln1W, None),
-            ("ln_1.bias", ParamTensor::Ln1B, None),
-            ("attn.c_attn.weight", ParamTensor::QkvW, Some((3 * ch, ch))),
-            ("attn.c_attn.bias", ParamTensor::QkvB, None),
-            ("attn.c_proj.weight", ParamTensor::AttnProjW, Some((ch, ch))),
-            ("attn.c_proj.bias", ParamTensor::AttnProjB, None),
-            ("ln_2.weight", ParamTensor::Ln2W, None),
-            ("ln_2.bias", ParamTensor::Ln2B, None),
-            ("mlp.c_fc.weight", ParamTensor::FcW, Some((4 * ch, ch))),
-            ("mlp.c_fc.bias", ParamTensor::FcB, None),
-            (
-                "mlp.c_proj.weight",
-                ParamTensor::FcProjW,
-                Some((ch, 4 * ch)),
-            ),
-            ("mlp.c_proj.bias", ParamTensor::FcProjB, None),
-        ];
-        for (name, t, matrix) in specs {
+        for &(name, t, matrix) in &LAYER_TENSORS {
             let data = layer(t, l);
             let view = match matrix {
-                Some((rows, cols)) => F32View {
-                    shape: vec![cols, rows],
-                    data: transpose(data, rows, cols).into(),
-                },
+                Some((out_mult, in_mult)) => {
+                    let (rows, cols) = (out_mult * ch, in_mult * ch);
+                    F32View {
+                        shape: vec![cols, rows],
+                        data: transpose(data, rows, cols).into(),
+                    }
+                }
                 None => borrowed(vec![data.len()], data),
             };
             out.push((format!("h.{l}.{name}"), view));

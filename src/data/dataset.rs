@@ -341,7 +341,8 @@ mod tests {
         assert_eq!(ds.train.total_tokens(), 500);
         assert_eq!(ds.val.total_tokens(), 100);
 
-        let ds = Dataset::shards(&[train_path.clone()], TokenizerKind::Bytes, 0.1).unwrap();
+        let ds =
+            Dataset::shards(std::slice::from_ref(&train_path), TokenizerKind::Bytes, 0.1).unwrap();
         assert_eq!(ds.train.total_tokens(), 450);
         assert_eq!(ds.val.total_tokens(), 50);
         let (tokens, range) = ds.val.load_part(0).unwrap();
