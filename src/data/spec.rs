@@ -55,11 +55,6 @@ impl DataSpec {
 
     fn parse_path(spec: &str, tokenizer: Option<TokenizerKind>) -> Result<Self, DataError> {
         let path = Path::new(spec);
-        if tokenizer == Some(TokenizerKind::Addition) {
-            return Err(DataError::InvalidArgument(
-                "--tokenizer addition only goes with --data addition".into(),
-            ));
-        }
         if path.is_dir() {
             let mut paths = Vec::new();
             for entry in std::fs::read_dir(path).map_err(|e| DataError::io(path, e))? {
