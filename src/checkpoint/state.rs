@@ -65,26 +65,44 @@ pub fn step_dir(out_dir: &Path, step: u64) -> PathBuf {
     out_dir.join(format!("step_{step:08}"))
 }
 
-/// The checkpoint with the highest step under `out_dir`, if any.
-pub fn latest_checkpoint(out_dir: &Path) -> Result<Option<(u64, PathBuf)>, CheckpointError> {
+/// Complete checkpoints (`step_N` directories with a `trainer.json`) under `out_dir`, by step.
+pub fn list_checkpoints(out_dir: &Path) -> Result<Vec<(u64, PathBuf)>, CheckpointError> {
     let entries = match fs::read_dir(out_dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(CheckpointError::io(out_dir, e)),
     };
-    let mut best = None;
+    let mut found = Vec::new();
     for entry in entries {
         let path = entry.map_err(|e| CheckpointError::io(out_dir, e))?.path();
         let step = path
             .file_name()
             .and_then(|n| n.to_str()?.strip_prefix("step_")?.parse::<u64>().ok());
         if let Some(step) = step {
-            if path.join(TRAINER_FILE).is_file() && best.as_ref().is_none_or(|(s, _)| step > *s) {
-                best = Some((step, path));
+            if path.join(TRAINER_FILE).is_file() {
+                found.push((step, path));
             }
         }
     }
-    Ok(best)
+    found.sort();
+    Ok(found)
+}
+
+/// The checkpoint with the highest step under `out_dir`, if any.
+pub fn latest_checkpoint(out_dir: &Path) -> Result<Option<(u64, PathBuf)>, CheckpointError> {
+    Ok(list_checkpoints(out_dir)?.pop())
+}
+
+/// Deletes all but the newest `keep` checkpoints under `out_dir`; returns what it deleted.
+pub fn prune_checkpoints(out_dir: &Path, keep: usize) -> Result<Vec<PathBuf>, CheckpointError> {
+    let all = list_checkpoints(out_dir)?;
+    let old = all.len().saturating_sub(keep);
+    let mut removed = Vec::with_capacity(old);
+    for (_, path) in all.into_iter().take(old) {
+        fs::remove_dir_all(&path).map_err(|e| CheckpointError::io(&path, e))?;
+        removed.push(path);
+    }
+    Ok(removed)
 }
 
 fn layout_entries(layout: &ParamLayout, prefix: &str) -> Vec<Expected> {
@@ -312,6 +330,18 @@ mod tests {
         }
         fs::create_dir(step_dir(root.path(), 500)).unwrap(); // no trainer.json: incomplete
         assert_eq!(latest_checkpoint(root.path()).unwrap().unwrap().0, 100);
+        let removed = prune_checkpoints(root.path(), 2).unwrap();
+        assert_eq!(removed, vec![step_dir(root.path(), 3)]);
+        let left: Vec<u64> = list_checkpoints(root.path())
+            .unwrap()
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect();
+        assert_eq!(left, vec![20, 100]);
+        assert!(
+            step_dir(root.path(), 500).exists(),
+            "incomplete directories are left alone"
+        );
     }
 
     #[test]

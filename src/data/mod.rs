@@ -15,6 +15,6 @@ pub use dataset::{Dataset, Split, TokenSet};
 pub use error::DataError;
 pub use loader::{Batch, DataLoader, LoaderState};
 pub use rng::SplitMix64;
-pub use shard::{read_shard, write_shard, ShardHeader};
+pub use shard::{read_shard, read_shard_header, write_shard, write_shards, ShardHeader};
 pub use spec::DataSpec;
 pub use tokenizer::{Tokenizer, TokenizerKind};

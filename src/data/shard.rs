@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::DataError;
 
@@ -110,6 +110,34 @@ pub fn write_shard(path: &Path, tokens: &[u16]) -> Result<(), DataError> {
     write().map_err(|e| DataError::io(path, e))
 }
 
+/// Splits a token stream into llm.c-style shards in `dir`: `{prefix}_val_000000.bin` holds the
+/// first `val_tokens` tokens, then `{prefix}_train_000001.bin`, ... hold at most
+/// `tokens_per_shard` each. Returns the paths written, validation shard first.
+pub fn write_shards(
+    dir: &Path,
+    prefix: &str,
+    tokens: &[u16],
+    val_tokens: usize,
+    tokens_per_shard: usize,
+) -> Result<Vec<PathBuf>, DataError> {
+    if val_tokens == 0 || val_tokens >= tokens.len() || tokens_per_shard == 0 {
+        return Err(DataError::InvalidArgument(format!(
+            "cannot shard {} tokens with {val_tokens} validation tokens and {tokens_per_shard} tokens per shard",
+            tokens.len()
+        )));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| DataError::io(dir, e))?;
+    let (val, train) = tokens.split_at(val_tokens);
+    let mut paths = vec![dir.join(format!("{prefix}_val_000000.bin"))];
+    write_shard(&paths[0], val)?;
+    for (i, chunk) in train.chunks(tokens_per_shard).enumerate() {
+        let path = dir.join(format!("{prefix}_train_{:06}.bin", i + 1));
+        write_shard(&path, chunk)?;
+        paths.push(path);
+    }
+    Ok(paths)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,6 +156,32 @@ mod tests {
         write_shard(&path, &toks).unwrap();
         assert_eq!(read_shard_header(&path).unwrap().tokens, 1000);
         assert_eq!(read_shard(&path, 50257).unwrap(), toks);
+    }
+
+    #[test]
+    fn a_stream_becomes_a_val_shard_and_train_shards() {
+        let dir = tempfile::tempdir().unwrap();
+        let toks = tokens(13, 2500, 256);
+        let paths = write_shards(dir.path(), "tiny", &toks, 300, 1000).unwrap();
+        let names: Vec<String> = paths
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "tiny_val_000000.bin",
+                "tiny_train_000001.bin",
+                "tiny_train_000002.bin",
+                "tiny_train_000003.bin"
+            ]
+        );
+        let back: Vec<u16> = paths
+            .iter()
+            .flat_map(|p| read_shard(p, 256).unwrap())
+            .collect();
+        assert_eq!(back, toks);
+        assert!(write_shards(dir.path(), "x", &toks, 0, 1000).is_err());
     }
 
     #[test]
