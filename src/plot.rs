@@ -22,8 +22,8 @@ const WHITE: Rgb = [255, 255, 255];
 const AXIS: Rgb = [90, 90, 90];
 const GRID: Rgb = [225, 225, 225];
 const TEXT: Rgb = [40, 40, 40];
-pub const TRAIN_COLOR: Rgb = [31, 119, 180];
-pub const VAL_COLOR: Rgb = [255, 127, 14];
+const TRAIN_COLOR: Rgb = [31, 119, 180];
+const VAL_COLOR: Rgb = [255, 127, 14];
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlotError {
