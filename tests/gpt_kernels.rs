@@ -258,9 +258,9 @@ fn linear(device: &Device) {
 
     let dout = uniform(&mut rng, rows * oc, 1.0);
     let gd = f64s(&dout);
-    let (gi, gw, gb) =
-        (uniform(&mut rng, rows * c, 1.0), uniform(&mut rng, oc * c, 1.0), uniform(&mut rng, oc, 1.0));
-    let (mut dinp, mut dweight, mut dbias) = (buf(device, &gi), buf(device, &gw), buf(device, &gb));
+    // dinp is overwritten; the weight and bias gradients accumulate onto what they hold.
+    let (gw, gb) = (uniform(&mut rng, oc * c, 1.0), uniform(&mut rng, oc, 1.0));
+    let (mut dinp, mut dweight, mut dbias) = (poisoned(device, rows * c), buf(device, &gw), buf(device, &gb));
     launch::linear_backward(
         &k,
         &mut dinp.view_mut(..).unwrap(),
@@ -274,9 +274,8 @@ fn linear(device: &Device) {
         oc,
     )
     .unwrap();
-    let want_i: Vec<f64> = (0..rows * c)
-        .map(|i| gi[i] as f64 + (0..oc).map(|o| gd[i / c * oc + o] * wd[o * c + i % c]).sum::<f64>())
-        .collect();
+    let want_i: Vec<f64> =
+        (0..rows * c).map(|i| (0..oc).map(|o| gd[i / c * oc + o] * wd[o * c + i % c]).sum::<f64>()).collect();
     let want_w: Vec<f64> = (0..oc * c)
         .map(|i| gw[i] as f64 + (0..rows).map(|r| gd[r * oc + i / c] * xd[r * c + i % c]).sum::<f64>())
         .collect();

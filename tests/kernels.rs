@@ -64,6 +64,9 @@ fn gelu(device: &Device) {
         x.iter().zip(&dout).map(|(&v, &g)| gelu_reference(v as f64).1 * g as f64).collect();
     assert_close("gelu forward", &y.to_vec().unwrap(), &want_y, tanh_tol(device));
     assert_close("gelu backward", &dinp.to_vec().unwrap(), &want_d, tanh_tol(device));
+    let mut d = Buffer::from_slice(device, &dout).unwrap();
+    launch::gelu_backward_inplace(&k, &mut d.view_mut(..).unwrap(), &dx.view(..).unwrap()).unwrap();
+    assert_close("gelu backward in place", &d.to_vec().unwrap(), &want_d, tanh_tol(device));
 }
 
 /// f64 reference of a (batched, strided) GEMM on the stored operands.

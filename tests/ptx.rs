@@ -37,7 +37,7 @@ fn find_ptxas() -> Option<PathBuf> {
 /// The number before `unit` in `line` (`"24 bytes spill stores"`, `"Used 40 registers"`).
 fn number_before(line: &str, unit: &str) -> Option<u32> {
     let head = &line[..line.find(unit)?];
-    head.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).last()?.parse().ok()
+    head.rsplit(|c: char| !c.is_ascii_digit()).find(|s| !s.is_empty())?.parse().ok()
 }
 
 fn parse(log: &str) -> Vec<(String, Report)> {

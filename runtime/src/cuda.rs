@@ -54,6 +54,11 @@ impl CudaDevice {
         Ok(self.stream.synchronize()?)
     }
 
+    /// The stream every buffer operation and plain launch goes to.
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
     pub(crate) fn alloc_zeros(&self, bytes: usize) -> Result<CudaSlice<u8>> {
         Ok(self.stream.alloc_zeros::<u8>(bytes.max(1))?)
     }
@@ -98,6 +103,7 @@ impl CudaDevice {
     /// them must be valid for the accesses the kernel makes.
     pub(crate) unsafe fn launch(
         &self,
+        stream: &CudaStream,
         f: &CudaFunction,
         grid: [u32; 3],
         block: [u32; 3],
@@ -115,7 +121,7 @@ impl CudaDevice {
                 (grid[0], grid[1], grid[2]),
                 (block[0], block[1], block[2]),
                 smem,
-                self.stream.cu_stream(),
+                stream.cu_stream(),
                 &mut params,
             )?;
         }

@@ -15,12 +15,14 @@ mod cuda;
 mod device;
 mod error;
 mod module;
+mod stream;
 
 pub use buffer::{Buffer, View, ViewMut};
 pub use cuda::CudaDevice;
 pub use device::{Device, DeviceKind};
 pub use error::RuntimeError;
 pub use module::{Function, LaunchConfig, Module, ModuleSource};
+pub use stream::Stream;
 pub use trident_simt::{HostKernel, KernelArg};
 
 pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;

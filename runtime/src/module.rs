@@ -5,7 +5,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaModule};
 use trident_simt::HostKernel;
 
-use crate::{Device, Result, RuntimeError};
+use crate::{Device, Result, RuntimeError, Stream};
 
 /// What a module is built from: the PTX for `Cuda` and the host entries for `Emu`, both
 /// produced from the same kernel source.
@@ -97,6 +97,17 @@ impl Function {
     /// The words must match the kernel's parameter types, and every address among them must be
     /// valid on this device for every access the kernel makes with the other arguments.
     pub unsafe fn launch(&self, cfg: &LaunchConfig, args: &[u64]) -> Result<()> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.launch_on(&self.device.default_stream(), cfg, args) }
+    }
+
+    /// [`Function::launch`] on `stream`, which must belong to the function's device.
+    ///
+    /// # Safety
+    /// As for [`Function::launch`]; in addition, the buffers must not be in use by work on
+    /// other streams that this stream has not been made to wait for.
+    pub unsafe fn launch_on(&self, stream: &Stream, cfg: &LaunchConfig, args: &[u64]) -> Result<()> {
+        self.device.expect_same(stream.device())?;
         if args.len() != self.host.params.len() {
             return Err(RuntimeError::ArgCount {
                 kernel: self.host.name,
@@ -105,13 +116,13 @@ impl Function {
                 params: self.host.params.join(", "),
             });
         }
-        match (&self.device, &self.cuda) {
-            (Device::Cuda(d), Some(f)) => {
+        match (&self.device, &self.cuda, stream.cuda()) {
+            (Device::Cuda(d), Some(f), Some(s)) => {
                 if cfg.dynamic_smem_bytes > 48 * 1024 {
                     d.set_max_dynamic_smem(f, cfg.dynamic_smem_bytes)?;
                 }
                 // SAFETY: the caller vouches for the arguments.
-                unsafe { d.launch(f, cfg.grid, cfg.block, cfg.dynamic_smem_bytes, args) }
+                unsafe { d.launch(s, f, cfg.grid, cfg.block, cfg.dynamic_smem_bytes, args) }
             }
             _ => {
                 let emu = trident_simt::LaunchConfig {

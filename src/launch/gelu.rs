@@ -39,3 +39,17 @@ pub fn gelu_backward(k: &Kernels, dinp: &mut ViewMut<f32>, inp: &View<f32>, dout
     unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
     Ok(())
 }
+
+/// `d = gelu'(inp) * d`, in place: `d` holds the output's gradient and becomes the input's.
+pub fn gelu_backward_inplace(k: &Kernels, d: &mut ViewMut<f32>, inp: &View<f32>) -> Result<()> {
+    const KERNEL: &str = "gelu_backward_f32";
+    let n = check(k, KERNEL, d, &[("inp", inp)])?;
+    let cfg = LaunchConfig::for_items(d.len(), ELEMENTWISE_THREADS, MAX_BLOCKS);
+    let addr = d.addr_mut();
+    // The kernel reads `dout[i]` before it writes `dinp[i]`, in the same thread, so the two may
+    // be one array.
+    let args = [addr, inp.addr(), addr, n.to_word()];
+    // SAFETY: both views hold `n` elements on the kernels' device.
+    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    Ok(())
+}

@@ -33,7 +33,8 @@ pub fn linear_forward(
     Ok(())
 }
 
-/// Accumulates `dinp += dout W`, `dweight += dout^T inp` and `dbias += column sums of dout`.
+/// Writes `dinp = dout W`, and accumulates `dweight += dout^T inp` and `dbias += column sums of
+/// dout` (so that micro-batches add up).
 #[allow(clippy::too_many_arguments)]
 pub fn linear_backward(
     k: &Kernels,
@@ -50,7 +51,7 @@ pub fn linear_backward(
     let ch = Check::new(k, "linear_backward");
     ch.output("dinp", dinp, rows * c)?.output("dweight", dweight, oc * c)?;
     ch.input("dout", dout, rows * oc)?.input("inp", inp, rows * c)?.input("weight", weight, oc * c)?;
-    gemm(k, dinp, dout, weight, &Gemm::new(rows, c, oc).beta(1.0))?;
+    gemm(k, dinp, dout, weight, &Gemm::new(rows, c, oc))?;
     gemm(k, dweight, dout, inp, &Gemm::new(oc, c, rows).trans_a().beta(1.0))?;
     if let Some(dbias) = dbias {
         ch.output("dbias", dbias, oc)?;

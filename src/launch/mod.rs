@@ -22,7 +22,7 @@ pub use crossentropy::crossentropy;
 pub use elementwise::add;
 pub use encoder::{encoder_backward, encoder_forward, EncoderShape};
 pub use error::LaunchError;
-pub use gelu::{gelu_backward, gelu_forward};
+pub use gelu::{gelu_backward, gelu_backward_inplace, gelu_forward};
 pub use gemm::{gemm, Gemm, Transpose};
 pub use kernels::Kernels;
 pub use layernorm::{layernorm_backward, layernorm_forward};
