@@ -38,6 +38,35 @@ impl<T: Copy> Shared<T> {
         self.len == 0
     }
 
+    /// The `len` elements from `start`, as an array of their own (a pipeline stage, a warp's
+    /// slice). Faults when they do not lie within this array.
+    #[track_caller]
+    pub fn sub(self, start: usize, len: usize) -> Shared<T> {
+        let (block, thread) = context::current();
+        let offset = self.byte_offset_of(block, thread, start, len, Location::caller());
+        Shared { offset, len: len as u32, _element: PhantomData }
+    }
+
+    /// The same bytes as elements of `U` (bf16 pairs written as `u32`, read by `ldmatrix` as
+    /// `u16`). Faults when the array is not aligned for `U` or not a whole number of `U`.
+    #[track_caller]
+    pub fn cast<U: Copy>(self) -> Shared<U> {
+        let bytes = self.len as usize * size_of::<T>();
+        if size_of::<U>() == 0 || self.offset as usize % align_of::<U>() != 0 || bytes % size_of::<U>() != 0 {
+            let (block, thread) = context::current();
+            let detail = format!(
+                "cannot view {bytes} bytes at shared byte {} as {}: need alignment {} and a \
+                 multiple of {} bytes",
+                self.offset,
+                std::any::type_name::<U>(),
+                align_of::<U>(),
+                size_of::<U>()
+            );
+            fail(block, thread, Fault::BadOperand { site: Location::caller(), detail });
+        }
+        Shared { offset: self.offset, len: (bytes / size_of::<U>()) as u32, _element: PhantomData }
+    }
+
     /// Byte offset of element `i` (of `count` elements from `i`), failing the thread at `site`
     /// when they are out of range.
     pub(crate) fn byte_offset_of(

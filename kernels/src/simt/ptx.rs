@@ -202,6 +202,18 @@ impl<T: Copy> Shared<T> {
         self.len == 0
     }
 
+    /// The `len` elements from `start`, as an array of their own (not checked on the GPU).
+    #[inline(always)]
+    pub fn sub(self, start: usize, len: usize) -> Shared<T> {
+        Shared::from_shared_address(self.address_of(start), len)
+    }
+
+    /// The same bytes as elements of `U` (alignment and size are checked on the host).
+    #[inline(always)]
+    pub fn cast<U: Copy>(self) -> Shared<U> {
+        Shared::from_shared_address(self.addr, self.len as usize * size_of::<T>() / size_of::<U>())
+    }
+
     #[inline(always)]
     fn address_of(self, i: usize) -> u32 {
         self.addr + (i * size_of::<T>()) as u32

@@ -322,3 +322,21 @@ fn ldmatrix_rows_are_checked() {
     let Fault::BadOperand { site, .. } = fault else { panic!("{error}") };
     assert!(site.file().ends_with("faults.rs"), "names the kernel line: {error}");
 }
+
+fn sub_out_of_range(_: &[u64]) {
+    let s = static_shared!(S, f32, 64);
+    let _ = s.sub(32, 33);
+}
+
+fn misaligned_cast(_: &[u64]) {
+    let s = static_shared!(S, u16, 64);
+    let _ = s.sub(1, 8).cast::<u32>();
+}
+
+#[test]
+fn views_are_checked() {
+    let (error, fault) = expect_fault(sub_out_of_range, LaunchConfig::linear(1, 1));
+    assert!(matches!(fault, Fault::SharedOutOfRange { .. }), "{error}");
+    let (error, fault) = expect_fault(misaligned_cast, LaunchConfig::linear(1, 1));
+    assert!(matches!(fault, Fault::BadOperand { .. }), "{error}");
+}

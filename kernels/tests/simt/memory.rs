@@ -204,3 +204,31 @@ fn sync_warp_orders_shared_memory_within_a_warp() {
         }
     }
 }
+
+/// Writes bf16 pairs as `u32` words into one stage of a two-stage buffer, reads them back as
+/// `u16` through `sub` and `cast`.
+fn views(args: &[u64]) {
+    let out = args[0] as *mut u16;
+    let stages = static_shared!(STAGES, u32, 64);
+    let t = thread_idx_x() as usize;
+    let stage = stages.sub(32, 32);
+    stage.store(t, pack_bf16x2(2 * t as u16, 2 * t as u16 + 1));
+    sync_threads();
+    let halves = stage.cast::<u16>();
+    assert_eq!(halves.len(), 64);
+    // SAFETY: two outputs per thread.
+    unsafe {
+        *out.add(2 * t) = halves.load(63 - 2 * t);
+        *out.add(2 * t + 1) = halves.load(62 - 2 * t);
+    }
+}
+
+#[test]
+fn sub_arrays_and_casts_share_bytes() {
+    let mut out = vec![0u16; 64];
+    run(views, LaunchConfig::linear(1, 32), &[ptr(&mut out)]).unwrap();
+    // Halves read back in element order: element j holds j, and thread t reads 63 - 2t, 62 - 2t.
+    for (i, v) in out.iter().enumerate() {
+        assert_eq!(usize::from(*v), 63 - i, "element {i}");
+    }
+}
