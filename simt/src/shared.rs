@@ -11,6 +11,9 @@ use crate::error::{Access, AccessKind, EmuError, Fault, Site};
 use crate::smem::Conflict;
 
 /// An array of `len` elements of `T` in the current block's shared memory.
+///
+/// `T` must be plain data for which every bit pattern is a value (integers, floats, arrays of
+/// them): memory nobody wrote reads as poison bytes, and views may reinterpret bytes.
 #[derive(Debug)]
 pub struct Shared<T: Copy> {
     /// Byte offset of element 0 within the block's shared memory.

@@ -169,6 +169,8 @@ pub unsafe fn atomic_add_f32(p: *mut f32, value: f32) -> f32 {
 }
 
 /// An array of `len` elements of `T` in the block's shared memory, by its `.shared` address.
+/// `T` must be plain data for which every bit pattern is a value (integers, floats, arrays of
+/// them).
 pub struct Shared<T: Copy> {
     addr: u32,
     len: u32,
