@@ -232,3 +232,26 @@ fn sub_arrays_and_casts_share_bytes() {
         assert_eq!(usize::from(*v), 63 - i, "element {i}");
     }
 }
+
+/// A full 1024-thread block (32 warps, 3D) exchanging values through shared memory.
+fn largest_block(args: &[u64]) {
+    let out = args[0] as *mut u32;
+    let s = static_shared!(EXCHANGE, u32, 1024);
+    let t = (thread_idx_x() + block_dim_x() * (thread_idx_y() + block_dim_y() * thread_idx_z())) as usize;
+    s.store(t, t as u32 * 3 + block_idx_x());
+    sync_threads();
+    let v = s.load(1023 - t);
+    // SAFETY: one output per thread of each block.
+    unsafe { *out.add(block_idx_x() as usize * 1024 + t) = v };
+}
+
+#[test]
+fn largest_block_runs() {
+    let cfg = LaunchConfig { grid: [3, 1, 1], block: [16, 16, 4], dynamic_smem_bytes: 0 };
+    let mut out = vec![0u32; 3 * 1024];
+    run(largest_block, cfg, &[ptr(&mut out)]).unwrap();
+    for (i, v) in out.iter().enumerate() {
+        let (block, t) = (i / 1024, i % 1024);
+        assert_eq!(*v as usize, (1023 - t) * 3 + block, "block {block} thread {t}");
+    }
+}
