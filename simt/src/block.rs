@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
@@ -14,6 +15,7 @@ use crate::error::{Dim3, EmuError, Fault, Site};
 use crate::smem::SharedMemory;
 use crate::stacks;
 use crate::warp::{self, WarpState, WARP_SIZE};
+use crate::watchdog::Heartbeat;
 
 /// Where an emulated thread is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +84,9 @@ type ThreadCoroutine = Coroutine<(), (), Result<(), String>, DefaultStack>;
 pub(crate) struct BlockRunner {
     block: Box<BlockState>,
     stacks: Vec<DefaultStack>,
+    heartbeat: Arc<Heartbeat>,
+    /// Number of the block being run.
+    linear: u64,
 }
 
 impl BlockRunner {
@@ -112,6 +117,8 @@ impl BlockRunner {
                 inner: RefCell::new(inner),
             }),
             stacks: Vec::new(),
+            heartbeat: Heartbeat::register(kernel.name, cfg.grid, cfg.block),
+            linear: 0,
         }
     }
 
@@ -123,6 +130,7 @@ impl BlockRunner {
         args: &[u64],
         linear: u64,
     ) -> Result<(), EmuError> {
+        self.linear = linear;
         let [gx, gy, _] = cfg.grid.map(u64::from);
         self.block.block_idx = [linear % gx, (linear / gx) % gy, linear / (gx * gy)].map(|v| v as u32);
         {
@@ -195,7 +203,10 @@ impl BlockRunner {
                 }
                 ran_any = true;
                 context::set_current(block, t);
-                match coroutines[t as usize].resume(()) {
+                self.heartbeat.enter(self.linear, t);
+                let resumed = coroutines[t as usize].resume(());
+                self.heartbeat.leave();
+                match resumed {
                     CoroutineResult::Yield(()) => {}
                     CoroutineResult::Return(Ok(())) => on_exit(block, t)?,
                     CoroutineResult::Return(Err(message)) => {

@@ -19,9 +19,10 @@
 //!   `cp.async` destination before the copy was waited for;
 //! - a panic in kernel code.
 //!
-//! Not checked: global memory (kernels reach it through raw pointers), and a thread that
-//! never reaches a barrier or collective (an endless loop hangs the launch). Each thread has a
-//! [`THREAD_STACK_BYTES`] stack; overflowing it aborts the process. Fresh shared memory and
+//! Not checked: global memory (kernels reach it through raw pointers). A thread that runs for
+//! `TRIDENT_EMU_WATCHDOG_SECS` seconds (default 120) without reaching a barrier, a collective
+//! or its end is taken for an endless loop: the emulator names it and aborts the process. Each
+//! thread has a [`THREAD_STACK_BYTES`] stack; overflowing it aborts the process. Fresh shared memory and
 //! shuffles from lanes outside the mask read as NaN-pattern poison.
 
 mod arg;
@@ -38,6 +39,7 @@ mod sites;
 mod smem;
 mod stacks;
 mod warp;
+mod watchdog;
 
 pub use arg::KernelArg;
 pub use config::{HostKernel, LaunchConfig, MAX_BLOCK_THREADS, MAX_SHARED_BYTES};

@@ -340,3 +340,34 @@ fn views_are_checked() {
     let (error, fault) = expect_fault(misaligned_cast, LaunchConfig::linear(1, 1));
     assert!(matches!(fault, Fault::BadOperand { .. }), "{error}");
 }
+
+/// Thread 3 of block 1 never leaves its loop.
+fn endless_loop(_: &[u64]) {
+    if block_idx_x() == 1 && thread_idx_x() == 3 {
+        loop {
+            std::hint::black_box(());
+        }
+    }
+}
+
+/// The watchdog aborts the process, so the endless kernel runs in a child copy of this test
+/// binary with a one-second limit.
+#[test]
+fn endless_loop_is_reported() {
+    if std::env::var_os("SIMT_TEST_WATCHDOG_CHILD").is_some() {
+        let _ = run(endless_loop, LaunchConfig::linear(2, 8), &[]);
+        unreachable!("the watchdog should have aborted the process");
+    }
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["faults::endless_loop_is_reported", "--exact", "--nocapture", "--test-threads=1"])
+        .env("SIMT_TEST_WATCHDOG_CHILD", "1")
+        .env("TRIDENT_EMU_WATCHDOG_SECS", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "the child must abort: {stderr}");
+    assert!(
+        stderr.contains("kernel `test_kernel`, block (1, 0, 0), thread (3, 0, 0) has run for 1 s"),
+        "{stderr}"
+    );
+}
