@@ -62,7 +62,9 @@ impl Heartbeat {
     /// One watchdog tick: whether the same thread has now run for `limit` seconds.
     fn stalled_for(&self, limit: u64) -> bool {
         let resumes = self.resumes.load(Ordering::Relaxed);
-        if !self.running.load(Ordering::Relaxed) || resumes != self.last_resumes.swap(resumes, Ordering::Relaxed) {
+        if !self.running.load(Ordering::Relaxed)
+            || resumes != self.last_resumes.swap(resumes, Ordering::Relaxed)
+        {
             self.stalled_secs.store(0, Ordering::Relaxed);
             return false;
         }
@@ -91,7 +93,10 @@ impl Heartbeat {
 fn limit_secs() -> u64 {
     static LIMIT: OnceLock<u64> = OnceLock::new();
     *LIMIT.get_or_init(|| {
-        std::env::var("TRIDENT_EMU_WATCHDOG_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_LIMIT_SECS)
+        std::env::var("TRIDENT_EMU_WATCHDOG_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_LIMIT_SECS)
     })
 }
 
