@@ -1,9 +1,25 @@
-//! The device-side API kernels are written against: thread indices, barriers, shared memory,
-//! warp shuffles and votes, atomics, fast math and tensor-core fragments.
+//! The device-side API kernels are written against.
 //!
 //! Built for nvptx64 each operation is a PTX instruction (`ptx.rs`); built for the host each
 //! calls the SIMT emulator (`host.rs`), which checks what the GPU leaves undefined. Signatures
 //! are identical on both, so kernel bodies never test the target.
+//!
+//! - Indices: `thread_idx_x/y/z`, `block_idx_*`, `block_dim_*`, `grid_dim_*`, [`lane_id`],
+//!   [`warp_size`].
+//! - Barriers: [`sync_threads`] (every thread of the block, at one call site), [`sync_warp`].
+//! - Shared memory: [`Shared`] handles (`load`, `store`, `atomic_add` for f32, `sub`, `cast`)
+//!   from [`static_shared!`] or [`dynamic_shared`]; `cp_async_16` (with `_zfill`), `cp_async_4`,
+//!   `cp_async_8`, then `cp_async_commit_group` and `cp_async_wait_group::<N>` /
+//!   `cp_async_wait_all`.
+//! - Warp collectives: `shfl_{idx,up,down,xor}_{f32,u32}`, `vote_{all,any,ballot}`, with a
+//!   member mask ([`FULL_MASK`] for the whole warp).
+//! - Atomics on global memory: [`atomic_add_f32`].
+//! - Fast math: [`exp2`], [`exp`], [`log2`], [`tanh`], [`rsqrt`] (PTX `.approx`, a few ulp
+//!   from the host's correctly rounded results; `tanh` about 2^-11), [`sqrt`], [`fma`],
+//!   [`fmax`], [`fmin`].
+//! - bf16: [`f32_to_bf16`], [`bf16_to_f32`], [`pack_bf16x2`], [`unpack_bf16x2`].
+//! - Tensor cores: [`mma_m16n8k16_bf16`], `ldmatrix_x{1,2,4}` and their `_trans` forms, in the
+//!   PTX ISA fragment layouts.
 
 mod bf16;
 #[cfg(not(target_arch = "nvptx64"))]
