@@ -10,10 +10,11 @@ use bytemuck::Pod;
 use cudarc::driver::CudaSlice;
 
 use crate::cuda::CudaDevice;
+use crate::host_alloc::AlignedVec;
 use crate::{Device, Result, RuntimeError};
 
-enum Storage<T> {
-    Host(Vec<T>),
+enum Storage<T: Pod> {
+    Host(AlignedVec<T>),
     Cuda(CudaSlice<u8>),
 }
 
@@ -28,7 +29,7 @@ impl<T: Pod> Buffer<T> {
     /// A buffer of `len` zeroed elements.
     pub fn zeros(device: &Device, len: usize) -> Result<Self> {
         let storage = match device {
-            Device::Cpu | Device::Emu => Storage::Host(vec![T::zeroed(); len]),
+            Device::Cpu | Device::Emu => Storage::Host(AlignedVec::zeroed(len)),
             Device::Cuda(d) => Storage::Cuda(d.alloc_zeros(len * size_of::<T>())?),
         };
         Ok(Self { device: device.clone(), storage, len })
@@ -39,7 +40,7 @@ impl<T: Pod> Buffer<T> {
         if device.is_host() {
             return Ok(Self {
                 device: device.clone(),
-                storage: Storage::Host(data.to_vec()),
+                storage: Storage::Host(AlignedVec::from_slice(data)),
                 len: data.len(),
             });
         }

@@ -14,6 +14,7 @@ mod buffer;
 mod cuda;
 mod device;
 mod error;
+mod host_alloc;
 mod module;
 mod stream;
 
@@ -21,6 +22,7 @@ pub use buffer::{Buffer, View, ViewMut};
 pub use cuda::CudaDevice;
 pub use device::{Device, DeviceKind};
 pub use error::RuntimeError;
+pub use host_alloc::HOST_ALIGN;
 pub use module::{Function, LaunchConfig, Module, ModuleSource};
 pub use stream::Stream;
 pub use trident_simt::{HostKernel, KernelArg};
