@@ -1,6 +1,8 @@
 //! The point-to-point layer every algorithm is written against, and its implementations.
 
 pub mod inproc;
+pub mod shm;
+pub mod tcp;
 
 use crate::error::{AbortReason, Result};
 use crate::frame::Header;
