@@ -234,6 +234,8 @@ impl Fabric for TcpFabric {
             conns,
             rank: index,
             stage: vec![0u64; STAGE_BYTES / 8],
+            store: self.store.clone(),
+            key: key.to_string(),
         }))
     }
 
@@ -246,7 +248,13 @@ pub struct TcpTransport {
     conns: Vec<Option<Conn>>,
     rank: usize,
     stage: Vec<u64>,
+    /// Where a failing rank leaves the reason, for peers that only see its connection drop.
+    store: Arc<Mutex<StoreClient>>,
+    key: String,
 }
+
+/// How long a rank that lost a peer waits for the peer's own account of why it left.
+const EXPLAIN_WAIT: Duration = Duration::from_millis(300);
 
 struct Sending<'a> {
     peer: usize,
@@ -366,16 +374,34 @@ impl TcpTransport {
     }
 }
 
-impl Transport for TcpTransport {
-    fn rank(&self) -> usize {
-        self.rank
+impl TcpTransport {
+    fn abort_key(&self, reporter: usize) -> String {
+        format!("{}/abort/{reporter}", self.key)
     }
 
-    fn size(&self) -> usize {
-        self.conns.len()
+    /// A peer whose connection dropped may have given up because of another rank; if it
+    /// left word in the store, name the rank it blamed.
+    fn explain(&self, err: CommError, op: &Header) -> CommError {
+        let CommError::PeerLost { peer, .. } = err else {
+            return err;
+        };
+        let mut store = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        let Ok(record) = store.get_string(&self.abort_key(peer), EXPLAIN_WAIT) else {
+            return err;
+        };
+        let mut fields = record.split(',').map(|f| f.parse::<usize>());
+        match (fields.next(), fields.next()) {
+            (Some(Ok(culprit)), Some(Ok(reason))) => CommError::PeerFailed {
+                op: op.to_string(),
+                culprit,
+                reporter: peer,
+                reason: AbortReason::from_u8(reason.min(255) as u8),
+            },
+            _ => err,
+        }
     }
 
-    fn exchange(
+    fn exchange_inner(
         &mut self,
         send: Option<Outgoing<'_>>,
         recv: Option<Incoming<'_>>,
@@ -458,7 +484,39 @@ impl Transport for TcpTransport {
         }
     }
 
+}
+
+impl Transport for TcpTransport {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.conns.len()
+    }
+
+    fn exchange(
+        &mut self,
+        send: Option<Outgoing<'_>>,
+        recv: Option<Incoming<'_>>,
+        timeout: Duration,
+    ) -> Result<()> {
+        let op = match (&send, &recv) {
+            (Some(s), _) => s.header,
+            (None, Some(r)) => r.expect,
+            (None, None) => return Ok(()),
+        };
+        self.exchange_inner(send, recv, timeout)
+            .map_err(|e| self.explain(e, &op))
+    }
+
     fn abort(&mut self, op: &Header, culprit: usize, reason: AbortReason) {
+        // Leave the reason first, so peers that see the connection drop can find it.
+        let record = format!("{culprit},{}", reason as u8);
+        let key = self.abort_key(self.rank);
+        if let Ok(mut store) = self.store.lock() {
+            let _ = store.set(&key, record.as_bytes());
+        }
         let frame = Header::abort(op, culprit, self.rank, reason).encode();
         for conn in self.conns.iter_mut().flatten() {
             if conn.at_boundary {
