@@ -47,7 +47,11 @@ fn free_port() -> Result<u16> {
         .map_err(|e| CommError::io("finding a free port", e))
 }
 
-fn forward(stream: impl std::io::Read + Send + 'static, prefix: String, to_stderr: bool) {
+fn forward(
+    stream: impl std::io::Read + Send + 'static,
+    prefix: String,
+    to_stderr: bool,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         for line in BufReader::new(stream).split(b'\n').map_while(|l| l.ok()) {
             let mut out: Box<dyn Write> = if to_stderr {
@@ -59,7 +63,7 @@ fn forward(stream: impl std::io::Read + Send + 'static, prefix: String, to_stder
             let _ = out.write_all(&line);
             let _ = out.write_all(b"\n");
         }
-    });
+    })
 }
 
 /// Exit code of a finished child: its code, or 128 + signal like a shell.
@@ -109,6 +113,7 @@ pub fn run(nproc_per_node: usize, command: &[String], opts: &LaunchOptions) -> R
     };
     let world = nproc_per_node * opts.nnodes;
     let mut children: Vec<Child> = Vec::with_capacity(nproc_per_node);
+    let mut forwarders = Vec::new();
     for local in 0..nproc_per_node {
         let rank = opts.node_rank * nproc_per_node + local;
         let mut cmd = Command::new(&command[0]);
@@ -138,15 +143,26 @@ pub fn run(nproc_per_node: usize, command: &[String], opts: &LaunchOptions) -> R
         if opts.prefix_output {
             let prefix = format!("[rank {rank}] ");
             if let Some(out) = child.stdout.take() {
-                forward(out, prefix.clone(), false);
+                forwarders.push(forward(out, prefix.clone(), false));
             }
             if let Some(err) = child.stderr.take() {
-                forward(err, prefix, true);
+                forwarders.push(forward(err, prefix, true));
             }
         }
         children.push(child);
     }
-    supervise(children, opts.grace, opts.node_rank * nproc_per_node)
+    let code = supervise(children, opts.grace, opts.node_rank * nproc_per_node)?;
+    // Drain what the ranks wrote last; a grandchild holding the pipe open must not hang us.
+    let drain_until = Instant::now() + Duration::from_secs(2);
+    for f in forwarders {
+        while !f.is_finished() && Instant::now() < drain_until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if f.is_finished() {
+            let _ = f.join();
+        }
+    }
+    Ok(code)
 }
 
 fn supervise(mut children: Vec<Child>, grace: Duration, first_rank: usize) -> Result<i32> {
@@ -196,7 +212,5 @@ fn supervise(mut children: Vec<Child>, grace: Duration, first_rank: usize) -> Re
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    // Let the forwarding threads drain what the children wrote last.
-    std::thread::sleep(Duration::from_millis(20));
     Ok(failure.unwrap_or(0))
 }

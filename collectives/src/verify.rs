@@ -140,3 +140,41 @@ pub fn check_all(comm: &mut Communicator, seed: u64, lens: &[usize]) -> Result<(
     }
     Ok(())
 }
+
+/// Carves the TP, PP and DP groups of `grid` out of `world` and checks that an AllReduce
+/// over each sums exactly its members (world ranks, as f64).
+pub fn check_groups(world: &mut Communicator, grid: &crate::grid::RankGrid) -> Result<(), CheckError> {
+    let rank = world.rank();
+    let mut groups = world.parallel_groups(grid)?;
+    let cases = [
+        ("tp group", &mut groups.tp, grid.tp_group(rank)),
+        ("pp group", &mut groups.pp, grid.pp_group(rank)),
+        ("dp group", &mut groups.dp, grid.dp_group(rank)),
+    ];
+    for (name, comm, members) in cases {
+        if comm.members() != members.as_slice() {
+            return Err(CheckError::Wrong {
+                op: name,
+                len: 1,
+                rank,
+                size: grid.world_size(),
+                seed: 0,
+                detail: format!("members {:?}, expected {members:?}", comm.members()),
+            });
+        }
+        let mut v = [rank as f64];
+        comm.all_reduce(&mut v, ReduceOp::Sum)?;
+        let want = members.iter().sum::<usize>() as f64;
+        if v[0] != want {
+            return Err(CheckError::Wrong {
+                op: name,
+                len: 1,
+                rank,
+                size: grid.world_size(),
+                seed: 0,
+                detail: format!("sum of member ranks is {}, expected {want}", v[0]),
+            });
+        }
+    }
+    Ok(())
+}

@@ -91,10 +91,14 @@ fn text(o: &Output) -> String {
 }
 
 fn check(transport: &str, world: usize, lens: &str) {
+    check_with(transport, world, &["check", "--lens", lens]);
+}
+
+fn check_with(transport: &str, world: usize, args: &[&str]) {
     let job = Job::new();
     let ranks: Vec<usize> = (0..world).collect();
     let outs = wait_all(
-        job.spawn(world, &ranks, transport, &["check", "--lens", lens]),
+        job.spawn(world, &ranks, transport, args),
         Duration::from_secs(120),
     );
     for (rank, o) in outs.iter().enumerate() {
@@ -108,6 +112,7 @@ fn tcp_every_collective() {
         check("tcp", world, "0,1,7,1021,16411");
     }
     check("tcp", 4, "786433");
+    check_with("tcp", 8, &["check", "--lens", "61", "--grid", "2,2,2"]);
 }
 
 #[test]
@@ -116,6 +121,69 @@ fn shm_every_collective() {
         check("shm", world, "0,1,7,1021,16411");
     }
     check("shm", 3, "786433");
+    check_with("shm", 8, &["check", "--lens", "61", "--grid", "2,2,2"]);
+}
+
+/// Ranks started with only a launcher's own variables (no token of ours): Open MPI's and
+/// Slurm's, as `mpirun` and `srun` set them.
+#[test]
+fn foreign_launcher_environments() {
+    for (rank_var, size_var, extra) in [
+        (
+            "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE",
+            [("OMPI_COMM_WORLD_LOCAL_SIZE", "3"), ("OMPI_MCA_ess_base_jobid", "4242")],
+        ),
+        (
+            "SLURM_PROCID",
+            "SLURM_NTASKS",
+            [("SLURM_JOB_NODELIST", "127.0.0.1"), ("SLURM_JOB_ID", "99")],
+        ),
+    ] {
+        let port = free_port().to_string();
+        let children: Vec<Child> = (0..3)
+            .map(|rank| {
+                Command::new(BIN)
+                    .args(["check", "--lens", "1,1021"])
+                    .env_clear()
+                    .env(rank_var, rank.to_string())
+                    .env(size_var, "3")
+                    .env("MASTER_PORT", &port)
+                    .envs(extra)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for o in wait_all(children, Duration::from_secs(60)) {
+            assert!(o.status.success(), "{rank_var}: {}", text(&o));
+        }
+    }
+}
+
+#[test]
+fn launcher_returns_the_first_failure_and_stops_the_rest() {
+    let script = "if [ \"$RANK\" = 1 ]; then exit 7; fi; exec sleep 30";
+    let out = wait_all(
+        vec![Command::new(BIN)
+            .args(["launch", "--nproc-per-node", "3", "--", "sh", "-c", script])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()],
+        Duration::from_secs(25),
+    );
+    assert_eq!(out[0].status.code(), Some(7), "{}", text(&out[0]));
+    assert!(String::from_utf8_lossy(&out[0].stderr).contains("rank 1 exited with code 7"));
+
+    let ok = Command::new(BIN)
+        .args(["launch", "--nproc-per-node", "2", "--", "sh", "-c", "echo hello from $RANK of $WORLD_SIZE"])
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "{}", text(&ok));
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert!(stdout.contains("[rank 1] hello from 1 of 2"), "{stdout}");
 }
 
 fn killed_rank(transport: &str) {

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! trident-coll launch --nproc-per-node N [--nnodes K --node-rank I --master-addr A --master-port P] -- CMD...
-//! trident-coll check [--seed S] [--lens 0,1,7,...]          (under a launcher)
+//! trident-coll check [--seed S] [--lens 0,1,7,...] [--grid tp,pp,dp]   (under a launcher)
 //! trident-coll bench [--transport inproc|shm|tcp] [--world-size N] [--op all_reduce]
 //!                    [--min-bytes B] [--max-bytes B] [--iters K]
 //! trident-coll fault die --victim R --at K                  (a rank kills itself mid-AllReduce)
@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use trident_collectives::bench::{self, BenchOp, BenchOptions};
 use trident_collectives::bootstrap::{init_from_env, ENV_TRANSPORT};
 use trident_collectives::launch::{self, LaunchOptions};
-use trident_collectives::{verify, ReduceOp};
+use trident_collectives::{verify, RankGrid, ReduceOp};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -70,6 +70,17 @@ fn cmd_check(args: &[String]) -> Result<i32, Error> {
         .collect::<Result<_, _>>()?;
     let mut comm = init_from_env()?;
     verify::check_all(&mut comm, seed, &lens)?;
+    if let Some(grid) = f.get("grid") {
+        let dims: Vec<usize> = grid
+            .split(',')
+            .map(|s| s.trim().parse())
+            .collect::<Result<_, _>>()?;
+        let [tp, pp, dp] = dims[..] else {
+            return Err("--grid expects tp,pp,dp".into());
+        };
+        let grid = RankGrid::new(tp, pp, dp, comm.size())?;
+        verify::check_groups(&mut comm, &grid)?;
+    }
     println!(
         "rank {}/{} ({}): every collective matched the reference",
         comm.rank(),
