@@ -91,7 +91,9 @@ pub struct BenchRow {
 pub fn run(comm: &mut Communicator, opts: &BenchOptions) -> Result<Vec<BenchRow>> {
     let n = comm.size();
     let max_count = (opts.max_bytes / 4).max(1);
-    let mut buf: Vec<f32> = (0..max_count).map(|i| 1.0 + (i % 7) as f32 * 0.25).collect();
+    let mut buf: Vec<f32> = (0..max_count)
+        .map(|i| 1.0 + (i % 7) as f32 * 0.25)
+        .collect();
     let mut out: Vec<f32> = vec![0.0; max_count];
     let mut rows = Vec::new();
     let mut bytes = opts.min_bytes.max(4);
@@ -181,7 +183,11 @@ pub fn print_table(
     world: usize,
     rows: &[BenchRow],
 ) -> std::io::Result<()> {
-    writeln!(out, "# trident {} over {transport}, {world} ranks", opts.op.name())?;
+    writeln!(
+        out,
+        "# trident {} over {transport}, {world} ranks",
+        opts.op.name()
+    )?;
     writeln!(
         out,
         "#{:>12} {:>12} {:>6} {:>6} {:>10} {:>8} {:>8}",

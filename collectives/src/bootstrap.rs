@@ -33,9 +33,10 @@ pub struct LaunchEnv {
 }
 
 fn parse<T: std::str::FromStr>(name: &str, value: String) -> Result<T> {
-    value.trim().parse().map_err(|_| {
-        CommError::Bootstrap(format!("{name}={value:?} is not a valid number"))
-    })
+    value
+        .trim()
+        .parse()
+        .map_err(|_| CommError::Bootstrap(format!("{name}={value:?} is not a valid number")))
 }
 
 /// First host of a Slurm node list such as `gpu[03-05,07],login1` -> `gpu03`.
@@ -62,24 +63,30 @@ impl LaunchEnv {
     /// Reads the launcher variables through `var` (testable without touching the process
     /// environment).
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        let num = |name: &str| -> Result<Option<usize>> {
-            var(name).map(|v| parse(name, v)).transpose()
-        };
-        let (rank, world_size, local_rank, local_world_size, launcher) =
-            if let (Some(r), Some(w)) = (num("RANK")?, num("WORLD_SIZE")?) {
-                (r, w, num("LOCAL_RANK")?.unwrap_or(0), num("LOCAL_WORLD_SIZE")?, "torchrun")
-            } else if let (Some(r), Some(w)) =
-                (num("OMPI_COMM_WORLD_RANK")?, num("OMPI_COMM_WORLD_SIZE")?)
-            {
-                let lr = num("OMPI_COMM_WORLD_LOCAL_RANK")?.unwrap_or(0);
-                (r, w, lr, num("OMPI_COMM_WORLD_LOCAL_SIZE")?, "openmpi")
-            } else if let (Some(r), Some(w)) = (num("SLURM_PROCID")?, num("SLURM_NTASKS")?) {
-                (r, w, num("SLURM_LOCALID")?.unwrap_or(0), None, "slurm")
-            } else {
-                return Err(CommError::Bootstrap(
+        let num =
+            |name: &str| -> Result<Option<usize>> { var(name).map(|v| parse(name, v)).transpose() };
+        let (rank, world_size, local_rank, local_world_size, launcher) = if let (Some(r), Some(w)) =
+            (num("RANK")?, num("WORLD_SIZE")?)
+        {
+            (
+                r,
+                w,
+                num("LOCAL_RANK")?.unwrap_or(0),
+                num("LOCAL_WORLD_SIZE")?,
+                "torchrun",
+            )
+        } else if let (Some(r), Some(w)) =
+            (num("OMPI_COMM_WORLD_RANK")?, num("OMPI_COMM_WORLD_SIZE")?)
+        {
+            let lr = num("OMPI_COMM_WORLD_LOCAL_RANK")?.unwrap_or(0);
+            (r, w, lr, num("OMPI_COMM_WORLD_LOCAL_SIZE")?, "openmpi")
+        } else if let (Some(r), Some(w)) = (num("SLURM_PROCID")?, num("SLURM_NTASKS")?) {
+            (r, w, num("SLURM_LOCALID")?.unwrap_or(0), None, "slurm")
+        } else {
+            return Err(CommError::Bootstrap(
                     "no launcher environment found: start this program with `trident launch`, torchrun (RANK/WORLD_SIZE), Slurm srun (SLURM_PROCID/SLURM_NTASKS) or Open MPI mpirun (OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE)".into(),
                 ));
-            };
+        };
         if world_size == 0 || rank >= world_size {
             return Err(CommError::Bootstrap(format!(
                 "rank {rank} is outside a world of {world_size} ranks"
@@ -110,7 +117,8 @@ impl LaunchEnv {
             None => {
                 // What every rank of this job shares and other jobs likely do not.
                 let job = var("TORCHELASTIC_RUN_ID")
-                    .or(var("SLURM_JOB_ID").map(|j| format!("{j}.{}", var("SLURM_STEP_ID").unwrap_or_default())))
+                    .or(var("SLURM_JOB_ID")
+                        .map(|j| format!("{j}.{}", var("SLURM_STEP_ID").unwrap_or_default())))
                     .or(var("OMPI_MCA_ess_base_jobid"))
                     .or(var("PMIX_NAMESPACE"))
                     .unwrap_or_default();
@@ -137,10 +145,7 @@ impl LaunchEnv {
             .ok()
             .and_then(|mut a| a.find(|a| a.is_ipv4()).or_else(|| a.next()))
             .ok_or_else(|| {
-                CommError::Bootstrap(format!(
-                    "cannot resolve MASTER_ADDR {:?}",
-                    self.master_addr
-                ))
+                CommError::Bootstrap(format!("cannot resolve MASTER_ADDR {:?}", self.master_addr))
             })
     }
 }
@@ -222,8 +227,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn env(pairs: &[(&str, &str)]) -> Result<LaunchEnv> {
-        let map: HashMap<String, String> =
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         LaunchEnv::from_vars(|k| map.get(k).cloned())
     }
 
@@ -237,7 +244,10 @@ mod tests {
             ("MASTER_PORT", "1234"),
         ])
         .unwrap();
-        assert_eq!((t.rank, t.world_size, t.local_rank, t.master_port), (3, 4, 1, 1234));
+        assert_eq!(
+            (t.rank, t.world_size, t.local_rank, t.master_port),
+            (3, 4, 1, 1234)
+        );
         assert_eq!(t.launcher, "torchrun");
 
         let m = env(&[
@@ -247,7 +257,10 @@ mod tests {
             ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
         ])
         .unwrap();
-        assert_eq!((m.rank, m.master_addr.as_str(), m.master_port), (1, "127.0.0.1", 29500));
+        assert_eq!(
+            (m.rank, m.master_addr.as_str(), m.master_port),
+            (1, "127.0.0.1", 29500)
+        );
 
         let s = env(&[
             ("SLURM_PROCID", "5"),
@@ -279,7 +292,12 @@ mod tests {
         assert!(env(&[("RANK", "4"), ("WORLD_SIZE", "4")]).is_err());
         assert!(env(&[("RANK", "x"), ("WORLD_SIZE", "4")]).is_err());
         assert!(env(&[]).is_err());
-        assert!(env(&[("RANK", "1"), ("WORLD_SIZE", "4"), ("LOCAL_WORLD_SIZE", "2")]).is_err());
+        assert!(env(&[
+            ("RANK", "1"),
+            ("WORLD_SIZE", "4"),
+            ("LOCAL_WORLD_SIZE", "2")
+        ])
+        .is_err());
         assert_eq!(first_slurm_host("node1,node2").as_deref(), Some("node1"));
     }
 }

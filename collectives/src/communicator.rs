@@ -137,13 +137,7 @@ impl Communicator {
         *generation += 1;
         let key = format!("{}/{name}#{generation}", self.key);
         let world: Vec<usize> = members.iter().map(|&m| self.members[m]).collect();
-        Self::connect(
-            self.fabric.clone(),
-            key,
-            world,
-            index,
-            self.config.clone(),
-        )
+        Self::connect(self.fabric.clone(), key, world, index, self.config.clone())
     }
 
     /// The TP, PP and DP groups of this rank (this communicator must span the whole grid).
@@ -225,7 +219,14 @@ impl Communicator {
             )));
         }
         let seq = self.next_seq()?;
-        let header = op_header(OpKind::ReduceScatter, T::DTYPE, seq, input.len(), Some(op), 0);
+        let header = op_header(
+            OpKind::ReduceScatter,
+            T::DTYPE,
+            seq,
+            input.len(),
+            Some(op),
+            0,
+        );
         if self.size() == 1 {
             output.copy_from_slice(input);
             return Ok(());
@@ -266,7 +267,14 @@ impl Communicator {
             )));
         }
         let seq = self.next_seq()?;
-        let header = op_header(OpKind::Broadcast, T::DTYPE, seq, buf.len(), None, root as u32);
+        let header = op_header(
+            OpKind::Broadcast,
+            T::DTYPE,
+            seq,
+            buf.len(),
+            None,
+            root as u32,
+        );
         if self.size() == 1 {
             return Ok(());
         }
@@ -336,13 +344,27 @@ impl Communicator {
         let granule = std::mem::size_of::<T>();
         let send_msg = send.map(|(buf, dst)| {
             self.sent[dst] += 1;
-            let h = op_header(OpKind::SendRecv, T::DTYPE, self.sent[dst], buf.len(), None, tag);
+            let h = op_header(
+                OpKind::SendRecv,
+                T::DTYPE,
+                self.sent[dst],
+                buf.len(),
+                None,
+                tag,
+            );
             (dst, h, algo::bytes(buf))
         });
         let (recv_head, mut sink) = match recv {
             Some((buf, src)) => {
                 self.received[src] += 1;
-                let h = op_header(OpKind::SendRecv, T::DTYPE, self.received[src], buf.len(), None, tag);
+                let h = op_header(
+                    OpKind::SendRecv,
+                    T::DTYPE,
+                    self.received[src],
+                    buf.len(),
+                    None,
+                    tag,
+                );
                 let sink = CopySink {
                     dst: algo::bytes_mut(buf),
                     granule,

@@ -30,9 +30,11 @@ impl Default for CommConfig {
 
 fn parse_env<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
     match std::env::var(name) {
-        Ok(v) => v.trim().parse().map(Some).map_err(|_| {
-            CommError::InvalidArgument(format!("{name}={v:?} is not a valid number"))
-        }),
+        Ok(v) => {
+            v.trim().parse().map(Some).map_err(|_| {
+                CommError::InvalidArgument(format!("{name}={v:?} is not a valid number"))
+            })
+        }
         Err(_) => Ok(None),
     }
 }

@@ -17,7 +17,9 @@ pub enum CommError {
         peer: usize,
         detail: String,
     },
-    #[error("{op}: rank {reporter} gave up because of rank {culprit} ({reason}); this rank stops too")]
+    #[error(
+        "{op}: rank {reporter} gave up because of rank {culprit} ({reason}); this rank stops too"
+    )]
     PeerFailed {
         op: String,
         culprit: usize,

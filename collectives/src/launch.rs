@@ -41,7 +41,8 @@ impl Default for LaunchOptions {
 }
 
 fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| CommError::io("finding a free port", e))?;
+    let l =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| CommError::io("finding a free port", e))?;
     l.local_addr()
         .map(|a| a.port())
         .map_err(|e| CommError::io("finding a free port", e))
@@ -105,11 +106,9 @@ pub fn run(nproc_per_node: usize, command: &[String], opts: &LaunchOptions) -> R
     let token = match std::env::var(ENV_TOKEN) {
         Ok(t) => JobToken::from_hex(&t)?,
         Err(_) if opts.nnodes == 1 => JobToken::random()?,
-        Err(_) => {
-            return Err(CommError::InvalidArgument(format!(
-                "a multi-node launch needs the same {ENV_TOKEN} (32 hex digits) exported on every node"
-            )))
-        }
+        Err(_) => return Err(CommError::InvalidArgument(format!(
+            "a multi-node launch needs the same {ENV_TOKEN} (32 hex digits) exported on every node"
+        ))),
     };
     let world = nproc_per_node * opts.nnodes;
     let mut children: Vec<Child> = Vec::with_capacity(nproc_per_node);

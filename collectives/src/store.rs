@@ -157,9 +157,8 @@ fn serve(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     stream.set_read_timeout(None)?;
     loop {
         let mut op = [0u8; 1];
-        match stream.read(&mut op)? {
-            0 => return Ok(()),
-            _ => {}
+        if stream.read(&mut op)? == 0 {
+            return Ok(());
         }
         let key = read_bounded(&mut stream, MAX_KEY, "key")?;
         let key = String::from_utf8(key).map_err(|_| invalid("key is not UTF-8"))?;
@@ -296,7 +295,10 @@ impl StoreClient {
     }
 
     fn io(&self, e: std::io::Error) -> CommError {
-        CommError::io(format!("talking to the rendezvous store at {}", self.addr), e)
+        CommError::io(
+            format!("talking to the rendezvous store at {}", self.addr),
+            e,
+        )
     }
 
     pub fn set(&mut self, key: &str, value: &[u8]) -> Result<()> {
@@ -375,7 +377,9 @@ mod tests {
         assert!(a.get("missing", Duration::from_millis(50)).is_err());
 
         let wrong = JobToken::random().unwrap();
-        let err = StoreClient::connect(&addr, &wrong, Duration::from_secs(5)).err().unwrap();
+        let err = StoreClient::connect(&addr, &wrong, Duration::from_secs(5))
+            .err()
+            .unwrap();
         assert!(matches!(err, CommError::Refused(_)), "{err}");
 
         // An oversized request is refused without the server allocating it.

@@ -143,7 +143,10 @@ pub fn check_all(comm: &mut Communicator, seed: u64, lens: &[usize]) -> Result<(
 
 /// Carves the TP, PP and DP groups of `grid` out of `world` and checks that an AllReduce
 /// over each sums exactly its members (world ranks, as f64).
-pub fn check_groups(world: &mut Communicator, grid: &crate::grid::RankGrid) -> Result<(), CheckError> {
+pub fn check_groups(
+    world: &mut Communicator,
+    grid: &crate::grid::RankGrid,
+) -> Result<(), CheckError> {
     let rank = world.rank();
     let mut groups = world.parallel_groups(grid)?;
     let cases = [

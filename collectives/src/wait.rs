@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-const SPIN_ROUNDS: u32 = 128;
+const SPIN_ROUNDS: u32 = 64;
 const YIELD_ROUNDS: u32 = 256;
 const MAX_SLEEP: Duration = Duration::from_micros(200);
 
@@ -35,7 +35,7 @@ impl Backoff {
 
     pub fn snooze(&mut self) {
         if self.round < SPIN_ROUNDS {
-            for _ in 0..(1u32 << (self.round / 16).min(6)) {
+            for _ in 0..(1u32 << (self.round / 8).min(4)) {
                 std::hint::spin_loop();
             }
         } else if self.round < SPIN_ROUNDS + YIELD_ROUNDS {

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 use trident_collectives::verify::check_all;
-use trident_collectives::{AbortReason, CommConfig, CommError, Communicator, InprocFabric, RankGrid, ReduceOp};
+use trident_collectives::{
+    AbortReason, CommConfig, CommError, Communicator, InprocFabric, RankGrid, ReduceOp,
+};
 
 fn run<R: Send + 'static>(
     n: usize,
@@ -21,7 +23,10 @@ fn run<R: Send + 'static>(
             })
         })
         .collect();
-    handles.into_iter().map(|h| h.join().expect("rank thread panicked")).collect()
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("rank thread panicked"))
+        .collect()
 }
 
 fn short_timeout() -> CommConfig {
@@ -36,9 +41,11 @@ fn every_collective_every_world_size() {
     let seed = 0x5eed_0001;
     for n in 1..=8 {
         let lens = [0, 1, 2, 7, 61, 1021, 16411];
-        for (rank, r) in run(n, short_timeout(), move |mut c| check_all(&mut c, seed, &lens))
-            .into_iter()
-            .enumerate()
+        for (rank, r) in run(n, short_timeout(), move |mut c| {
+            check_all(&mut c, seed, &lens)
+        })
+        .into_iter()
+        .enumerate()
         {
             r.unwrap_or_else(|e| panic!("world {n} rank {rank}: {e}"));
         }
@@ -50,7 +57,9 @@ fn multi_mib_buffers() {
     let seed = 0x5eed_0002;
     for n in [2, 5] {
         let lens = [786_433]; // prime, 3 MiB of f32
-        for r in run(n, short_timeout(), move |mut c| check_all(&mut c, seed, &lens)) {
+        for r in run(n, short_timeout(), move |mut c| {
+            check_all(&mut c, seed, &lens)
+        }) {
             r.unwrap_or_else(|e| panic!("world {n}: {e}"));
         }
     }
@@ -70,7 +79,10 @@ fn small_and_ring_paths_agree_across_ranks() {
             buf
         });
         for o in &outs[1..] {
-            assert!(o.iter().zip(&outs[0]).all(|(a, b)| a.to_bits() == b.to_bits()));
+            assert!(o
+                .iter()
+                .zip(&outs[0])
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
         }
     }
 }

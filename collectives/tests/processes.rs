@@ -102,7 +102,11 @@ fn check_with(transport: &str, world: usize, args: &[&str]) {
         Duration::from_secs(120),
     );
     for (rank, o) in outs.iter().enumerate() {
-        assert!(o.status.success(), "{transport} world {world} rank {rank}: {}", text(o));
+        assert!(
+            o.status.success(),
+            "{transport} world {world} rank {rank}: {}",
+            text(o)
+        );
     }
 }
 
@@ -132,7 +136,10 @@ fn foreign_launcher_environments() {
         (
             "OMPI_COMM_WORLD_RANK",
             "OMPI_COMM_WORLD_SIZE",
-            [("OMPI_COMM_WORLD_LOCAL_SIZE", "3"), ("OMPI_MCA_ess_base_jobid", "4242")],
+            [
+                ("OMPI_COMM_WORLD_LOCAL_SIZE", "3"),
+                ("OMPI_MCA_ess_base_jobid", "4242"),
+            ],
         ),
         (
             "SLURM_PROCID",
@@ -178,7 +185,15 @@ fn launcher_returns_the_first_failure_and_stops_the_rest() {
     assert!(String::from_utf8_lossy(&out[0].stderr).contains("rank 1 exited with code 7"));
 
     let ok = Command::new(BIN)
-        .args(["launch", "--nproc-per-node", "2", "--", "sh", "-c", "echo hello from $RANK of $WORLD_SIZE"])
+        .args([
+            "launch",
+            "--nproc-per-node",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            "echo hello from $RANK of $WORLD_SIZE",
+        ])
         .output()
         .unwrap();
     assert!(ok.status.success(), "{}", text(&ok));
@@ -189,14 +204,24 @@ fn launcher_returns_the_first_failure_and_stops_the_rest() {
 fn killed_rank(transport: &str) {
     let job = Job::new();
     let outs = wait_all(
-        job.spawn(4, &[0, 1, 2, 3], transport, &["fault", "die", "--victim", "1", "--at", "2"]),
+        job.spawn(
+            4,
+            &[0, 1, 2, 3],
+            transport,
+            &["fault", "die", "--victim", "1", "--at", "2"],
+        ),
         Duration::from_secs(60),
     );
     assert!(!outs[1].status.success(), "victim: {}", text(&outs[1]));
     for rank in [0, 2, 3] {
         let o = &outs[rank];
         let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(3), "{transport} rank {rank}: {}", text(o));
+        assert_eq!(
+            o.status.code(),
+            Some(3),
+            "{transport} rank {rank}: {}",
+            text(o)
+        );
         assert!(
             err.contains("rank 1") && err.contains("all_reduce"),
             "{transport} rank {rank} must name rank 1 and the operation: {}",
@@ -225,7 +250,12 @@ fn mismatched_sizes_are_reported_across_processes() {
         );
         for (rank, o) in outs.iter().enumerate() {
             let err = String::from_utf8_lossy(&o.stderr);
-            assert_eq!(o.status.code(), Some(3), "{transport} rank {rank}: {}", text(o));
+            assert_eq!(
+                o.status.code(),
+                Some(3),
+                "{transport} rank {rank}: {}",
+                text(o)
+            );
             assert!(err.contains("different collectives"), "{}", text(o));
         }
     }
@@ -247,7 +277,11 @@ fn foreign_store_connections_are_refused_while_the_job_runs() {
     raw.write_all(&[0xde; 64]).unwrap();
     let mut rest = Vec::new();
     let _ = raw.read_to_end(&mut rest);
-    assert_eq!(rest, [0u8], "the store answers garbage with a refusal and hangs up");
+    assert_eq!(
+        rest,
+        [0u8],
+        "the store answers garbage with a refusal and hangs up"
+    );
     for o in wait_all(children, Duration::from_secs(120)) {
         assert!(o.status.success(), "the job must carry on: {}", text(&o));
     }
@@ -279,7 +313,10 @@ fn corrupt_data_frame_and_foreign_peer_are_refused() {
         .unwrap();
     let mut reply = Vec::new();
     let _ = foreign.read_to_end(&mut reply);
-    assert!(reply.is_empty(), "a foreign peer must get no handshake back");
+    assert!(
+        reply.is_empty(),
+        "a foreign peer must get no handshake back"
+    );
 
     let mut conn = TcpStream::connect(&target).unwrap();
     conn.write_all(&hello(job.token).encode()).unwrap();

@@ -38,7 +38,12 @@ pub fn binomial(
     mask >>= 1;
     while mask > 0 {
         if v + mask < n {
-            link.step(op, mask.trailing_zeros(), Some((real(v + mask), &*buf)), None)?;
+            link.step(
+                op,
+                mask.trailing_zeros(),
+                Some((real(v + mask), &*buf)),
+                None,
+            )?;
         }
         mask >>= 1;
     }

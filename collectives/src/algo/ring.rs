@@ -15,7 +15,7 @@ fn neighbours(link: &Link) -> (usize, usize) {
 }
 
 /// In place: afterwards chunk `rank` of `buf` (see [`chunk`]) holds the reduction over all
-/// ranks; other chunks hold partial sums. Steps are numbered from `first_step`.
+/// ranks; other chunks hold partial sums.
 pub fn reduce_scatter_in_place<T: Element>(
     link: &mut Link,
     op: &Header,
@@ -108,6 +108,7 @@ pub fn reduce_scatter<T: Element>(
 ) -> Result<()> {
     let n = link.size;
     let m = output.len();
+    let chunk_bytes = std::mem::size_of_val(output);
     let (right, left) = neighbours(link);
     let part = |i: usize| &input[i * m..(i + 1) * m];
     for s in 0..n - 1 {
@@ -135,7 +136,7 @@ pub fn reduce_scatter<T: Element>(
             Some((right, bytes(send))),
             Some(Recv {
                 peer: left,
-                len: m * std::mem::size_of::<T>(),
+                len: chunk_bytes,
                 sink: &mut sink,
             }),
         )?;

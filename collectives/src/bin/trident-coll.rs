@@ -32,9 +32,15 @@ fn flags(args: &[String]) -> Result<HashMap<String, String>, Error> {
     Ok(map)
 }
 
-fn get<T: std::str::FromStr>(f: &HashMap<String, String>, key: &str, default: T) -> Result<T, Error> {
+fn get<T: std::str::FromStr>(
+    f: &HashMap<String, String>,
+    key: &str,
+    default: T,
+) -> Result<T, Error> {
     match f.get(key) {
-        Some(v) => v.parse().map_err(|_| format!("--{key} {v:?} is not valid").into()),
+        Some(v) => v
+            .parse()
+            .map_err(|_| format!("--{key} {v:?} is not valid").into()),
         None => Ok(default),
     }
 }
@@ -58,7 +64,11 @@ fn cmd_launch(args: &[String]) -> Result<i32, Error> {
         master_port: f.get("master-port").map(|p| p.parse()).transpose()?,
         ..LaunchOptions::default()
     };
-    Ok(launch::run(get(&f, "nproc-per-node", 1)?, &args[split + 1..], &opts)?)
+    Ok(launch::run(
+        get(&f, "nproc-per-node", 1)?,
+        &args[split + 1..],
+        &opts,
+    )?)
 }
 
 fn cmd_check(args: &[String]) -> Result<i32, Error> {
@@ -122,14 +132,22 @@ fn cmd_bench(args: &[String]) -> Result<i32, Error> {
     let mut comm = init_from_env()?;
     let rows = bench::run(&mut comm, &opts)?;
     if comm.rank() == 0 {
-        bench::print_table(&mut stdout, &opts, comm.transport_name(), comm.size(), &rows)?;
+        bench::print_table(
+            &mut stdout,
+            &opts,
+            comm.transport_name(),
+            comm.size(),
+            &rows,
+        )?;
     }
     Ok(0)
 }
 
 /// Survivors of an injected fault print the error and exit with 3.
 fn cmd_fault(args: &[String]) -> Result<i32, Error> {
-    let (kind, rest) = args.split_first().ok_or("fault: expected die or mismatch")?;
+    let (kind, rest) = args
+        .split_first()
+        .ok_or("fault: expected die or mismatch")?;
     let f = flags(rest)?;
     let mut comm = init_from_env()?;
     let rank = comm.rank();

@@ -58,10 +58,13 @@ fn abort_word(culprit: usize, reporter: usize, reason: AbortReason) -> u64 {
     (culprit as u64 + 1) | ((reporter as u64 & 0xff_ffff) << 32) | ((reason as u64) << 56)
 }
 
+/// A group being joined, and how many members have joined it.
+type Joining = (Arc<Group>, usize);
+
 /// Creates in-process groups; clone it into every rank thread.
 #[derive(Clone, Default)]
 pub struct InprocFabric {
-    groups: Arc<Mutex<HashMap<String, (Arc<Group>, usize)>>>,
+    groups: Arc<Mutex<HashMap<String, Joining>>>,
 }
 
 impl InprocFabric {
@@ -106,10 +109,7 @@ impl Fabric for InprocFabric {
             // Every member holds its Arc now; forget the key so it can be reused.
             groups.remove(key);
         }
-        Ok(Box::new(InprocTransport {
-            group,
-            rank: index,
-        }))
+        Ok(Box::new(InprocTransport { group, rank: index }))
     }
 
     fn name(&self) -> &'static str {

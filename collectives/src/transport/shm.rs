@@ -140,7 +140,11 @@ pub struct ShmFabric {
 }
 
 impl ShmFabric {
-    pub fn new(store: Arc<Mutex<StoreClient>>, token: JobToken, server: Option<StoreServer>) -> Self {
+    pub fn new(
+        store: Arc<Mutex<StoreClient>>,
+        token: JobToken,
+        server: Option<StoreServer>,
+    ) -> Self {
         ShmFabric {
             store,
             token,
@@ -234,7 +238,9 @@ impl Fabric for ShmFabric {
             let seg = Segment::map(&f, len, cap)
                 .map_err(|e| CommError::io(format!("mapping {path}"), e))?;
             if seg.magic().load(Ordering::Acquire) != MAGIC {
-                return Err(CommError::Bootstrap(format!("{path} is not a Trident segment")));
+                return Err(CommError::Bootstrap(format!(
+                    "{path} is not a Trident segment"
+                )));
             }
             segments.push(Some(seg));
         }
@@ -244,7 +250,10 @@ impl Fabric for ShmFabric {
         drop(store);
         let pids = segments
             .iter()
-            .map(|s| s.as_ref().map_or(std::process::id(), |s| s.pid().load(Ordering::Relaxed)))
+            .map(|s| {
+                s.as_ref()
+                    .map_or(std::process::id(), |s| s.pid().load(Ordering::Relaxed))
+            })
             .collect();
         Ok(Box::new(ShmTransport {
             own,
@@ -293,7 +302,10 @@ impl ShmTransport {
             .get(peer)
             .and_then(|s| s.as_ref())
             .ok_or_else(|| {
-                CommError::InvalidArgument(format!("{op}: rank {} has no channel to rank {peer}", self.rank))
+                CommError::InvalidArgument(format!(
+                    "{op}: rank {} has no channel to rank {peer}",
+                    self.rank
+                ))
             })
     }
 

@@ -56,7 +56,7 @@ impl Hello {
 
 /// Hash identifying a group in handshakes.
 pub fn group_id(key: &str) -> u64 {
-    fnv64(0x6772_6f75_70, key.as_bytes())
+    fnv64(0x0067_726f_7570, key.as_bytes())
 }
 
 /// Builds TCP groups; shares the rendezvous store connection between them.
@@ -115,7 +115,11 @@ fn expect_hello(
         return Err(format!("handshake for another group or rank ({h:?})"));
     }
     if from.is_some_and(|f| f != h.from) {
-        return Err(format!("expected rank {}, got rank {}", from.unwrap_or(0), h.from));
+        return Err(format!(
+            "expected rank {}, got rank {}",
+            from.unwrap_or(0),
+            h.from
+        ));
     }
     Ok(h)
 }
@@ -159,7 +163,10 @@ impl Fabric for TcpFabric {
                 match TcpStream::connect_timeout(&target, Duration::from_secs(2)) {
                     Ok(s) => break s,
                     Err(e) if deadline.expired() => {
-                        return Err(CommError::io(format!("connecting to rank {peer} at {target}"), e))
+                        return Err(CommError::io(
+                            format!("connecting to rank {peer} at {target}"),
+                            e,
+                        ))
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(50)),
                 }
@@ -170,8 +177,15 @@ impl Fabric for TcpFabric {
                 .set_read_timeout(Some(deadline.remaining().max(Duration::from_millis(1))))
                 .map_err(io)?;
             stream.write_all(&hello(peer).encode()).map_err(io)?;
-            expect_hello(&mut stream, &self.token, gid, Some(peer as u32), index as u32, n as u32)
-                .map_err(|why| CommError::Refused(format!("rank {peer} at {target}: {why}")))?;
+            expect_hello(
+                &mut stream,
+                &self.token,
+                gid,
+                Some(peer as u32),
+                index as u32,
+                n as u32,
+            )
+            .map_err(|why| CommError::Refused(format!("rank {peer} at {target}: {why}")))?;
             *conn = Some(Conn {
                 stream,
                 at_boundary: true,
@@ -189,7 +203,9 @@ impl Fabric for TcpFabric {
                 Ok(x) => x,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     if deadline.expired() {
-                        let peer = (index + 1..n).find(|&p| conns[p].is_none()).unwrap_or(index);
+                        let peer = (index + 1..n)
+                            .find(|&p| conns[p].is_none())
+                            .unwrap_or(index);
                         return Err(CommError::Timeout {
                             op: format!("connecting group {key}"),
                             peer,
@@ -311,7 +327,10 @@ impl TcpTransport {
             let slices = if s.done < HEADER_LEN {
                 [IoSlice::new(&s.header[s.done..]), IoSlice::new(s.payload)]
             } else {
-                [IoSlice::new(&s.payload[s.done - HEADER_LEN..]), IoSlice::new(&[])]
+                [
+                    IoSlice::new(&s.payload[s.done - HEADER_LEN..]),
+                    IoSlice::new(&[]),
+                ]
             };
             match conn.stream.write_vectored(&slices) {
                 Ok(0) => return Err(lost(op, s.peer, "connection closed while sending".into())),
@@ -483,7 +502,6 @@ impl TcpTransport {
             }
         }
     }
-
 }
 
 impl Transport for TcpTransport {
@@ -521,7 +539,9 @@ impl Transport for TcpTransport {
         for conn in self.conns.iter_mut().flatten() {
             if conn.at_boundary {
                 let _ = conn.stream.set_nonblocking(false);
-                let _ = conn.stream.set_write_timeout(Some(Duration::from_millis(200)));
+                let _ = conn
+                    .stream
+                    .set_write_timeout(Some(Duration::from_millis(200)));
                 let _ = conn.stream.write_all(&frame);
             }
             // Half-close: peers read everything queued, then see the end of the stream.
