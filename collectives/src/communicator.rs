@@ -54,6 +54,12 @@ impl Communicator {
         Self::connect(fabric, "world".into(), members, rank, config)
     }
 
+    /// The world communicator of a process started by a launcher (torchrun, Slurm, Open MPI
+    /// or `trident launch`); see [`crate::bootstrap`].
+    pub fn from_env() -> Result<Self> {
+        crate::bootstrap::init_from_env()
+    }
+
     fn connect(
         fabric: Arc<dyn Fabric>,
         key: String,

@@ -79,6 +79,18 @@ impl Element for f64 {
     }
 }
 
+/// bf16 reduces through f32 and rounds once per combine (each ring hop), as NCCL does.
+impl Element for half::bf16 {
+    const DTYPE: DType = DType::Bf16;
+    #[inline(always)]
+    fn combine(self, other: Self, op: ReduceOp) -> Self {
+        match op {
+            ReduceOp::Sum => half::bf16::from_f32(self.to_f32() + other.to_f32()),
+            ReduceOp::Max => self.max(other),
+        }
+    }
+}
+
 /// The reduction step of every reducing collective, so that a device backend can run it as a
 /// kernel. Implementations must be elementwise and commutative.
 pub trait Combine<T: Element>: Sync {

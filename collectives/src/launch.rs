@@ -106,9 +106,11 @@ pub fn run(nproc_per_node: usize, command: &[String], opts: &LaunchOptions) -> R
     let token = match std::env::var(ENV_TOKEN) {
         Ok(t) => JobToken::from_hex(&t)?,
         Err(_) if opts.nnodes == 1 => JobToken::random()?,
-        Err(_) => return Err(CommError::InvalidArgument(format!(
+        Err(_) => {
+            return Err(CommError::InvalidArgument(format!(
             "a multi-node launch needs the same {ENV_TOKEN} (32 hex digits) exported on every node"
-        ))),
+        )))
+        }
     };
     let world = nproc_per_node * opts.nnodes;
     let mut children: Vec<Child> = Vec::with_capacity(nproc_per_node);

@@ -205,3 +205,36 @@ fn timeout_names_the_peer() {
     let err = outs[0].as_ref().expect_err("rank 0 must time out");
     assert!(matches!(err, CommError::Timeout { peer: 1, .. }), "{err}");
 }
+
+#[test]
+fn bf16_and_f64_all_reduce() {
+    use half::bf16;
+    let n = 4;
+    let len = 40_009; // ring path
+    let inputs = move |rank: usize| trident_collectives::verify::input(21, rank, 0, len);
+    let outs = run(n, short_timeout(), move |mut c| {
+        let mine = inputs(c.rank());
+        let mut h: Vec<bf16> = mine.iter().map(|&x| bf16::from_f32(x)).collect();
+        c.all_reduce(&mut h, ReduceOp::Sum).unwrap();
+        let mut d: Vec<f64> = mine.iter().map(|&x| x as f64).collect();
+        c.all_reduce(&mut d, ReduceOp::Max).unwrap();
+        (h, d)
+    });
+    let all: Vec<Vec<f32>> = (0..n).map(inputs).collect();
+    for (h, d) in &outs {
+        for i in 0..len {
+            let vals: Vec<f64> = all.iter().map(|v| bf16::from_f32(v[i]).to_f64()).collect();
+            let sum: f64 = vals.iter().sum();
+            let scale: f64 = vals.iter().map(|v| v.abs()).sum();
+            // n-1 bf16 roundings of partial sums, each at most 2^-8 relative.
+            let err = (h[i].to_f64() - sum).abs();
+            assert!(
+                err <= scale * n as f64 * 2f64.powi(-8),
+                "bf16 element {i}: {} vs {sum}",
+                h[i]
+            );
+            let max = all.iter().map(|v| v[i] as f64).fold(f64::MIN, f64::max);
+            assert_eq!(d[i], max, "f64 max element {i}");
+        }
+    }
+}
