@@ -7,6 +7,12 @@ use crate::element::{Combine, Element, ReduceOp};
 pub trait Sink {
     fn granule(&self) -> usize;
     fn accept(&mut self, offset: usize, bytes: &[u8]);
+
+    /// The destination itself, when the payload is to be stored verbatim: a transport that
+    /// reads from a socket can then read straight into it, skipping its staging buffer.
+    fn direct(&mut self) -> Option<&mut [u8]> {
+        None
+    }
 }
 
 /// Copies the payload into `dst`.
@@ -21,6 +27,10 @@ impl Sink for CopySink<'_> {
     }
     fn accept(&mut self, offset: usize, bytes: &[u8]) {
         self.dst[offset..offset + bytes.len()].copy_from_slice(bytes);
+    }
+
+    fn direct(&mut self) -> Option<&mut [u8]> {
+        Some(self.dst)
     }
 }
 

@@ -371,6 +371,17 @@ impl TcpTransport {
                 h.check(&r.incoming.expect, peer)?;
             }
         }
+        if let Some(dst) = r.incoming.sink.direct().filter(|d| d.len() >= want) {
+            while r.delivered < want {
+                match conn.stream.read(&mut dst[r.delivered..want]) {
+                    Ok(0) => return Err(closed(HEADER_LEN + r.delivered)),
+                    Ok(k) => r.delivered += k,
+                    Err(e) if would_block(&e) => return Ok(false),
+                    Err(e) => return Err(lost(op, peer, format!("receiving failed: {e}"))),
+                }
+            }
+            return Ok(true);
+        }
         while r.delivered + r.staged < want {
             let room = (stage.len() - r.staged).min(want - r.delivered - r.staged);
             match conn.stream.read(&mut stage[r.staged..r.staged + room]) {
