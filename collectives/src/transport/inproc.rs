@@ -1,6 +1,8 @@
 //! Ranks as threads of one process. A sender publishes a pointer to its payload in a
 //! mailbox; the receiver reduces or copies straight out of the sender's memory and marks
-//! the mailbox done. No staging copies: each byte is touched once, by the receiver.
+//! the mailbox done. No staging copies: each byte is touched once, by the receiver. Small
+//! payloads are copied into the mailbox instead, so the sender need not wait for the
+//! receiver (one hand-off per message instead of a round trip).
 
 use super::{Fabric, Incoming, Outgoing, Transport};
 use crate::error::{AbortReason, CommError, Result};
@@ -16,21 +18,26 @@ const EMPTY: u32 = 0;
 const POSTED: u32 = 1;
 const READING: u32 = 2;
 const DONE: u32 = 3;
+/// Payloads up to this size travel inside the mailbox.
+const EAGER_BYTES: usize = 8 << 10;
 
 #[derive(Clone, Copy)]
 struct Posting {
     header: Header,
+    /// The sender's payload, or null when it was copied into the mailbox.
     ptr: *const u8,
     len: usize,
 }
 
-/// One direction between two ranks. Only the sender writes `posting`, and only while the
-/// state is `EMPTY`; the receiver reads it only between claiming (`POSTED` -> `READING`)
-/// and releasing (`DONE`).
+/// One direction between two ranks. Only the sender writes `posting` and `inline`, and only
+/// while the state is `EMPTY`; the receiver reads them only between claiming
+/// (`POSTED` -> `READING`) and releasing (`DONE` for a pointer posting, which the sender
+/// acknowledges by resetting to `EMPTY`; straight to `EMPTY` for an inline one).
 #[repr(align(128))]
 struct Mailbox {
     state: AtomicU32,
     posting: UnsafeCell<Option<Posting>>,
+    inline: UnsafeCell<[u8; EAGER_BYTES]>,
 }
 
 // SAFETY: access to `posting` is serialised by `state` as described on `Mailbox`; the raw
@@ -90,6 +97,7 @@ impl Fabric for InprocFabric {
                     .map(|_| Mailbox {
                         state: AtomicU32::new(EMPTY),
                         posting: UnsafeCell::new(None),
+                        inline: UnsafeCell::new([0; EAGER_BYTES]),
                     })
                     .collect(),
                 departed: (0..size).map(|_| AtomicBool::new(false)).collect(),
@@ -178,28 +186,15 @@ impl Transport for InprocTransport {
         timeout: Duration,
     ) -> Result<()> {
         let deadline = Deadline::after(timeout);
-        let send_peer = send.as_ref().map(|s| s.peer);
         let op = match (&send, &recv) {
             (Some(s), _) => s.header,
             (None, Some(r)) => r.expect,
             (None, None) => return Ok(()),
         };
-        if let Some(s) = &send {
-            let mb = self.group.mailbox(self.rank, s.peer);
-            // SAFETY: the state is EMPTY (every exchange leaves its mailboxes EMPTY), so the
-            // receiver does not look at `posting` until the Release store below.
-            unsafe {
-                *mb.posting.get() = Some(Posting {
-                    header: s.header,
-                    ptr: s.payload.as_ptr(),
-                    len: s.payload.len(),
-                })
-            };
-            mb.state.store(POSTED, Ordering::Release);
-        }
-        let result = self.progress(send_peer, recv, &op, &deadline);
+        let mut sending = send.map(Sending::Unposted);
+        let result = self.progress(&mut sending, recv, &op, &deadline);
         if result.is_err() {
-            if let Some(peer) = send_peer {
+            if let Some(Sending::Posted(peer)) = sending {
                 self.retract(peer);
             }
         }
@@ -215,10 +210,77 @@ impl Transport for InprocTransport {
     }
 }
 
+/// Where this rank's outgoing message stands.
+enum Sending<'a> {
+    /// Waiting for the mailbox to be free.
+    Unposted(Outgoing<'a>),
+    /// Payload pointer published; waiting for the receiver to finish with it.
+    Posted(usize),
+}
+
 impl InprocTransport {
+    /// Publishes `s` if the mailbox is free. Returns the new state (`None` once delivered).
+    fn try_post<'a>(&self, s: Outgoing<'a>) -> Option<Sending<'a>> {
+        let mb = self.group.mailbox(self.rank, s.peer);
+        if mb.state.load(Ordering::Acquire) != EMPTY {
+            return Some(Sending::Unposted(s));
+        }
+        let eager = s.payload.len() <= EAGER_BYTES;
+        // SAFETY: the state is EMPTY, so the receiver does not look at the mailbox until the
+        // Release store below, and no earlier reader still holds it.
+        unsafe {
+            if eager {
+                (&mut *mb.inline.get())[..s.payload.len()].copy_from_slice(s.payload);
+            }
+            *mb.posting.get() = Some(Posting {
+                header: s.header,
+                ptr: if eager {
+                    std::ptr::null()
+                } else {
+                    s.payload.as_ptr()
+                },
+                len: s.payload.len(),
+            });
+        }
+        mb.state.store(POSTED, Ordering::Release);
+        (!eager).then_some(Sending::Posted(s.peer))
+    }
+
+    /// Consumes the posting from `r.peer` if there is one; true when it did.
+    fn try_take(&self, r: &mut Incoming<'_>) -> Result<bool> {
+        let mb = self.group.mailbox(r.peer, self.rank);
+        if mb.state.load(Ordering::Acquire) != POSTED
+            || mb
+                .state
+                .compare_exchange(POSTED, READING, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return Ok(false);
+        }
+        // SAFETY: we own the mailbox between READING and the release below; the sender
+        // wrote it before its Release store of POSTED.
+        let posting = unsafe { (*mb.posting.get()).expect("posted mailbox") };
+        let checked = posting.header.check(&r.expect, r.peer);
+        let inline = posting.ptr.is_null();
+        if checked.is_ok() {
+            let bytes = if inline {
+                // SAFETY: as above; the sender copied `len` (<= EAGER_BYTES) bytes in.
+                unsafe { &(&*mb.inline.get())[..posting.len] }
+            } else {
+                // SAFETY: the sender keeps `len` bytes at `ptr` alive and unchanged until it
+                // observes DONE (or retracts, which waits out READING).
+                unsafe { std::slice::from_raw_parts(posting.ptr, posting.len) }
+            };
+            r.sink.accept(0, bytes);
+        }
+        mb.state
+            .store(if inline { EMPTY } else { DONE }, Ordering::Release);
+        checked.map(|_| true)
+    }
+
     fn progress(
         &mut self,
-        mut send_peer: Option<usize>,
+        sending: &mut Option<Sending<'_>>,
         mut recv: Option<Incoming<'_>>,
         op: &Header,
         deadline: &Deadline,
@@ -226,45 +288,42 @@ impl InprocTransport {
         let mut backoff = Backoff::new();
         loop {
             let mut progressed = false;
-            if let Some(peer) = send_peer {
-                let mb = self.group.mailbox(self.rank, peer);
-                if mb.state.load(Ordering::Acquire) == DONE {
-                    mb.state.store(EMPTY, Ordering::Relaxed);
-                    send_peer = None;
-                    progressed = true;
+            *sending = match sending.take() {
+                Some(Sending::Unposted(s)) => {
+                    let next = self.try_post(s);
+                    progressed |= !matches!(next, Some(Sending::Unposted(_)));
+                    next
                 }
-            }
-            if let Some(r) = recv.as_mut() {
-                let mb = self.group.mailbox(r.peer, self.rank);
-                if mb.state.load(Ordering::Acquire) == POSTED
-                    && mb
-                        .state
-                        .compare_exchange(POSTED, READING, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
-                {
-                    // SAFETY: we own the mailbox between READING and DONE; the sender wrote
-                    // `posting` before its Release store of POSTED.
-                    let posting = unsafe { (*mb.posting.get()).expect("posted mailbox") };
-                    let checked = posting.header.check(&r.expect, r.peer);
-                    if checked.is_ok() {
-                        // SAFETY: the sender keeps `len` bytes at `ptr` alive and unchanged
-                        // until it observes DONE (or retracts, which waits out READING).
-                        let bytes = unsafe { std::slice::from_raw_parts(posting.ptr, posting.len) };
-                        r.sink.accept(0, bytes);
+                Some(Sending::Posted(peer)) => {
+                    let mb = self.group.mailbox(self.rank, peer);
+                    if mb.state.load(Ordering::Acquire) == DONE {
+                        mb.state.store(EMPTY, Ordering::Relaxed);
+                        progressed = true;
+                        None
+                    } else {
+                        Some(Sending::Posted(peer))
                     }
-                    mb.state.store(DONE, Ordering::Release);
-                    checked?;
+                }
+                None => None,
+            };
+            if let Some(r) = recv.as_mut() {
+                if self.try_take(r)? {
                     recv = None;
                     progressed = true;
                 }
             }
-            if send_peer.is_none() && recv.is_none() {
+            if sending.is_none() && recv.is_none() {
                 return Ok(());
             }
             if progressed {
                 backoff.reset();
                 continue;
             }
+            let send_peer = match sending {
+                Some(Sending::Unposted(s)) => Some(s.peer),
+                Some(Sending::Posted(p)) => Some(*p),
+                None => None,
+            };
             let waiting_on = recv.as_ref().map(|r| r.peer).or(send_peer).unwrap_or(0);
             self.check_health(waiting_on, op)?;
             if let Some(peer) = send_peer {
