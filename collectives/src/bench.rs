@@ -161,6 +161,57 @@ pub fn run_inproc(world: usize, opts: &BenchOptions) -> Result<Vec<BenchRow>> {
     Ok(first.unwrap_or_default())
 }
 
+/// The whole `bench collectives` command. `inproc` runs `world` threads here. For `shm` and
+/// `tcp`: inside a launched job (RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID set) this
+/// process is one rank; otherwise it starts `world` local ranks of `self_command` (the
+/// command line that leads back here) through [`crate::launch::run`] with the transport
+/// set. Rank 0 prints the table to stdout. Returns the exit code.
+pub fn main(
+    transport: &str,
+    world: usize,
+    opts: &BenchOptions,
+    self_command: &[String],
+) -> Result<i32> {
+    let mut stdout = std::io::stdout();
+    let print = |out: &mut std::io::Stdout, name: &str, n: usize, rows: &[BenchRow]| {
+        print_table(out, opts, name, n, rows)
+            .map_err(|e| CommError::io("writing the benchmark table", e))
+    };
+    match transport {
+        "inproc" => {
+            let rows = run_inproc(world, opts)?;
+            print(&mut stdout, "inproc", world, &rows)?;
+            return Ok(0);
+        }
+        "shm" | "tcp" => {}
+        other => {
+            return Err(CommError::InvalidArgument(format!(
+                "unknown transport {other:?}: expected inproc, shm or tcp"
+            )))
+        }
+    }
+    let launched = ["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"]
+        .iter()
+        .any(|v| std::env::var(v).is_ok());
+    if !launched {
+        let launch = crate::launch::LaunchOptions {
+            env: vec![(
+                crate::bootstrap::ENV_TRANSPORT.to_string(),
+                transport.to_string(),
+            )],
+            prefix_output: false,
+            ..Default::default()
+        };
+        return crate::launch::run(world, self_command, &launch);
+    }
+    let mut comm = crate::bootstrap::init_from_env()?;
+    let rows = run(&mut comm, opts)?;
+    if comm.rank() == 0 {
+        print(&mut stdout, comm.transport_name(), comm.size(), &rows)?;
+    }
+    Ok(0)
+}
+
 /// Read+write bandwidth of a plain copy of `bytes`, GB/s: the ceiling busbw is compared to.
 pub fn memcpy_bandwidth(bytes: usize) -> f64 {
     let src = vec![1u8; bytes];

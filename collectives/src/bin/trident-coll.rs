@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::process::ExitCode;
 use trident_collectives::bench::{self, BenchOp, BenchOptions};
-use trident_collectives::bootstrap::{init_from_env, ENV_TRANSPORT};
+use trident_collectives::bootstrap::init_from_env;
 use trident_collectives::launch::{self, LaunchOptions};
 use trident_collectives::{verify, RankGrid, ReduceOp};
 
@@ -43,12 +43,6 @@ fn get<T: std::str::FromStr>(
             .map_err(|_| format!("--{key} {v:?} is not valid").into()),
         None => Ok(default),
     }
-}
-
-fn launched() -> bool {
-    ["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"]
-        .iter()
-        .any(|v| std::env::var(v).is_ok())
 }
 
 fn cmd_launch(args: &[String]) -> Result<i32, Error> {
@@ -111,36 +105,12 @@ fn cmd_bench(args: &[String]) -> Result<i32, Error> {
     };
     let transport = get(&f, "transport", "shm".to_string())?;
     let world: usize = get(&f, "world-size", 2)?;
-    let mut stdout = std::io::stdout();
-    if transport == "inproc" {
-        let rows = bench::run_inproc(world, &opts)?;
-        bench::print_table(&mut stdout, &opts, "inproc", world, &rows)?;
-        return Ok(0);
-    }
-    if !launched() {
-        // Start the ranks ourselves, then each runs the branch below.
-        let exe = std::env::current_exe()?.to_string_lossy().into_owned();
-        let mut command = vec![exe, "bench".to_string()];
-        command.extend_from_slice(args);
-        let opts = LaunchOptions {
-            env: vec![(ENV_TRANSPORT.to_string(), transport)],
-            prefix_output: false,
-            ..LaunchOptions::default()
-        };
-        return Ok(launch::run(world, &command, &opts)?);
-    }
-    let mut comm = init_from_env()?;
-    let rows = bench::run(&mut comm, &opts)?;
-    if comm.rank() == 0 {
-        bench::print_table(
-            &mut stdout,
-            &opts,
-            comm.transport_name(),
-            comm.size(),
-            &rows,
-        )?;
-    }
-    Ok(0)
+    let mut command = vec![
+        std::env::current_exe()?.to_string_lossy().into_owned(),
+        "bench".to_string(),
+    ];
+    command.extend_from_slice(args);
+    Ok(bench::main(&transport, world, &opts, &command)?)
 }
 
 /// Survivors of an injected fault print the error and exit with 3.
