@@ -237,3 +237,21 @@ fn bf16_and_f64_all_reduce() {
         }
     }
 }
+
+#[test]
+fn ranks_leaving_right_after_their_last_step_are_not_reported() {
+    // A rank may post its last message and drop its communicator before the receiver looks;
+    // the receiver must still take the message instead of reporting the rank as gone.
+    for round in 0..300 {
+        let config = CommConfig {
+            small_bytes: if round % 2 == 0 { 0 } else { 1 << 20 },
+            ..short_timeout()
+        };
+        for r in run(6, config, |mut c| {
+            let mut buf = trident_collectives::verify::input(3, c.rank(), 0, 1031);
+            c.all_reduce(&mut buf, ReduceOp::Sum)
+        }) {
+            r.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        }
+    }
+}

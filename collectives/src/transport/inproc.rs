@@ -286,6 +286,7 @@ impl InprocTransport {
         deadline: &Deadline,
     ) -> Result<()> {
         let mut backoff = Backoff::new();
+        let mut failure = None;
         loop {
             let mut progressed = false;
             *sending = match sending.take() {
@@ -317,7 +318,13 @@ impl InprocTransport {
             }
             if progressed {
                 backoff.reset();
+                failure = None;
                 continue;
+            }
+            // A peer may post its last message and leave between our look at the mailbox
+            // and our look at its health: fail only if one more pass finds nothing.
+            if let Some(err) = failure.take() {
+                return Err(err);
             }
             let send_peer = match sending {
                 Some(Sending::Unposted(s)) => Some(s.peer),
@@ -325,9 +332,12 @@ impl InprocTransport {
                 None => None,
             };
             let waiting_on = recv.as_ref().map(|r| r.peer).or(send_peer).unwrap_or(0);
-            self.check_health(waiting_on, op)?;
-            if let Some(peer) = send_peer {
-                self.check_health(peer, op)?;
+            let health = self
+                .check_health(waiting_on, op)
+                .and_then(|_| send_peer.map_or(Ok(()), |p| self.check_health(p, op)));
+            if let Err(err) = health {
+                failure = Some(err);
+                continue;
             }
             if deadline.expired() {
                 return Err(CommError::Timeout {

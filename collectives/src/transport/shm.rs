@@ -475,6 +475,7 @@ impl Transport for ShmTransport {
         });
         let mut backoff = Backoff::new();
         let mut last_liveness = Instant::now();
+        let mut failure = None;
         loop {
             let mut progressed = false;
             if let Some(s) = sending.as_mut() {
@@ -494,17 +495,28 @@ impl Transport for ShmTransport {
             }
             if progressed {
                 backoff.reset();
+                failure = None;
                 continue;
             }
-            self.check_abort(&op)?;
-            if backoff.is_sleeping() && last_liveness.elapsed() >= LIVENESS_PERIOD {
+            // A peer may write its last bytes and leave between our look at the ring and our
+            // look at its health: fail only if one more pass finds nothing.
+            if let Some(err) = failure.take() {
+                return Err(err);
+            }
+            let mut health = self.check_abort(&op);
+            if health.is_ok() && backoff.is_sleeping() && last_liveness.elapsed() >= LIVENESS_PERIOD
+            {
                 last_liveness = Instant::now();
                 if let Some(r) = &receiving {
-                    self.check_alive(r.incoming.peer, &op)?;
+                    health = self.check_alive(r.incoming.peer, &op);
                 }
-                if let Some(s) = &sending {
-                    self.check_alive(s.peer, &op)?;
+                if let (Ok(()), Some(s)) = (&health, &sending) {
+                    health = self.check_alive(s.peer, &op);
                 }
+            }
+            if let Err(err) = health {
+                failure = Some(err);
+                continue;
             }
             if deadline.expired() {
                 let peer = receiving
