@@ -279,7 +279,7 @@ struct Sending<'a> {
     done: usize,
 }
 
-struct Receiving<'a, 's> {
+struct Receiving<'s> {
     incoming: Incoming<'s>,
     header: [u8; HEADER_LEN],
     header_got: usize,
@@ -287,7 +287,6 @@ struct Receiving<'a, 's> {
     delivered: usize,
     /// Bytes in the staging buffer not yet given to the sink (less than one granule).
     staged: usize,
-    _marker: std::marker::PhantomData<&'a ()>,
 }
 
 fn lost(op: &Header, peer: usize, detail: String) -> CommError {
@@ -344,7 +343,7 @@ impl TcpTransport {
     }
 
     /// Reads what has arrived; true once the whole message went to the sink.
-    fn pull(&mut self, r: &mut Receiving<'_, '_>, op: &Header) -> Result<bool> {
+    fn pull(&mut self, r: &mut Receiving<'_>, op: &Header) -> Result<bool> {
         let peer = r.incoming.peer;
         let granule = r.incoming.sink.granule().max(1);
         let want = r.incoming.expect.payload_len as usize;
@@ -455,7 +454,6 @@ impl TcpTransport {
             header_got: 0,
             delivered: 0,
             staged: 0,
-            _marker: std::marker::PhantomData,
         });
         loop {
             if let Some(s) = sending.as_mut() {
