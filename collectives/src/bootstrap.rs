@@ -17,6 +17,8 @@ use std::sync::{Arc, Mutex};
 /// on this host, TCP otherwise).
 pub const ENV_TRANSPORT: &str = "TRIDENT_TRANSPORT";
 pub const DEFAULT_MASTER_PORT: u16 = 29500;
+/// Port of the rendezvous store on the master host, when it must differ from MASTER_PORT.
+pub const ENV_STORE_PORT: &str = "TRIDENT_STORE_PORT";
 
 /// Where this process sits in the job, as its launcher described it.
 #[derive(Clone, Debug)]
@@ -27,6 +29,10 @@ pub struct LaunchEnv {
     pub local_world_size: Option<usize>,
     pub master_addr: String,
     pub master_port: u16,
+    /// Where rank 0 hosts the rendezvous store: MASTER_PORT, except under a torchrun whose
+    /// agent already serves its own store there (`TORCHELASTIC_USE_AGENT_STORE=True`), where
+    /// it is MASTER_PORT + 1. [`ENV_STORE_PORT`] overrides both.
+    pub store_port: u16,
     pub token: JobToken,
     /// "torchrun", "slurm" or "openmpi".
     pub launcher: &'static str,
@@ -112,6 +118,17 @@ impl LaunchEnv {
             Some(p) => parse("MASTER_PORT", p)?,
             None => DEFAULT_MASTER_PORT,
         };
+        let store_port = match var(ENV_STORE_PORT) {
+            Some(p) => parse(ENV_STORE_PORT, p)?,
+            None if var("TORCHELASTIC_USE_AGENT_STORE").as_deref() == Some("True") => {
+                master_port.checked_add(1).ok_or_else(|| {
+                    CommError::Bootstrap(format!(
+                        "MASTER_PORT {master_port} leaves no port for the store: set {ENV_STORE_PORT}"
+                    ))
+                })?
+            }
+            None => master_port,
+        };
         let token = match var(ENV_TOKEN) {
             Some(t) => JobToken::from_hex(&t)?,
             None => {
@@ -134,13 +151,14 @@ impl LaunchEnv {
             local_world_size,
             master_addr,
             master_port,
+            store_port,
             token,
             launcher,
         })
     }
 
     fn master_socket(&self) -> Result<SocketAddr> {
-        (self.master_addr.as_str(), self.master_port)
+        (self.master_addr.as_str(), self.store_port)
             .to_socket_addrs()
             .ok()
             .and_then(|mut a| a.find(|a| a.is_ipv4()).or_else(|| a.next()))
@@ -248,7 +266,16 @@ mod tests {
             (t.rank, t.world_size, t.local_rank, t.master_port),
             (3, 4, 1, 1234)
         );
-        assert_eq!(t.launcher, "torchrun");
+        assert_eq!((t.launcher, t.store_port), ("torchrun", 1234));
+        // torchrun's agent hosts its own store on MASTER_PORT: ours moves next door.
+        let agent = env(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "1"),
+            ("MASTER_PORT", "1234"),
+            ("TORCHELASTIC_USE_AGENT_STORE", "True"),
+        ])
+        .unwrap();
+        assert_eq!(agent.store_port, 1235);
 
         let m = env(&[
             ("OMPI_COMM_WORLD_RANK", "1"),
