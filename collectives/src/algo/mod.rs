@@ -1,0 +1,195 @@
+//! Collective algorithms, written once over [`Transport`].
+
+pub mod broadcast;
+pub mod doubling;
+pub mod ring;
+
+use crate::element::{DType, Element, ReduceOp};
+use crate::error::{AbortReason, CommError, Result};
+use crate::frame::{FrameType, Header, OpKind};
+use crate::sink::Sink;
+use crate::transport::{Incoming, Outgoing, Transport};
+use std::ops::Range;
+use std::time::Duration;
+
+/// A transport plus what every message needs: this rank's identity, the timeout, and the
+/// broken flag that makes a failed communicator refuse further work.
+pub struct Link {
+    pub transport: Box<dyn Transport>,
+    pub rank: usize,
+    pub size: usize,
+    pub timeout: Duration,
+    pub broken: Option<String>,
+}
+
+/// What one side of a step receives: from `peer`, `len` bytes, into `sink`.
+pub struct Recv<'s> {
+    pub peer: usize,
+    pub len: usize,
+    pub sink: &'s mut dyn Sink,
+}
+
+impl Link {
+    pub fn ensure_healthy(&self) -> Result<()> {
+        match &self.broken {
+            Some(why) => Err(CommError::Broken(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// One step of an algorithm: sends `send` to its peer and receives into `recv`, both
+    /// framed with `op`'s identity and `step`. A failure breaks the communicator and tells
+    /// the peers.
+    pub fn step(
+        &mut self,
+        op: &Header,
+        step: u32,
+        send: Option<(usize, &[u8])>,
+        recv: Option<Recv<'_>>,
+    ) -> Result<()> {
+        self.step_split(op, step, step, send, recv)
+    }
+
+    /// [`Link::step`] where the outgoing and incoming messages carry different step numbers.
+    pub fn step_split(
+        &mut self,
+        op: &Header,
+        send_step: u32,
+        recv_step: u32,
+        send: Option<(usize, &[u8])>,
+        recv: Option<Recv<'_>>,
+    ) -> Result<()> {
+        let send = send.map(|(peer, payload)| {
+            let h = Header {
+                aux: send_step,
+                ..*op
+            };
+            (peer, h, payload)
+        });
+        let recv = recv.map(|r| {
+            let h = Header {
+                aux: recv_step,
+                ..*op
+            };
+            (h, r)
+        });
+        self.step_pair(op, send, recv)
+    }
+
+    /// The general step: each direction with its own operation identity (send/recv pairs
+    /// count messages per peer). `op` names the operation in errors.
+    pub fn step_pair(
+        &mut self,
+        op: &Header,
+        send: Option<(usize, Header, &[u8])>,
+        recv: Option<(Header, Recv<'_>)>,
+    ) -> Result<()> {
+        let outgoing = send.map(|(peer, header, payload)| Outgoing {
+            peer,
+            header: Header {
+                payload_len: payload.len() as u64,
+                from: self.rank as u32,
+                ..header
+            },
+            payload,
+        });
+        let incoming = recv.map(|(header, r)| Incoming {
+            peer: r.peer,
+            expect: Header {
+                payload_len: r.len as u64,
+                from: r.peer as u32,
+                ..header
+            },
+            sink: r.sink,
+        });
+        let result = self.transport.exchange(outgoing, incoming, self.timeout);
+        if let Err(err) = &result {
+            let culprit = err.culprit().unwrap_or(self.rank);
+            self.transport.abort(op, culprit, AbortReason::of(err));
+            self.broken = Some(err.to_string());
+        }
+        result
+    }
+}
+
+/// Identity of one operation, shared by all its messages.
+pub fn op_header(
+    kind: OpKind,
+    dtype: DType,
+    seq: u64,
+    count: usize,
+    reduce: Option<ReduceOp>,
+    tag: u32,
+) -> Header {
+    Header {
+        frame: FrameType::Data,
+        kind,
+        dtype,
+        reduce,
+        seq,
+        count: count as u64,
+        payload_len: 0,
+        tag,
+        aux: 0,
+        from: 0,
+    }
+}
+
+/// Element range of chunk `i` when `len` elements are split into `parts` near-equal chunks.
+pub fn chunk(len: usize, parts: usize, i: usize) -> Range<usize> {
+    let base = len / parts;
+    let extra = len % parts;
+    let start = i * base + i.min(extra);
+    start..start + base + usize::from(i < extra)
+}
+
+/// Borrows `read` and `write` of one buffer at once; the ranges must not overlap.
+pub fn split_pair<T>(buf: &mut [T], read: Range<usize>, write: Range<usize>) -> (&[T], &mut [T]) {
+    debug_assert!(read.end <= write.start || write.end <= read.start);
+    if read.start < write.start {
+        let (lo, hi) = buf.split_at_mut(write.start);
+        (&lo[read], &mut hi[..write.end - write.start])
+    } else {
+        let (lo, hi) = buf.split_at_mut(read.start);
+        (&hi[..read.end - read.start], &mut lo[write])
+    }
+}
+
+/// Grows `scratch` (8-byte words) to hold `len` elements of `T` and views it as such.
+pub fn scratch_as<T: Element>(scratch: &mut Vec<u64>, len: usize) -> &mut [T] {
+    let bytes = len * std::mem::size_of::<T>();
+    let words = bytes.div_ceil(8);
+    if scratch.len() < words {
+        scratch.resize(words, 0);
+    }
+    &mut bytemuck::cast_slice_mut::<u64, T>(&mut scratch[..words])[..len]
+}
+
+pub fn bytes<T: Element>(s: &[T]) -> &[u8] {
+    bytemuck::cast_slice(s)
+}
+
+pub fn bytes_mut<T: Element>(s: &mut [T]) -> &mut [u8] {
+    bytemuck::cast_slice_mut(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunk;
+
+    #[test]
+    fn chunks_tile_the_buffer() {
+        for len in [0, 1, 7, 64, 1001] {
+            for parts in 1..=9 {
+                let mut next = 0;
+                for i in 0..parts {
+                    let c = chunk(len, parts, i);
+                    assert_eq!(c.start, next);
+                    assert!(c.len() <= len / parts + 1);
+                    next = c.end;
+                }
+                assert_eq!(next, len);
+            }
+        }
+    }
+}

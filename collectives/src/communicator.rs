@@ -1,0 +1,396 @@
+//! The user-facing communicator: a group of ranks and the collectives over it.
+
+use crate::algo::{self, broadcast, doubling, op_header, ring, scratch_as, Link, Recv};
+use crate::config::CommConfig;
+use crate::element::{Combine, DType, Element, HostCombine, ReduceOp};
+use crate::error::{CommError, Result};
+use crate::frame::OpKind;
+use crate::grid::{GridCoords, RankGrid};
+use crate::sink::CopySink;
+use crate::transport::Fabric;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A group of ranks that run collectives together. Every member must make the same
+/// collective calls in the same order with the same sizes; a mismatch is reported as
+/// [`CommError::Mismatch`]. After any error the communicator is broken and refuses work.
+pub struct Communicator {
+    link: Link,
+    fabric: Arc<dyn Fabric>,
+    key: String,
+    /// World ranks of the members, in group order.
+    members: Vec<usize>,
+    config: CommConfig,
+    seq: u64,
+    sent: Vec<u64>,
+    received: Vec<u64>,
+    scratch: Vec<u64>,
+    groups_made: HashMap<String, u32>,
+}
+
+/// The tensor-, pipeline- and data-parallel groups of one rank.
+pub struct ParallelGroups {
+    pub coords: GridCoords,
+    pub tp: Communicator,
+    pub pp: Communicator,
+    pub dp: Communicator,
+}
+
+impl Communicator {
+    /// Joins the world group of `size` ranks through `fabric`. Every rank calls this.
+    pub fn world(
+        fabric: Arc<dyn Fabric>,
+        rank: usize,
+        size: usize,
+        config: CommConfig,
+    ) -> Result<Self> {
+        if size == 0 || rank >= size {
+            return Err(CommError::InvalidArgument(format!(
+                "rank {rank} is not in a world of {size}"
+            )));
+        }
+        let members: Vec<usize> = (0..size).collect();
+        Self::connect(fabric, "world".into(), members, rank, config)
+    }
+
+    /// The world communicator of a process started by a launcher (torchrun, Slurm, Open MPI
+    /// or `trident launch`); see [`crate::bootstrap`].
+    pub fn from_env() -> Result<Self> {
+        crate::bootstrap::init_from_env()
+    }
+
+    fn connect(
+        fabric: Arc<dyn Fabric>,
+        key: String,
+        members: Vec<usize>,
+        index: usize,
+        config: CommConfig,
+    ) -> Result<Self> {
+        let size = members.len();
+        let transport = fabric.connect(&key, &members, index, config.timeout)?;
+        Ok(Communicator {
+            link: Link {
+                transport,
+                rank: index,
+                size,
+                timeout: config.timeout,
+                broken: None,
+            },
+            fabric,
+            key,
+            members,
+            config,
+            seq: 0,
+            sent: vec![0; size],
+            received: vec![0; size],
+            scratch: Vec::new(),
+            groups_made: HashMap::new(),
+        })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.link.rank
+    }
+
+    pub fn size(&self) -> usize {
+        self.link.size
+    }
+
+    /// World ranks of the members, in this group's rank order.
+    pub fn members(&self) -> &[usize] {
+        &self.members
+    }
+
+    pub fn transport_name(&self) -> &'static str {
+        self.fabric.name()
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.link.timeout
+    }
+
+    /// Changes the timeout of every later blocking call on this communicator.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.link.timeout = timeout;
+    }
+
+    /// Carves a sub-group out of this communicator. `members` are ranks of this
+    /// communicator in the new group's order and must include this rank; every member calls
+    /// this with the same `label` and `members` (other ranks need not call it).
+    pub fn new_group(&mut self, label: &str, members: &[usize]) -> Result<Communicator> {
+        let index = members
+            .iter()
+            .position(|&m| m == self.rank())
+            .ok_or_else(|| {
+                CommError::InvalidArgument(format!(
+                    "rank {} creates group {label:?} {members:?} without being in it",
+                    self.rank()
+                ))
+            })?;
+        let mut seen = vec![false; self.size()];
+        for &m in members {
+            if m >= self.size() || std::mem::replace(&mut seen[m], true) {
+                return Err(CommError::InvalidArgument(format!(
+                    "group {label:?} members {members:?} must be distinct ranks below {}",
+                    self.size()
+                )));
+            }
+        }
+        let list: Vec<String> = members.iter().map(|m| m.to_string()).collect();
+        let name = format!("{label}[{}]", list.join(","));
+        let generation = self.groups_made.entry(name.clone()).or_insert(0);
+        *generation += 1;
+        let key = format!("{}/{name}#{generation}", self.key);
+        let world: Vec<usize> = members.iter().map(|&m| self.members[m]).collect();
+        Self::connect(self.fabric.clone(), key, world, index, self.config.clone())
+    }
+
+    /// The TP, PP and DP groups of this rank (this communicator must span the whole grid).
+    pub fn parallel_groups(&mut self, grid: &RankGrid) -> Result<ParallelGroups> {
+        if grid.world_size() != self.size() {
+            return Err(CommError::InvalidArgument(format!(
+                "grid {grid:?} covers {} ranks but the communicator has {}",
+                grid.world_size(),
+                self.size()
+            )));
+        }
+        let r = self.rank();
+        Ok(ParallelGroups {
+            coords: grid.coords(r),
+            tp: self.new_group("tp", &grid.tp_group(r))?,
+            pp: self.new_group("pp", &grid.pp_group(r))?,
+            dp: self.new_group("dp", &grid.dp_group(r))?,
+        })
+    }
+
+    fn next_seq(&mut self) -> Result<u64> {
+        self.link.ensure_healthy()?;
+        self.seq += 1;
+        Ok(self.seq)
+    }
+
+    /// In-place AllReduce of `buf` over all ranks.
+    pub fn all_reduce<T: Element>(&mut self, buf: &mut [T], op: ReduceOp) -> Result<()> {
+        self.all_reduce_with(buf, op, &HostCombine)
+    }
+
+    /// [`Communicator::all_reduce`] with the reduction step supplied by `combine`.
+    pub fn all_reduce_with<T: Element>(
+        &mut self,
+        buf: &mut [T],
+        op: ReduceOp,
+        combine: &dyn Combine<T>,
+    ) -> Result<()> {
+        let seq = self.next_seq()?;
+        let header = op_header(OpKind::AllReduce, T::DTYPE, seq, buf.len(), Some(op), 0);
+        if self.size() == 1 {
+            return Ok(());
+        }
+        if std::mem::size_of_val(buf) <= self.config.small_bytes {
+            let mut scratch = std::mem::take(&mut self.scratch);
+            let tmp = scratch_as::<T>(&mut scratch, buf.len());
+            let r = doubling::all_reduce(&mut self.link, &header, buf, tmp, op, combine);
+            self.scratch = scratch;
+            r
+        } else {
+            ring::all_reduce(&mut self.link, &header, buf, op, combine)
+        }
+    }
+
+    /// Reduces `input` (length `size * output.len()`) over all ranks and leaves chunk
+    /// `rank` of the result in `output`.
+    pub fn reduce_scatter<T: Element>(
+        &mut self,
+        input: &[T],
+        output: &mut [T],
+        op: ReduceOp,
+    ) -> Result<()> {
+        self.reduce_scatter_with(input, output, op, &HostCombine)
+    }
+
+    pub fn reduce_scatter_with<T: Element>(
+        &mut self,
+        input: &[T],
+        output: &mut [T],
+        op: ReduceOp,
+        combine: &dyn Combine<T>,
+    ) -> Result<()> {
+        if input.len() != output.len() * self.size() {
+            return Err(CommError::InvalidArgument(format!(
+                "reduce_scatter input has {} elements, expected {} ranks x {} output elements",
+                input.len(),
+                self.size(),
+                output.len()
+            )));
+        }
+        let seq = self.next_seq()?;
+        let header = op_header(
+            OpKind::ReduceScatter,
+            T::DTYPE,
+            seq,
+            input.len(),
+            Some(op),
+            0,
+        );
+        if self.size() == 1 {
+            output.copy_from_slice(input);
+            return Ok(());
+        }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let tmp = scratch_as::<T>(&mut scratch, output.len());
+        let r = ring::reduce_scatter(&mut self.link, &header, input, output, tmp, op, combine);
+        self.scratch = scratch;
+        r
+    }
+
+    /// Gathers every rank's `input` into `output` (length `size * input.len()`), rank order.
+    pub fn all_gather<T: Element>(&mut self, input: &[T], output: &mut [T]) -> Result<()> {
+        let m = input.len();
+        if output.len() != m * self.size() {
+            return Err(CommError::InvalidArgument(format!(
+                "all_gather output has {} elements, expected {} ranks x {m} input elements",
+                output.len(),
+                self.size()
+            )));
+        }
+        let seq = self.next_seq()?;
+        let header = op_header(OpKind::AllGather, T::DTYPE, seq, output.len(), None, 0);
+        let r = self.rank();
+        output[r * m..(r + 1) * m].copy_from_slice(input);
+        if self.size() == 1 {
+            return Ok(());
+        }
+        ring::all_gather_in_place(&mut self.link, &header, output, 0)
+    }
+
+    /// Copies `root`'s `buf` into every other rank's `buf`.
+    pub fn broadcast<T: Element>(&mut self, buf: &mut [T], root: usize) -> Result<()> {
+        if root >= self.size() {
+            return Err(CommError::InvalidArgument(format!(
+                "broadcast root {root} is not a rank of this {}-rank communicator",
+                self.size()
+            )));
+        }
+        let seq = self.next_seq()?;
+        let header = op_header(
+            OpKind::Broadcast,
+            T::DTYPE,
+            seq,
+            buf.len(),
+            None,
+            root as u32,
+        );
+        if self.size() == 1 {
+            return Ok(());
+        }
+        let granule = std::mem::size_of::<T>();
+        let bytes = algo::bytes_mut(buf);
+        if bytes.len() <= self.config.small_bytes {
+            broadcast::binomial(&mut self.link, &header, bytes, root, granule)
+        } else {
+            let slice = self.config.slice_bytes;
+            broadcast::chain(&mut self.link, &header, bytes, root, slice, granule)
+        }
+    }
+
+    /// Returns once every rank has entered the barrier (dissemination, ceil(log2 n) rounds).
+    pub fn barrier(&mut self) -> Result<()> {
+        let seq = self.next_seq()?;
+        let header = op_header(OpKind::Barrier, DType::U8, seq, 0, None, 0);
+        let (n, rank) = (self.size(), self.rank());
+        let mut dist = 1;
+        let mut round = 0;
+        while dist < n {
+            let mut nothing = CopySink {
+                dst: &mut [],
+                granule: 1,
+            };
+            let from = Recv {
+                peer: (rank + n - dist) % n,
+                len: 0,
+                sink: &mut nothing,
+            };
+            self.link
+                .step(&header, round, Some(((rank + dist) % n, &[])), Some(from))?;
+            dist *= 2;
+            round += 1;
+        }
+        Ok(())
+    }
+
+    /// Sends `buf` to `dst`, which must call [`Communicator::recv`] with the same tag and
+    /// length. Messages between two ranks arrive in order; the tag is checked, not matched.
+    pub fn send<T: Element>(&mut self, buf: &[T], dst: usize, tag: u32) -> Result<()> {
+        self.send_recv::<T>(Some((buf, dst)), None, tag)
+    }
+
+    /// Receives from `src` what it sent with [`Communicator::send`].
+    pub fn recv<T: Element>(&mut self, buf: &mut [T], src: usize, tag: u32) -> Result<()> {
+        self.send_recv::<T>(None, Some((buf, src)), tag)
+    }
+
+    /// Sends and receives at once, so two ranks exchanging data (pipeline stages) cannot
+    /// deadlock on each other.
+    pub fn send_recv<T: Element>(
+        &mut self,
+        send: Option<(&[T], usize)>,
+        recv: Option<(&mut [T], usize)>,
+        tag: u32,
+    ) -> Result<()> {
+        self.link.ensure_healthy()?;
+        for peer in send.iter().map(|s| s.1).chain(recv.iter().map(|r| r.1)) {
+            if peer >= self.size() || peer == self.rank() {
+                return Err(CommError::InvalidArgument(format!(
+                    "send/recv peer {peer} must be another rank of this {}-rank communicator",
+                    self.size()
+                )));
+            }
+        }
+        let granule = std::mem::size_of::<T>();
+        let send_msg = send.map(|(buf, dst)| {
+            self.sent[dst] += 1;
+            let h = op_header(
+                OpKind::SendRecv,
+                T::DTYPE,
+                self.sent[dst],
+                buf.len(),
+                None,
+                tag,
+            );
+            (dst, h, algo::bytes(buf))
+        });
+        let (recv_head, mut sink) = match recv {
+            Some((buf, src)) => {
+                self.received[src] += 1;
+                let h = op_header(
+                    OpKind::SendRecv,
+                    T::DTYPE,
+                    self.received[src],
+                    buf.len(),
+                    None,
+                    tag,
+                );
+                let sink = CopySink {
+                    dst: algo::bytes_mut(buf),
+                    granule,
+                };
+                (Some((src, h)), Some(sink))
+            }
+            None => (None, None),
+        };
+        let op = match (&send_msg, &recv_head) {
+            (Some(s), _) => s.1,
+            (None, Some(r)) => r.1,
+            (None, None) => return Ok(()),
+        };
+        let incoming = match (recv_head, sink.as_mut()) {
+            (Some((peer, h)), Some(s)) => {
+                let len = s.dst.len();
+                Some((h, Recv { peer, len, sink: s }))
+            }
+            _ => None,
+        };
+        self.link.step_pair(&op, send_msg, incoming)
+    }
+}

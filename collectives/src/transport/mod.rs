@@ -1,0 +1,63 @@
+//! The point-to-point layer every algorithm is written against, and its implementations.
+
+pub mod inproc;
+pub mod shm;
+pub mod tcp;
+
+use crate::error::{AbortReason, Result};
+use crate::frame::Header;
+use crate::sink::Sink;
+use std::time::Duration;
+
+/// A message to send: its header and payload.
+pub struct Outgoing<'a> {
+    pub peer: usize,
+    pub header: Header,
+    pub payload: &'a [u8],
+}
+
+/// A message to receive: the header this rank expects, and where the payload goes.
+pub struct Incoming<'a> {
+    pub peer: usize,
+    pub expect: Header,
+    pub sink: &'a mut dyn Sink,
+}
+
+/// Moves messages between the ranks of one group (ranks are indices within the group).
+/// Messages between a pair of ranks arrive in the order they were sent.
+pub trait Transport: Send {
+    fn rank(&self) -> usize;
+    fn size(&self) -> usize;
+
+    /// Sends one message and receives one, concurrently, so that two ranks sending to each
+    /// other never deadlock and large payloads stream through bounded buffers. Returns when
+    /// the payload was handed over (the send buffer may be reused) and the incoming payload
+    /// was fully given to its sink.
+    fn exchange(
+        &mut self,
+        send: Option<Outgoing<'_>>,
+        recv: Option<Incoming<'_>>,
+        timeout: Duration,
+    ) -> Result<()>;
+
+    /// Best-effort notice to every peer that this rank gives up because `culprit` failed
+    /// during `op`, so that they stop within moments instead of waiting for a timeout.
+    fn abort(&mut self, op: &Header, culprit: usize, reason: AbortReason);
+}
+
+/// Creates the transport of a group of ranks. One per job; the communicator uses it for the
+/// world and for every sub-group it carves out.
+pub trait Fabric: Send + Sync {
+    /// `key` names the group uniquely in the job; `members` are the world ranks in group
+    /// order and `index` is this rank's position among them. Every member calls it.
+    fn connect(
+        &self,
+        key: &str,
+        members: &[usize],
+        index: usize,
+        timeout: Duration,
+    ) -> Result<Box<dyn Transport>>;
+
+    /// Short name for messages and benchmarks.
+    fn name(&self) -> &'static str;
+}

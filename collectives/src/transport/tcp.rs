@@ -1,0 +1,560 @@
+//! TCP across hosts: one connection per pair of group members, set up through the store
+//! (the higher rank connects, both present the job token), then non-blocking sockets driven
+//! by `poll`. Incoming payloads stream through a fixed staging buffer into the sink, so
+//! memory stays bounded whatever the peer claims.
+
+use super::{Fabric, Incoming, Outgoing, Transport};
+use crate::error::{AbortReason, CommError, Result};
+use crate::frame::{Header, HEADER_LEN};
+use crate::store::{StoreClient, StoreServer};
+use crate::token::{fnv64, JobToken};
+use crate::wait::Deadline;
+use std::io::{IoSlice, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const STAGE_BYTES: usize = 256 << 10;
+const HELLO_MAGIC: u32 = 0x4844_5254; // "TRDH"
+pub const HELLO_LEN: usize = 40;
+
+/// The handshake both ends of a data connection send: who they are, in which group, and
+/// the job token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hello {
+    pub token: [u8; 16],
+    pub group: u64,
+    pub from: u32,
+    pub to: u32,
+    pub size: u32,
+}
+
+impl Hello {
+    pub fn encode(&self) -> [u8; HELLO_LEN] {
+        let mut b = [0u8; HELLO_LEN];
+        b[0..4].copy_from_slice(&HELLO_MAGIC.to_le_bytes());
+        b[4..20].copy_from_slice(&self.token);
+        b[20..28].copy_from_slice(&self.group.to_le_bytes());
+        b[28..32].copy_from_slice(&self.from.to_le_bytes());
+        b[32..36].copy_from_slice(&self.to.to_le_bytes());
+        b[36..40].copy_from_slice(&self.size.to_le_bytes());
+        b
+    }
+
+    pub fn decode(b: &[u8; HELLO_LEN]) -> Option<Hello> {
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+        (u32_at(0) == HELLO_MAGIC).then(|| Hello {
+            token: b[4..20].try_into().unwrap(),
+            group: u64::from_le_bytes(b[20..28].try_into().unwrap()),
+            from: u32_at(28),
+            to: u32_at(32),
+            size: u32_at(36),
+        })
+    }
+}
+
+/// Hash identifying a group in handshakes.
+pub fn group_id(key: &str) -> u64 {
+    fnv64(0x0067_726f_7570, key.as_bytes())
+}
+
+/// Builds TCP groups; shares the rendezvous store connection between them.
+pub struct TcpFabric {
+    store: Arc<Mutex<StoreClient>>,
+    token: JobToken,
+    /// Address peers reach this process at.
+    advertise: IpAddr,
+    /// Address listeners bind to.
+    bind: IpAddr,
+    /// Rank 0 hosts the store for as long as any of its communicators lives.
+    _server: Option<StoreServer>,
+}
+
+impl TcpFabric {
+    pub fn new(
+        store: Arc<Mutex<StoreClient>>,
+        token: JobToken,
+        advertise: IpAddr,
+        bind: IpAddr,
+        server: Option<StoreServer>,
+    ) -> Self {
+        TcpFabric {
+            store,
+            token,
+            advertise,
+            bind,
+            _server: server,
+        }
+    }
+}
+
+struct Conn {
+    stream: TcpStream,
+    /// False when a message was cut off mid-way, so nothing more may be written.
+    at_boundary: bool,
+}
+
+fn expect_hello(
+    stream: &mut TcpStream,
+    token: &JobToken,
+    group: u64,
+    from: Option<u32>,
+    to: u32,
+    size: u32,
+) -> std::result::Result<Hello, String> {
+    let mut b = [0u8; HELLO_LEN];
+    stream
+        .read_exact(&mut b)
+        .map_err(|e| format!("no handshake: {e}"))?;
+    let h = Hello::decode(&b).ok_or("not a Trident handshake")?;
+    if !token.matches(&h.token) {
+        return Err("wrong job token".into());
+    }
+    if h.group != group || h.to != to || h.size != size || h.from >= size {
+        return Err(format!("handshake for another group or rank ({h:?})"));
+    }
+    if from.is_some_and(|f| f != h.from) {
+        return Err(format!(
+            "expected rank {}, got rank {}",
+            from.unwrap_or(0),
+            h.from
+        ));
+    }
+    Ok(h)
+}
+
+impl Fabric for TcpFabric {
+    fn connect(
+        &self,
+        key: &str,
+        members: &[usize],
+        index: usize,
+        timeout: Duration,
+    ) -> Result<Box<dyn Transport>> {
+        let n = members.len();
+        let deadline = Deadline::after(timeout);
+        let gid = group_id(key);
+        let listener = TcpListener::bind((self.bind, 0))
+            .map_err(|e| CommError::io(format!("binding a TCP listener on {}", self.bind), e))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| CommError::io("listener address", e))?
+            .port();
+        let me = SocketAddr::new(self.advertise, port).to_string();
+        let mut store = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        store.set(&format!("{key}/tcp/{index}"), me.as_bytes())?;
+        let mut conns: Vec<Option<Conn>> = (0..n).map(|_| None).collect();
+        let hello = |to: usize| Hello {
+            token: self.token.0,
+            group: gid,
+            from: index as u32,
+            to: to as u32,
+            size: n as u32,
+        };
+
+        // Connect to every lower rank.
+        for (peer, conn) in conns.iter_mut().enumerate().take(index) {
+            let addr = store.get_string(&format!("{key}/tcp/{peer}"), deadline.remaining())?;
+            let target: SocketAddr = addr.parse().map_err(|_| {
+                CommError::Bootstrap(format!("rank {peer} published a bad address {addr:?}"))
+            })?;
+            let mut stream = loop {
+                match TcpStream::connect_timeout(&target, Duration::from_secs(2)) {
+                    Ok(s) => break s,
+                    Err(e) if deadline.expired() => {
+                        return Err(CommError::io(
+                            format!("connecting to rank {peer} at {target}"),
+                            e,
+                        ))
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                }
+            };
+            let io = |e| CommError::io(format!("handshake with rank {peer} at {target}"), e);
+            stream.set_nodelay(true).map_err(io)?;
+            stream
+                .set_read_timeout(Some(deadline.remaining().max(Duration::from_millis(1))))
+                .map_err(io)?;
+            stream.write_all(&hello(peer).encode()).map_err(io)?;
+            expect_hello(
+                &mut stream,
+                &self.token,
+                gid,
+                Some(peer as u32),
+                index as u32,
+                n as u32,
+            )
+            .map_err(|why| CommError::Refused(format!("rank {peer} at {target}: {why}")))?;
+            *conn = Some(Conn {
+                stream,
+                at_boundary: true,
+            });
+        }
+        drop(store);
+
+        // Accept every higher rank; anything else that connects is turned away.
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| CommError::io("listener", e))?;
+        let mut missing = n - 1 - index;
+        while missing > 0 {
+            let (mut stream, from_addr) = match listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if deadline.expired() {
+                        let peer = (index + 1..n)
+                            .find(|&p| conns[p].is_none())
+                            .unwrap_or(index);
+                        return Err(CommError::Timeout {
+                            op: format!("connecting group {key}"),
+                            peer,
+                            waited: deadline.waited(),
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
+                Err(e) => return Err(CommError::io("accepting a peer", e)),
+            };
+            let setup = stream
+                .set_nonblocking(false)
+                .and_then(|_| stream.set_nodelay(true))
+                .and_then(|_| stream.set_read_timeout(Some(Duration::from_secs(2))));
+            if setup.is_err() {
+                continue;
+            }
+            match expect_hello(&mut stream, &self.token, gid, None, index as u32, n as u32) {
+                Ok(h) if (h.from as usize) > index && conns[h.from as usize].is_none() => {
+                    if stream.write_all(&hello(h.from as usize).encode()).is_ok() {
+                        conns[h.from as usize] = Some(Conn {
+                            stream,
+                            at_boundary: true,
+                        });
+                        missing -= 1;
+                    }
+                }
+                Ok(h) => eprintln!(
+                    "trident tcp: refused a duplicate or unexpected connection from {from_addr} claiming rank {}",
+                    h.from
+                ),
+                Err(why) => eprintln!("trident tcp: refused a connection from {from_addr}: {why}"),
+            }
+        }
+        for conn in conns.iter_mut().flatten() {
+            let io = |e| CommError::io("configuring a data connection", e);
+            conn.stream.set_read_timeout(None).map_err(io)?;
+            conn.stream.set_nonblocking(true).map_err(io)?;
+        }
+        Ok(Box::new(TcpTransport {
+            conns,
+            rank: index,
+            stage: vec![0u64; STAGE_BYTES / 8],
+            store: self.store.clone(),
+            key: key.to_string(),
+        }))
+    }
+
+    fn name(&self) -> &'static str {
+        "tcp"
+    }
+}
+
+pub struct TcpTransport {
+    conns: Vec<Option<Conn>>,
+    rank: usize,
+    stage: Vec<u64>,
+    /// Where a failing rank leaves the reason, for peers that only see its connection drop.
+    store: Arc<Mutex<StoreClient>>,
+    key: String,
+}
+
+/// How long a rank that lost a peer waits for the peer's own account of why it left.
+const EXPLAIN_WAIT: Duration = Duration::from_millis(300);
+
+struct Sending<'a> {
+    peer: usize,
+    header: [u8; HEADER_LEN],
+    payload: &'a [u8],
+    done: usize,
+}
+
+struct Receiving<'s> {
+    incoming: Incoming<'s>,
+    header: [u8; HEADER_LEN],
+    header_got: usize,
+    /// Payload bytes given to the sink.
+    delivered: usize,
+    /// Bytes in the staging buffer not yet given to the sink (less than one granule).
+    staged: usize,
+}
+
+fn lost(op: &Header, peer: usize, detail: String) -> CommError {
+    CommError::PeerLost {
+        op: op.to_string(),
+        peer,
+        detail,
+    }
+}
+
+fn would_block(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+    )
+}
+
+impl TcpTransport {
+    fn stream(&mut self, peer: usize, op: &Header) -> Result<&mut Conn> {
+        if peer == self.rank || peer >= self.conns.len() {
+            return Err(CommError::InvalidArgument(format!(
+                "{op}: no connection from rank {} to rank {peer}",
+                self.rank
+            )));
+        }
+        self.conns[peer]
+            .as_mut()
+            .ok_or_else(|| lost(op, peer, "connection already closed".into()))
+    }
+
+    /// Writes as much as the socket takes; true once the whole message is out.
+    fn push(&mut self, s: &mut Sending<'_>, op: &Header) -> Result<bool> {
+        let total = HEADER_LEN + s.payload.len();
+        let conn = self.stream(s.peer, op)?;
+        conn.at_boundary = false;
+        while s.done < total {
+            let slices = if s.done < HEADER_LEN {
+                [IoSlice::new(&s.header[s.done..]), IoSlice::new(s.payload)]
+            } else {
+                [
+                    IoSlice::new(&s.payload[s.done - HEADER_LEN..]),
+                    IoSlice::new(&[]),
+                ]
+            };
+            match conn.stream.write_vectored(&slices) {
+                Ok(0) => return Err(lost(op, s.peer, "connection closed while sending".into())),
+                Ok(k) => s.done += k,
+                Err(e) if would_block(&e) => return Ok(false),
+                Err(e) => return Err(lost(op, s.peer, format!("sending failed: {e}"))),
+            }
+        }
+        conn.at_boundary = true;
+        Ok(true)
+    }
+
+    /// Reads what has arrived; true once the whole message went to the sink.
+    fn pull(&mut self, r: &mut Receiving<'_>, op: &Header) -> Result<bool> {
+        let peer = r.incoming.peer;
+        let granule = r.incoming.sink.granule().max(1);
+        let want = r.incoming.expect.payload_len as usize;
+        let stage: &mut [u8] = bytemuck::cast_slice_mut(&mut self.stage[..]);
+        let conn = self.conns[peer]
+            .as_mut()
+            .ok_or_else(|| lost(op, peer, "connection already closed".into()))?;
+        let closed = |got: usize| {
+            lost(
+                op,
+                peer,
+                format!("it closed the connection ({got} bytes into the message); it probably failed, see its output"),
+            )
+        };
+        while r.header_got < HEADER_LEN {
+            match conn.stream.read(&mut r.header[r.header_got..]) {
+                Ok(0) => return Err(closed(r.header_got)),
+                Ok(k) => r.header_got += k,
+                Err(e) if would_block(&e) => return Ok(false),
+                Err(e) => return Err(lost(op, peer, format!("receiving failed: {e}"))),
+            }
+            if r.header_got == HEADER_LEN {
+                let h = Header::decode(&r.header, peer, op)?;
+                h.check(&r.incoming.expect, peer)?;
+            }
+        }
+        if let Some(dst) = r.incoming.sink.direct().filter(|d| d.len() >= want) {
+            while r.delivered < want {
+                match conn.stream.read(&mut dst[r.delivered..want]) {
+                    Ok(0) => return Err(closed(HEADER_LEN + r.delivered)),
+                    Ok(k) => r.delivered += k,
+                    Err(e) if would_block(&e) => return Ok(false),
+                    Err(e) => return Err(lost(op, peer, format!("receiving failed: {e}"))),
+                }
+            }
+            return Ok(true);
+        }
+        while r.delivered + r.staged < want {
+            let room = (stage.len() - r.staged).min(want - r.delivered - r.staged);
+            match conn.stream.read(&mut stage[r.staged..r.staged + room]) {
+                Ok(0) => return Err(closed(HEADER_LEN + r.delivered + r.staged)),
+                Ok(k) => {
+                    r.staged += k;
+                    let whole = r.staged / granule * granule;
+                    if whole > 0 {
+                        r.incoming.sink.accept(r.delivered, &stage[..whole]);
+                        r.delivered += whole;
+                        stage.copy_within(whole..r.staged, 0);
+                        r.staged -= whole;
+                    }
+                }
+                Err(e) if would_block(&e) => return Ok(false),
+                Err(e) => return Err(lost(op, peer, format!("receiving failed: {e}"))),
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl TcpTransport {
+    fn abort_key(&self, reporter: usize) -> String {
+        format!("{}/abort/{reporter}", self.key)
+    }
+
+    /// A peer whose connection dropped may have given up because of another rank; if it
+    /// left word in the store, name the rank it blamed.
+    fn explain(&self, err: CommError, op: &Header) -> CommError {
+        let CommError::PeerLost { peer, .. } = err else {
+            return err;
+        };
+        let mut store = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        let Ok(record) = store.get_string(&self.abort_key(peer), EXPLAIN_WAIT) else {
+            return err;
+        };
+        let mut fields = record.split(',').map(|f| f.parse::<usize>());
+        match (fields.next(), fields.next()) {
+            (Some(Ok(culprit)), Some(Ok(reason))) => CommError::PeerFailed {
+                op: op.to_string(),
+                culprit,
+                reporter: peer,
+                reason: AbortReason::from_u8(reason.min(255) as u8),
+            },
+            _ => err,
+        }
+    }
+
+    fn exchange_inner(
+        &mut self,
+        send: Option<Outgoing<'_>>,
+        recv: Option<Incoming<'_>>,
+        timeout: Duration,
+    ) -> Result<()> {
+        let op = match (&send, &recv) {
+            (Some(s), _) => s.header,
+            (None, Some(r)) => r.expect,
+            (None, None) => return Ok(()),
+        };
+        let deadline = Deadline::after(timeout);
+        let mut sending = send.map(|s| Sending {
+            peer: s.peer,
+            header: s.header.encode(),
+            payload: s.payload,
+            done: 0,
+        });
+        let mut receiving = recv.map(|incoming| Receiving {
+            incoming,
+            header: [0; HEADER_LEN],
+            header_got: 0,
+            delivered: 0,
+            staged: 0,
+        });
+        loop {
+            if let Some(s) = sending.as_mut() {
+                if self.push(s, &op)? {
+                    sending = None;
+                }
+            }
+            if let Some(r) = receiving.as_mut() {
+                if self.pull(r, &op)? {
+                    receiving = None;
+                }
+            }
+            if sending.is_none() && receiving.is_none() {
+                return Ok(());
+            }
+            // Sleep in poll until a socket is ready.
+            let mut fds = [libc::pollfd {
+                fd: -1,
+                events: 0,
+                revents: 0,
+            }; 2];
+            if let Some(s) = &sending {
+                fds[0].fd = self.stream(s.peer, &op)?.stream.as_raw_fd();
+                fds[0].events = libc::POLLOUT;
+            }
+            if let Some(r) = &receiving {
+                let fd = self.stream(r.incoming.peer, &op)?.stream.as_raw_fd();
+                if fd == fds[0].fd {
+                    fds[0].events |= libc::POLLIN;
+                } else {
+                    fds[1].fd = fd;
+                    fds[1].events = libc::POLLIN;
+                }
+            }
+            let wait_ms = deadline.remaining().as_millis().min(1000) as i32;
+            // SAFETY: `fds` is a valid array of two pollfd; negative fds are ignored.
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait_ms) };
+            if ready < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(CommError::io("poll", e));
+                }
+            }
+            if deadline.expired() {
+                let peer = receiving
+                    .as_ref()
+                    .map(|r| r.incoming.peer)
+                    .or(sending.as_ref().map(|s| s.peer))
+                    .unwrap_or(self.rank);
+                return Err(CommError::Timeout {
+                    op: op.to_string(),
+                    peer,
+                    waited: deadline.waited(),
+                });
+            }
+        }
+    }
+}
+
+impl Transport for TcpTransport {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.conns.len()
+    }
+
+    fn exchange(
+        &mut self,
+        send: Option<Outgoing<'_>>,
+        recv: Option<Incoming<'_>>,
+        timeout: Duration,
+    ) -> Result<()> {
+        let op = match (&send, &recv) {
+            (Some(s), _) => s.header,
+            (None, Some(r)) => r.expect,
+            (None, None) => return Ok(()),
+        };
+        self.exchange_inner(send, recv, timeout)
+            .map_err(|e| self.explain(e, &op))
+    }
+
+    fn abort(&mut self, op: &Header, culprit: usize, reason: AbortReason) {
+        // Leave the reason first, so peers that see the connection drop can find it.
+        let record = format!("{culprit},{}", reason as u8);
+        let key = self.abort_key(self.rank);
+        if let Ok(mut store) = self.store.lock() {
+            let _ = store.set(&key, record.as_bytes());
+        }
+        let frame = Header::abort(op, culprit, self.rank, reason).encode();
+        for conn in self.conns.iter_mut().flatten() {
+            if conn.at_boundary {
+                let _ = conn.stream.set_nonblocking(false);
+                let _ = conn
+                    .stream
+                    .set_write_timeout(Some(Duration::from_millis(200)));
+                let _ = conn.stream.write_all(&frame);
+            }
+            // Half-close: peers read everything queued, then see the end of the stream.
+            let _ = conn.stream.shutdown(std::net::Shutdown::Write);
+        }
+    }
+}

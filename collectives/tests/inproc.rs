@@ -1,0 +1,257 @@
+//! Every collective on in-process ranks: world sizes 1 to 8, lengths 0, 1, primes and
+//! a few MiB, against the f64 serial reference.
+
+use std::sync::Arc;
+use trident_collectives::verify::check_all;
+use trident_collectives::{
+    AbortReason, CommConfig, CommError, Communicator, InprocFabric, RankGrid, ReduceOp,
+};
+
+fn run<R: Send + 'static>(
+    n: usize,
+    config: CommConfig,
+    f: impl Fn(Communicator) -> R + Send + Sync + 'static,
+) -> Vec<R> {
+    let fabric = Arc::new(InprocFabric::new());
+    let f = Arc::new(f);
+    let handles: Vec<_> = (0..n)
+        .map(|rank| {
+            let (fabric, f, config) = (fabric.clone(), f.clone(), config.clone());
+            std::thread::spawn(move || {
+                let comm = Communicator::world(fabric, rank, n, config).expect("world");
+                f(comm)
+            })
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("rank thread panicked"))
+        .collect()
+}
+
+fn short_timeout() -> CommConfig {
+    CommConfig {
+        timeout: std::time::Duration::from_secs(20),
+        ..CommConfig::default()
+    }
+}
+
+#[test]
+fn every_collective_every_world_size() {
+    let seed = 0x5eed_0001;
+    for n in 1..=8 {
+        let lens = [0, 1, 2, 7, 61, 1021, 16411];
+        for (rank, r) in run(n, short_timeout(), move |mut c| {
+            check_all(&mut c, seed, &lens)
+        })
+        .into_iter()
+        .enumerate()
+        {
+            r.unwrap_or_else(|e| panic!("world {n} rank {rank}: {e}"));
+        }
+    }
+}
+
+#[test]
+fn multi_mib_buffers() {
+    let seed = 0x5eed_0002;
+    for n in [2, 5] {
+        let lens = [786_433]; // prime, 3 MiB of f32
+        for r in run(n, short_timeout(), move |mut c| {
+            check_all(&mut c, seed, &lens)
+        }) {
+            r.unwrap_or_else(|e| panic!("world {n}: {e}"));
+        }
+    }
+}
+
+#[test]
+fn small_and_ring_paths_agree_across_ranks() {
+    // Both AllReduce paths must give every rank bitwise equal results.
+    for small_bytes in [0, 1 << 20] {
+        let config = CommConfig {
+            small_bytes,
+            ..short_timeout()
+        };
+        let outs = run(6, config, |mut c| {
+            let mut buf = trident_collectives::verify::input(9, c.rank(), 0, 4099);
+            c.all_reduce(&mut buf, ReduceOp::Sum).unwrap();
+            buf
+        });
+        for o in &outs[1..] {
+            assert!(o
+                .iter()
+                .zip(&outs[0])
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+    }
+}
+
+#[test]
+fn megatron_groups() {
+    // TP=2, PP=2, DP=2: AllReduce of the world rank over each group sums its members.
+    let outs = run(8, short_timeout(), |mut world| {
+        let grid = RankGrid::new(2, 2, 2, 8).unwrap();
+        let mut g = world.parallel_groups(&grid).unwrap();
+        let me = world.rank() as f32;
+        let mut sums = Vec::new();
+        for comm in [&mut g.tp, &mut g.pp, &mut g.dp] {
+            let mut v = [me];
+            comm.all_reduce(&mut v, ReduceOp::Sum).unwrap();
+            sums.push(v[0]);
+        }
+        (world.rank(), sums)
+    });
+    let grid = RankGrid::new(2, 2, 2, 8).unwrap();
+    for (rank, sums) in outs {
+        let expect = |m: Vec<usize>| m.iter().sum::<usize>() as f32;
+        assert_eq!(
+            sums,
+            vec![
+                expect(grid.tp_group(rank)),
+                expect(grid.pp_group(rank)),
+                expect(grid.dp_group(rank))
+            ]
+        );
+    }
+}
+
+#[test]
+fn mismatched_sizes_are_reported() {
+    let outs = run(3, short_timeout(), |mut c| {
+        let len = if c.rank() == 1 { 100_001 } else { 100_000 };
+        let mut buf = vec![1.0f32; len];
+        c.all_reduce(&mut buf, ReduceOp::Sum)
+    });
+    for r in outs {
+        let err = r.expect_err("mismatch must fail");
+        assert!(
+            matches!(
+                err,
+                CommError::Mismatch { .. }
+                    | CommError::PeerFailed {
+                        reason: AbortReason::Mismatch,
+                        ..
+                    }
+            ),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn mismatched_collectives_are_reported() {
+    let outs = run(2, short_timeout(), |mut c| {
+        let mut buf = vec![1.0f32; 64];
+        if c.rank() == 0 {
+            c.all_reduce(&mut buf, ReduceOp::Sum)
+        } else {
+            c.broadcast(&mut buf, 0)
+        }
+    });
+    for r in outs {
+        let err = r.expect_err("mismatch must fail");
+        assert!(
+            matches!(
+                err,
+                CommError::Mismatch { .. }
+                    | CommError::PeerFailed {
+                        reason: AbortReason::Mismatch,
+                        ..
+                    }
+            ),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn departed_rank_fails_the_others_naming_it() {
+    let outs = run(4, short_timeout(), |mut c| {
+        let mut buf = vec![1.0f32; 1 << 16];
+        c.all_reduce(&mut buf, ReduceOp::Sum)?;
+        if c.rank() == 2 {
+            return Ok(()); // leaves before the second AllReduce
+        }
+        c.all_reduce(&mut buf, ReduceOp::Sum)
+    });
+    for (rank, r) in outs.into_iter().enumerate() {
+        if rank == 2 {
+            r.unwrap();
+        } else {
+            let err = r.expect_err("must fail");
+            assert_eq!(err.culprit(), Some(2), "rank {rank}: {err}");
+        }
+    }
+}
+
+#[test]
+fn timeout_names_the_peer() {
+    let config = CommConfig {
+        timeout: std::time::Duration::from_millis(300),
+        ..CommConfig::default()
+    };
+    let outs = run(2, config, |mut c| {
+        let mut buf = [1.0f32; 4];
+        if c.rank() == 0 {
+            c.recv(&mut buf, 1, 0)
+        } else {
+            // Rank 1 is slow: it sends nothing until rank 0 has given up.
+            std::thread::sleep(std::time::Duration::from_millis(1000));
+            Ok(())
+        }
+    });
+    let err = outs[0].as_ref().expect_err("rank 0 must time out");
+    assert!(matches!(err, CommError::Timeout { peer: 1, .. }), "{err}");
+}
+
+#[test]
+fn bf16_and_f64_all_reduce() {
+    use half::bf16;
+    let n = 4;
+    let len = 40_009; // ring path
+    let inputs = move |rank: usize| trident_collectives::verify::input(21, rank, 0, len);
+    let outs = run(n, short_timeout(), move |mut c| {
+        let mine = inputs(c.rank());
+        let mut h: Vec<bf16> = mine.iter().map(|&x| bf16::from_f32(x)).collect();
+        c.all_reduce(&mut h, ReduceOp::Sum).unwrap();
+        let mut d: Vec<f64> = mine.iter().map(|&x| x as f64).collect();
+        c.all_reduce(&mut d, ReduceOp::Max).unwrap();
+        (h, d)
+    });
+    let all: Vec<Vec<f32>> = (0..n).map(inputs).collect();
+    for (h, d) in &outs {
+        for i in 0..len {
+            let vals: Vec<f64> = all.iter().map(|v| bf16::from_f32(v[i]).to_f64()).collect();
+            let sum: f64 = vals.iter().sum();
+            let scale: f64 = vals.iter().map(|v| v.abs()).sum();
+            // n-1 bf16 roundings of partial sums, each at most 2^-8 relative.
+            let err = (h[i].to_f64() - sum).abs();
+            assert!(
+                err <= scale * n as f64 * 2f64.powi(-8),
+                "bf16 element {i}: {} vs {sum}",
+                h[i]
+            );
+            let max = all.iter().map(|v| v[i] as f64).fold(f64::MIN, f64::max);
+            assert_eq!(d[i], max, "f64 max element {i}");
+        }
+    }
+}
+
+#[test]
+fn ranks_leaving_right_after_their_last_step_are_not_reported() {
+    // A rank may post its last message and drop its communicator before the receiver looks;
+    // the receiver must still take the message instead of reporting the rank as gone.
+    for round in 0..300 {
+        let config = CommConfig {
+            small_bytes: if round % 2 == 0 { 0 } else { 1 << 20 },
+            ..short_timeout()
+        };
+        for r in run(6, config, |mut c| {
+            let mut buf = trident_collectives::verify::input(3, c.rank(), 0, 1031);
+            c.all_reduce(&mut buf, ReduceOp::Sum)
+        }) {
+            r.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        }
+    }
+}
