@@ -31,3 +31,6 @@ pub use error::{OpsError, Result};
 pub use layernorm::{layernorm_backward, layernorm_forward};
 pub use matmul::{matmul_backward, matmul_forward};
 pub use optimizer::{adamw_update, sum_of_squares, AdamWParams};
+
+#[cfg(test)]
+mod tests;
