@@ -1,0 +1,421 @@
+//! Resumable training checkpoints.
+//!
+//! A checkpoint is a directory, written whole or not at all:
+//! - `model.safetensors`: the 16 parameter tensors under their llm.c names (`wte`, `qkvw`, ...)
+//!   with the layer-stacked shapes of [`ParamLayout`];
+//! - `optimizer.safetensors` (when present): AdamW's moments as `adamw.m.NAME`, `adamw.v.NAME`;
+//! - `trainer.json`: the config, the step, the data loader's position and the trainer's own
+//!   state (any serde type).
+//!
+//! Both safetensors files carry the step in their metadata, so a directory that mixes files from
+//! two saves is rejected.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::atomic::{sync_file, write_dir_atomically};
+use super::tensors::{read_tensors, write_tensors, Expected, F32View};
+use super::CheckpointError;
+use crate::data::LoaderState;
+use crate::model::{GptConfig, ParamLayout, ParamTensor};
+
+const MODEL_FILE: &str = "model.safetensors";
+const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+const TRAINER_FILE: &str = "trainer.json";
+const FORMAT_VERSION: u32 = 1;
+
+/// AdamW's first and second moments, laid out like the parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdamWMoments {
+    pub m: Vec<f32>,
+    pub v: Vec<f32>,
+}
+
+/// Everything needed to resume training. `S` is the trainer's own state (learning-rate schedule
+/// position, RNG, ...); anything serde can write as JSON.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checkpoint<S = serde_json::Value> {
+    pub config: GptConfig,
+    /// Optimizer steps taken.
+    pub step: u64,
+    /// All parameters in [`ParamLayout`] order.
+    pub params: Vec<f32>,
+    pub optimizer: Option<AdamWMoments>,
+    pub loader: Option<LoaderState>,
+    pub state: S,
+}
+
+#[derive(Serialize, Deserialize)]
+struct TrainerFile<S> {
+    format_version: u32,
+    config: GptConfig,
+    step: u64,
+    has_optimizer: bool,
+    loader: Option<LoaderState>,
+    state: S,
+}
+
+/// `DIR/step_00001234`, the directory [`latest_checkpoint`] looks for.
+pub fn step_dir(out_dir: &Path, step: u64) -> PathBuf {
+    out_dir.join(format!("step_{step:08}"))
+}
+
+/// Complete checkpoints (`step_N` directories with a `trainer.json`) under `out_dir`, by step.
+pub fn list_checkpoints(out_dir: &Path) -> Result<Vec<(u64, PathBuf)>, CheckpointError> {
+    let entries = match fs::read_dir(out_dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(CheckpointError::io(out_dir, e)),
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| CheckpointError::io(out_dir, e))?.path();
+        let step = path
+            .file_name()
+            .and_then(|n| n.to_str()?.strip_prefix("step_")?.parse::<u64>().ok());
+        if let Some(step) = step {
+            if path.join(TRAINER_FILE).is_file() {
+                found.push((step, path));
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// The checkpoint with the highest step under `out_dir`, if any.
+pub fn latest_checkpoint(out_dir: &Path) -> Result<Option<(u64, PathBuf)>, CheckpointError> {
+    Ok(list_checkpoints(out_dir)?.pop())
+}
+
+/// Deletes all but the newest `keep` checkpoints under `out_dir`; returns what it deleted.
+pub fn prune_checkpoints(out_dir: &Path, keep: usize) -> Result<Vec<PathBuf>, CheckpointError> {
+    let all = list_checkpoints(out_dir)?;
+    let old = all.len().saturating_sub(keep);
+    let mut removed = Vec::with_capacity(old);
+    for (_, path) in all.into_iter().take(old) {
+        fs::remove_dir_all(&path).map_err(|e| CheckpointError::io(&path, e))?;
+        removed.push(path);
+    }
+    Ok(removed)
+}
+
+fn layout_entries(layout: &ParamLayout, prefix: &str) -> Vec<Expected> {
+    ParamTensor::ALL
+        .iter()
+        .map(|&t| Expected {
+            name: format!("{prefix}{}", t.name()),
+            shape: t.shape(&layout.config),
+            range: layout.range(t),
+        })
+        .collect()
+}
+
+fn views<'a>(layout: &ParamLayout, prefix: &str, values: &'a [f32]) -> Vec<(String, F32View<'a>)> {
+    layout_entries(layout, prefix)
+        .into_iter()
+        .map(|e| {
+            let view = F32View {
+                shape: e.shape,
+                data: values[e.range].into(),
+            };
+            (e.name, view)
+        })
+        .collect()
+}
+
+fn step_metadata(step: u64) -> HashMap<String, String> {
+    HashMap::from([
+        ("format".to_owned(), "pt".to_owned()),
+        ("step".to_owned(), step.to_string()),
+    ])
+}
+
+impl<S: Serialize + DeserializeOwned> Checkpoint<S> {
+    fn check_lengths(&self, layout: &ParamLayout) -> Result<(), CheckpointError> {
+        let mut buffers = vec![("the parameter buffer", self.params.len())];
+        if let Some(o) = &self.optimizer {
+            buffers.push(("AdamW's m", o.m.len()));
+            buffers.push(("AdamW's v", o.v.len()));
+        }
+        for (what, found) in buffers {
+            if found != layout.len() {
+                return Err(CheckpointError::WrongLength {
+                    what,
+                    expected: layout.len(),
+                    found,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the checkpoint to `dir` atomically (replacing an older one there).
+    pub fn save(&self, dir: &Path) -> Result<(), CheckpointError> {
+        let layout = ParamLayout::new(self.config);
+        self.check_lengths(&layout)?;
+        write_dir_atomically(dir, |tmp| {
+            write_tensors(
+                &tmp.join(MODEL_FILE),
+                views(&layout, "", &self.params),
+                step_metadata(self.step),
+            )?;
+            if let Some(o) = &self.optimizer {
+                let mut tensors = views(&layout, "adamw.m.", &o.m);
+                tensors.extend(views(&layout, "adamw.v.", &o.v));
+                write_tensors(&tmp.join(OPTIMIZER_FILE), tensors, step_metadata(self.step))?;
+            }
+            let trainer = tmp.join(TRAINER_FILE);
+            let file = TrainerFile {
+                format_version: FORMAT_VERSION,
+                config: self.config,
+                step: self.step,
+                has_optimizer: self.optimizer.is_some(),
+                loader: self.loader,
+                state: &self.state,
+            };
+            let json =
+                serde_json::to_vec_pretty(&file).map_err(|source| CheckpointError::Json {
+                    path: trainer.clone(),
+                    source,
+                })?;
+            fs::File::create(&trainer)
+                .and_then(|mut f| f.write_all(&json))
+                .map_err(|e| CheckpointError::io(&trainer, e))?;
+            sync_file(&trainer)
+        })
+    }
+
+    /// Reads and checks a checkpoint written by [`save`](Self::save).
+    pub fn load(dir: &Path) -> Result<Self, CheckpointError> {
+        let trainer_path = dir.join(TRAINER_FILE);
+        let json = fs::read(&trainer_path).map_err(|e| CheckpointError::io(&trainer_path, e))?;
+        let json_err = |source| CheckpointError::Json {
+            path: trainer_path.clone(),
+            source,
+        };
+        let file: TrainerFile<S> = serde_json::from_slice(&json).map_err(json_err)?;
+        if file.format_version != FORMAT_VERSION {
+            return Err(CheckpointError::BadVersion {
+                path: trainer_path,
+                what: "checkpoint format",
+                found: file.format_version as i32,
+                hint: "this build reads format 1",
+            });
+        }
+        file.config
+            .validate()
+            .map_err(|source| CheckpointError::Config {
+                path: trainer_path.clone(),
+                source,
+            })?;
+        let layout = ParamLayout::new(file.config);
+        let read = |name: &str, entries: Vec<Expected>, len: usize| {
+            let path = dir.join(name);
+            let mut out = vec![0.0f32; len];
+            let meta = read_tensors(&path, &entries, &mut out)?;
+            let found = meta.get("step").and_then(|s| s.parse::<u64>().ok());
+            if found != Some(file.step) {
+                return Err(CheckpointError::StepMismatch {
+                    path,
+                    dir: dir.into(),
+                    expected: file.step,
+                    found: found.unwrap_or(u64::MAX),
+                });
+            }
+            Ok(out)
+        };
+        let params = read(MODEL_FILE, layout_entries(&layout, ""), layout.len())?;
+        let optimizer = if file.has_optimizer {
+            let n = layout.len();
+            let mut entries = layout_entries(&layout, "adamw.m.");
+            entries.extend(
+                layout_entries(&layout, "adamw.v.")
+                    .into_iter()
+                    .map(|mut e| {
+                        e.range = e.range.start + n..e.range.end + n;
+                        e
+                    }),
+            );
+            let mut both = read(OPTIMIZER_FILE, entries, 2 * n)?;
+            let v = both.split_off(n);
+            Some(AdamWMoments { m: both, v })
+        } else {
+            None
+        };
+        Ok(Self {
+            config: file.config,
+            step: file.step,
+            params,
+            optimizer,
+            loader: file.loader,
+            state: file.state,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::SplitMix64;
+
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    struct MyState {
+        lr_step: u64,
+        rng: SplitMix64,
+    }
+
+    fn random(n: usize, rng: &mut SplitMix64) -> Vec<f32> {
+        (0..n).map(|_| rng.next_f32() * 2.0 - 1.0).collect()
+    }
+
+    fn sample(seed: u64, with_optimizer: bool) -> Checkpoint<MyState> {
+        let config = GptConfig::new(16, 13, 2, 2, 8, 16).unwrap();
+        let n = ParamLayout::new(config).len();
+        let mut rng = SplitMix64::new(seed);
+        Checkpoint {
+            config,
+            step: 1234,
+            params: random(n, &mut rng),
+            optimizer: with_optimizer.then(|| AdamWMoments {
+                m: random(n, &mut rng),
+                v: random(n, &mut rng),
+            }),
+            loader: Some(LoaderState {
+                seed,
+                shuffle: true,
+                seq_len: 16,
+                total_tokens: 999,
+                epoch: 3,
+                part: 0,
+                sample: 17,
+            }),
+            state: MyState {
+                lr_step: 7,
+                rng: SplitMix64::new(seed ^ 1),
+            },
+        }
+    }
+
+    #[test]
+    fn round_trips_bit_exactly() {
+        let seed = 0xc4e;
+        let root = tempfile::tempdir().unwrap();
+        for with_optimizer in [true, false] {
+            let ck = sample(seed, with_optimizer);
+            let dir = step_dir(root.path(), ck.step);
+            ck.save(&dir).unwrap();
+            let back = Checkpoint::<MyState>::load(&dir).unwrap();
+            assert_eq!(back, ck, "seed {seed}");
+        }
+        assert_eq!(
+            latest_checkpoint(root.path()).unwrap(),
+            Some((1234, step_dir(root.path(), 1234)))
+        );
+    }
+
+    #[test]
+    fn latest_picks_the_highest_complete_step() {
+        let root = tempfile::tempdir().unwrap();
+        assert_eq!(latest_checkpoint(&root.path().join("none")).unwrap(), None);
+        let mut ck = sample(5, false);
+        for step in [20, 100, 3] {
+            ck.step = step;
+            ck.save(&step_dir(root.path(), step)).unwrap();
+        }
+        fs::create_dir(step_dir(root.path(), 500)).unwrap(); // no trainer.json: incomplete
+        assert_eq!(latest_checkpoint(root.path()).unwrap().unwrap().0, 100);
+        let removed = prune_checkpoints(root.path(), 2).unwrap();
+        assert_eq!(removed, vec![step_dir(root.path(), 3)]);
+        let left: Vec<u64> = list_checkpoints(root.path())
+            .unwrap()
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect();
+        assert_eq!(left, vec![20, 100]);
+        assert!(
+            step_dir(root.path(), 500).exists(),
+            "incomplete directories are left alone"
+        );
+    }
+
+    #[test]
+    fn corrupt_or_mismatched_files_are_rejected_with_the_reason() {
+        let root = tempfile::tempdir().unwrap();
+        let ck = sample(9, true);
+        let dir = root.path().join("ck");
+        ck.save(&dir).unwrap();
+        let model = dir.join(MODEL_FILE);
+        let good = fs::read(&model).unwrap();
+        let load = || Checkpoint::<MyState>::load(&dir).unwrap_err();
+
+        fs::write(&model, &good[..good.len() - 100]).unwrap();
+        assert!(
+            matches!(load(), CheckpointError::SafeTensors { .. }),
+            "{}",
+            load()
+        );
+
+        // Another save's model file.
+        let mut other = ck.clone();
+        other.step = 1;
+        other.save(&root.path().join("other")).unwrap();
+        fs::copy(root.path().join("other").join(MODEL_FILE), &model).unwrap();
+        assert!(
+            matches!(load(), CheckpointError::StepMismatch { found: 1, .. }),
+            "{}",
+            load()
+        );
+
+        // A model of another shape.
+        let mut wide = sample(9, false);
+        wide.config = GptConfig::new(16, 13, 2, 2, 16, 16).unwrap();
+        wide.params = vec![0.5; ParamLayout::new(wide.config).len()];
+        wide.save(&root.path().join("wide")).unwrap();
+        fs::copy(root.path().join("wide").join(MODEL_FILE), &model).unwrap();
+        let err = load();
+        assert!(
+            matches!(&err, CheckpointError::WrongShape { name, .. } if name == "wte"),
+            "{err}"
+        );
+
+        // A missing tensor.
+        fs::write(&model, &good).unwrap();
+        let layout = ParamLayout::new(ck.config);
+        let mut partial = views(&layout, "", &ck.params);
+        partial.retain(|(n, _)| n != "fcprojb");
+        write_tensors(&model, partial, step_metadata(ck.step)).unwrap();
+        assert!(matches!(load(), CheckpointError::MissingTensor { name, .. } if name == "fcprojb"));
+
+        fs::write(&model, &good).unwrap();
+        fs::remove_file(dir.join(OPTIMIZER_FILE)).unwrap();
+        assert!(matches!(load(), CheckpointError::Io { .. }));
+
+        fs::write(dir.join(TRAINER_FILE), b"{\"format_version\": 1,").unwrap();
+        assert!(matches!(load(), CheckpointError::Json { .. }));
+    }
+
+    #[test]
+    fn refuses_buffers_of_the_wrong_length() {
+        let mut ck = sample(3, true);
+        ck.optimizer.as_mut().unwrap().v.pop();
+        let root = tempfile::tempdir().unwrap();
+        let err = ck.save(&root.path().join("x")).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                CheckpointError::WrongLength {
+                    what: "AdamW's v",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(!root.path().join("x").exists());
+    }
+}

@@ -1,0 +1,371 @@
+//! Token sets for training and validation, from any of the supported sources.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::shard::{check_vocab, read_shard, read_shard_header};
+use super::{AdditionTask, DataError, Tokenizer, TokenizerKind};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Split {
+    Train = 0,
+    Validation = 1,
+}
+
+/// Where a part's tokens live: already in memory, or in a shard read when the loader reaches it.
+#[derive(Clone, Debug)]
+enum PartSource {
+    Memory(Arc<Vec<u16>>),
+    Shard(PathBuf),
+}
+
+/// A contiguous run of tokens; sample windows never cross from one part into the next.
+#[derive(Clone, Debug)]
+struct Part {
+    source: PartSource,
+    range: Range<usize>,
+}
+
+/// The tokens of one split: a list of parts in a fixed order.
+#[derive(Clone, Debug)]
+pub struct TokenSet {
+    name: String,
+    parts: Vec<Part>,
+    vocab_size: usize,
+}
+
+impl TokenSet {
+    /// An in-memory set; every token must be below `vocab_size`.
+    pub fn from_tokens(
+        name: impl Into<String>,
+        tokens: Vec<u16>,
+        vocab_size: usize,
+    ) -> Result<Self, DataError> {
+        let name = name.into();
+        check_vocab(&name, &tokens, vocab_size)?;
+        let range = 0..tokens.len();
+        Ok(Self {
+            name,
+            parts: vec![Part {
+                source: PartSource::Memory(Arc::new(tokens)),
+                range,
+            }],
+            vocab_size,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+
+    pub fn num_parts(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// Tokens in part `i`.
+    pub fn part_len(&self, i: usize) -> usize {
+        self.parts[i].range.len()
+    }
+
+    /// Token range of part `i` inside its source.
+    pub(crate) fn part_range(&self, i: usize) -> Range<usize> {
+        self.parts[i].range.clone()
+    }
+
+    /// Tokens over all parts.
+    pub fn total_tokens(&self) -> usize {
+        self.parts.iter().map(|p| p.range.len()).sum()
+    }
+
+    /// The tokens of part `i`: the whole source (shared) and the part's range inside it.
+    /// Shards are read (and checked against the vocabulary) on every call.
+    pub(crate) fn load_part(&self, i: usize) -> Result<(Arc<Vec<u16>>, Range<usize>), DataError> {
+        let part = &self.parts[i];
+        let tokens = match &part.source {
+            PartSource::Memory(tokens) => tokens.clone(),
+            PartSource::Shard(path) => Arc::new(read_shard(path, self.vocab_size)?),
+        };
+        if part.range.end > tokens.len() {
+            return Err(DataError::InvalidArgument(format!(
+                "{}: part {i} changed size since the data set was opened",
+                self.name
+            )));
+        }
+        Ok((tokens, part.range.clone()))
+    }
+
+    /// Whether part `i` is the same source as part `j` (a loader can keep it loaded).
+    pub(crate) fn same_source(&self, i: usize, j: usize) -> bool {
+        match (&self.parts[i].source, &self.parts[j].source) {
+            (PartSource::Memory(a), PartSource::Memory(b)) => Arc::ptr_eq(a, b),
+            (PartSource::Shard(a), PartSource::Shard(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// A training set and its validation set, with the tokenizer that made them.
+#[derive(Clone, Debug)]
+pub struct Dataset {
+    pub tokenizer: TokenizerKind,
+    pub train: TokenSet,
+    pub val: TokenSet,
+    /// Set for the built-in addition task, whose skill [`AdditionTask::score`] measures.
+    pub addition: Option<AdditionTask>,
+}
+
+/// Share of a single text file or shard held out for validation.
+pub const DEFAULT_VAL_FRACTION: f64 = 0.1;
+
+/// Seed of the addition task's validation stream: fixed, so validation losses compare across
+/// training seeds.
+const ADDITION_VAL_SEED: u64 = 0x00ad_d7e5_7000;
+
+impl Dataset {
+    pub fn vocab_size(&self) -> usize {
+        self.tokenizer.vocab_size()
+    }
+
+    pub fn split(&self, split: Split) -> &TokenSet {
+        match split {
+            Split::Train => &self.train,
+            Split::Validation => &self.val,
+        }
+    }
+
+    /// The addition task: `train_problems` training lines drawn with `seed`, and
+    /// `val_problems` held-out lines.
+    pub fn addition(
+        task: AdditionTask,
+        train_problems: usize,
+        val_problems: usize,
+        seed: u64,
+    ) -> Self {
+        let vocab = task.vocab_size();
+        let make = |name: &str, tokens| {
+            TokenSet::from_tokens(name, tokens, vocab)
+                .expect("generated tokens are in the vocabulary")
+        };
+        Self {
+            tokenizer: TokenizerKind::Addition,
+            train: make(
+                "addition (train)",
+                task.generate(Split::Train, train_problems, seed),
+            ),
+            val: make(
+                "addition (held out)",
+                task.generate(Split::Validation, val_problems, ADDITION_VAL_SEED),
+            ),
+            addition: Some(task),
+        }
+    }
+
+    /// One token stream; its last `val_fraction` is the validation set.
+    pub fn from_tokens(
+        name: &str,
+        tokenizer: TokenizerKind,
+        tokens: Vec<u16>,
+        val_fraction: f64,
+    ) -> Result<Self, DataError> {
+        check_fraction(val_fraction)?;
+        let vocab = tokenizer.vocab_size();
+        check_vocab(name, &tokens, vocab)?;
+        let cut = split_point(tokens.len(), val_fraction);
+        let all = Arc::new(tokens);
+        let set = |suffix: &str, range: Range<usize>| TokenSet {
+            name: format!("{name} ({suffix})"),
+            parts: vec![Part {
+                source: PartSource::Memory(all.clone()),
+                range,
+            }],
+            vocab_size: vocab,
+        };
+        Ok(Self {
+            tokenizer,
+            train: set("train", 0..cut),
+            val: set("validation", cut..all.len()),
+            addition: None,
+        })
+    }
+
+    /// A UTF-8 text file, tokenized whole; its last `val_fraction` is the validation set.
+    pub fn text_file(
+        path: &Path,
+        tokenizer: TokenizerKind,
+        val_fraction: f64,
+    ) -> Result<Self, DataError> {
+        let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            DataError::InvalidArgument(format!(
+                "{} is not UTF-8 text (invalid byte at offset {}); pass llm.c token shards (.bin) for binary data",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            ))
+        })?;
+        let ids = Tokenizer::new(tokenizer)?.encode(&text)?;
+        let tokens = ids
+            .into_iter()
+            .map(|t| u16::try_from(t).expect("all supported vocabularies fit in u16"))
+            .collect();
+        Self::from_tokens(&path.display().to_string(), tokenizer, tokens, val_fraction)
+    }
+
+    /// llm.c token shards. Files with `_val_` in their name form the validation set; when there
+    /// are none, the last `val_fraction` of the last training shard is held out instead.
+    /// Headers and sizes are checked now; tokens when the loader reads each shard.
+    pub fn shards(
+        paths: &[PathBuf],
+        tokenizer: TokenizerKind,
+        val_fraction: f64,
+    ) -> Result<Self, DataError> {
+        check_fraction(val_fraction)?;
+        let vocab = tokenizer.vocab_size();
+        let mut train = Vec::new();
+        let mut val = Vec::new();
+        for path in paths {
+            let header = read_shard_header(path)?;
+            let part = Part {
+                source: PartSource::Shard(path.clone()),
+                range: 0..header.tokens as usize,
+            };
+            let is_val = path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().contains("_val_"));
+            if is_val {
+                val.push(part);
+            } else {
+                train.push(part);
+            }
+        }
+        let Some(last) = train.last_mut() else {
+            return Err(DataError::InvalidArgument(format!(
+                "no training shards among {} file(s): every name contains `_val_`",
+                paths.len()
+            )));
+        };
+        if val.is_empty() {
+            let cut = split_point(last.range.len(), val_fraction);
+            val.push(Part {
+                source: last.source.clone(),
+                range: cut..last.range.end,
+            });
+            last.range.end = cut;
+        }
+        let name = |what: &str, n: usize| format!("{n} {what} shard(s)");
+        Ok(Self {
+            tokenizer,
+            train: TokenSet {
+                name: name("training", train.len()),
+                parts: train,
+                vocab_size: vocab,
+            },
+            val: TokenSet {
+                name: name("validation", val.len()),
+                parts: val,
+                vocab_size: vocab,
+            },
+            addition: None,
+        })
+    }
+}
+
+fn check_fraction(val_fraction: f64) -> Result<(), DataError> {
+    if (0.0..1.0).contains(&val_fraction) && val_fraction > 0.0 {
+        Ok(())
+    } else {
+        Err(DataError::InvalidArgument(format!(
+            "the validation fraction must be in (0, 1) (got {val_fraction})"
+        )))
+    }
+}
+
+fn split_point(len: usize, val_fraction: f64) -> usize {
+    len - ((len as f64 * val_fraction).round() as usize).min(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::write_shard;
+
+    #[test]
+    fn text_file_splits_off_the_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.txt");
+        let text = "abcdefghij".repeat(10);
+        std::fs::write(&path, &text).unwrap();
+        let ds = Dataset::text_file(&path, TokenizerKind::Bytes, 0.1).unwrap();
+        assert_eq!(ds.train.total_tokens(), 90);
+        assert_eq!(ds.val.total_tokens(), 10);
+        let (tokens, range) = ds.val.load_part(0).unwrap();
+        assert_eq!(
+            &tokens[range],
+            &text.as_bytes()[90..]
+                .iter()
+                .map(|&b| u16::from(b))
+                .collect::<Vec<_>>()[..]
+        );
+
+        std::fs::write(&path, [0x61, 0xff, 0x62]).unwrap();
+        let err = Dataset::text_file(&path, TokenizerKind::Bytes, 0.1).unwrap_err();
+        assert!(err.to_string().contains("offset 1"), "{err}");
+        assert!(
+            Dataset::text_file(&dir.path().join("nope.txt"), TokenizerKind::Bytes, 0.1).is_err()
+        );
+    }
+
+    #[test]
+    fn shards_use_val_files_or_hold_out_a_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let tr: Vec<u16> = (0..500).map(|i| (i * 7 % 256) as u16).collect();
+        let va: Vec<u16> = (0..100).map(|i| (i * 3 % 256) as u16).collect();
+        let train_path = dir.path().join("x_train_000001.bin");
+        let val_path = dir.path().join("x_val_000000.bin");
+        write_shard(&train_path, &tr).unwrap();
+        write_shard(&val_path, &va).unwrap();
+
+        let ds = Dataset::shards(
+            &[val_path.clone(), train_path.clone()],
+            TokenizerKind::Bytes,
+            0.1,
+        )
+        .unwrap();
+        assert_eq!(ds.train.total_tokens(), 500);
+        assert_eq!(ds.val.total_tokens(), 100);
+
+        let ds =
+            Dataset::shards(std::slice::from_ref(&train_path), TokenizerKind::Bytes, 0.1).unwrap();
+        assert_eq!(ds.train.total_tokens(), 450);
+        assert_eq!(ds.val.total_tokens(), 50);
+        let (tokens, range) = ds.val.load_part(0).unwrap();
+        assert_eq!(&tokens[range], &tr[450..]);
+
+        assert!(Dataset::shards(&[val_path], TokenizerKind::Bytes, 0.1).is_err());
+        assert!(Dataset::shards(&[train_path], TokenizerKind::Bytes, 1.5).is_err());
+    }
+
+    #[test]
+    fn out_of_vocabulary_tokens_are_rejected() {
+        let err =
+            Dataset::from_tokens("t", TokenizerKind::Addition, vec![1, 2, 13], 0.1).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DataError::TokenOutOfRange {
+                    position: 2,
+                    token: 13,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+}
