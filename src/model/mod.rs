@@ -7,6 +7,7 @@ mod error;
 mod gpt;
 pub mod init;
 pub mod layout;
+pub mod sample;
 
 pub use activations::{Act, ActivationLayout, Workspace};
 pub use config::{ConfigError, GptConfig};
@@ -14,6 +15,7 @@ pub use error::ModelError;
 pub use gpt::Gpt;
 pub use init::gpt2_init;
 pub use layout::{ParamLayout, ParamTensor};
+pub use sample::{generate, pick_token, SamplingParams};
 
 #[cfg(test)]
 mod tests;
