@@ -27,3 +27,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sample(args) => sample::run(args),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -151,6 +151,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             train_data.restore(state)?;
         }
     }
+    if let Some(parent) = args.metrics_file.as_deref().and_then(|p| p.parent()).filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    }
     let mut metrics = match (&args.metrics_file, &checkpoint) {
         (Some(path), Some(ck)) => Some(MetricsWriter::resume(path, ck.step)?.0),
         (Some(path), None) => Some(MetricsWriter::create(path)?),
