@@ -4,17 +4,22 @@
 //! - [`kernels`]: the PTX and host entries of every kernel, as the runtime loads them.
 //! - [`launch`]: a safe, checked launch wrapper per kernel.
 //! - [`collectives`]: communicators and ring algorithms.
-//! - [`model`]: the GPT-2 model.
+//! - [`ops`]: the GPT's tensor ops on any device; [`model`]: the GPT-2 model; [`optim`],
+//!   [`train`]: optimizer and training loop; [`cli`]: the `trident` binary's commands.
 //! - [`data`], [`checkpoint`], [`metrics`], [`plot`], [`progress`]: what training reads and writes.
 
 pub use trident_collectives as collectives;
 pub use trident_runtime as runtime;
 
 pub mod checkpoint;
+pub mod cli;
 pub mod data;
 pub mod kernels;
 pub mod launch;
 pub mod metrics;
 pub mod model;
+pub mod ops;
+pub mod optim;
 pub mod plot;
 pub mod progress;
+pub mod train;

@@ -1,0 +1,54 @@
+use clap::Parser;
+
+use super::{run, Cli};
+
+fn train(extra: &[&str]) -> anyhow::Result<()> {
+    let mut argv = vec!["trident", "train", "--device", "cpu", "--micro-batch-size", "2"];
+    if !extra.contains(&"--train-iters") {
+        argv.extend(["--train-iters", "2"]);
+    }
+    argv.extend_from_slice(extra);
+    run(Cli::try_parse_from(argv)?)
+}
+
+const SMALL: [&str; 8] = ["--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "32"];
+
+#[test]
+fn unknown_flags_are_refused() {
+    let err = Cli::try_parse_from(["trident", "train", "--num-layer", "2"]).unwrap_err();
+    assert_eq!(err.kind(), clap::error::ErrorKind::UnknownArgument);
+}
+
+#[test]
+fn bad_model_shapes_and_data_are_refused() {
+    let err = train(&["--hidden-size", "64", "--num-attention-heads", "3"]).unwrap_err();
+    assert!(format!("{err:#}").contains("does not divide"), "{err:#}");
+    let err = train(&["--seq-length", "512"]).unwrap_err();
+    assert!(format!("{err:#}").contains("longer than the model's 256 positions"), "{err:#}");
+    let err = train(&[&SMALL[..], &["--global-batch-size", "3"]].concat()).unwrap_err();
+    assert!(format!("{err:#}").contains("not a multiple"), "{err:#}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.txt");
+    let err = train(&[&SMALL[..], &["--data", missing.to_str().unwrap()]].concat()).unwrap_err();
+    assert!(format!("{err:#}").contains("missing.txt"), "{err:#}");
+    let corrupt = dir.path().join("corrupt.bin");
+    std::fs::write(&corrupt, b"definitely not an llm.c shard").unwrap();
+    let err = train(&[&SMALL[..], &["--data", corrupt.to_str().unwrap()]].concat()).unwrap_err();
+    assert!(format!("{err:#}").contains("corrupt.bin"), "{err:#}");
+}
+
+#[test]
+fn train_saves_a_checkpoint_that_sample_and_resume_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let save = dir.path().join("ck");
+    let save = save.to_str().unwrap();
+    train(&[&SMALL[..], &["--save", save, "--global-batch-size", "4"]].concat()).unwrap();
+    assert!(dir.path().join("ck/step_00000002/trainer.json").is_file());
+    // Resume to iteration 3 from the saved one.
+    train(&[&SMALL[..], &["--load", save, "--save", save, "--train-iters", "3", "--global-batch-size", "4"]].concat())
+        .unwrap();
+    assert!(dir.path().join("ck/step_00000003/trainer.json").is_file());
+    let argv = ["trident", "sample", "--load", save, "--device", "cpu", "--max-new-tokens", "4", "--num-problems", "3"];
+    run(Cli::try_parse_from(argv).unwrap()).unwrap();
+}

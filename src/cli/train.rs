@@ -1,0 +1,282 @@
+//! `trident train`
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde_json::json;
+
+use super::common::{checkpoint_dir, data_spec, open_device, DeviceArg, Preset};
+use crate::checkpoint::{step_dir, AdamWMoments, Checkpoint};
+use crate::data::{DataLoader, DataSpec, Dataset, TokenizerKind};
+use crate::metrics::{IterMetrics, MetricsWriter};
+use crate::model::{generate, init::NormalRng, Gpt, GptConfig, SamplingParams, Workspace};
+use crate::ops::OpsContext;
+use crate::optim::AdamWConfig;
+use crate::progress::Progress;
+use crate::train::{peak_flops, train_flops_per_token, DecayStyle, LrSchedule, TrainSettings, Trainer};
+
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// Model shape preset; the shape flags below override its fields.
+    #[arg(long, value_enum, default_value = "tiny")]
+    pub model: Preset,
+    #[arg(long)]
+    pub num_layers: Option<usize>,
+    #[arg(long)]
+    pub hidden_size: Option<usize>,
+    #[arg(long)]
+    pub num_attention_heads: Option<usize>,
+    /// Positions the model has (default: the preset's, or --seq-length if larger is asked for
+    /// explicitly here).
+    #[arg(long)]
+    pub max_position_embeddings: Option<usize>,
+    /// Tokens per training sequence (default: the model's positions).
+    #[arg(long)]
+    pub seq_length: Option<usize>,
+    #[arg(long, default_value_t = 8)]
+    pub micro_batch_size: usize,
+    /// Sequences per optimizer step; a multiple of --micro-batch-size (default: equal to it).
+    #[arg(long)]
+    pub global_batch_size: Option<usize>,
+    #[arg(long, default_value_t = 1e-3)]
+    pub lr: f32,
+    #[arg(long, default_value_t = 0.0)]
+    pub min_lr: f32,
+    #[arg(long, default_value_t = 0)]
+    pub lr_warmup_iters: u64,
+    /// constant, linear or cosine
+    #[arg(long, default_value = "cosine")]
+    pub lr_decay_style: DecayStyle,
+    #[arg(long, default_value_t = 0.1)]
+    pub weight_decay: f32,
+    /// Global gradient-norm limit (0: no clipping).
+    #[arg(long, default_value_t = 1.0)]
+    pub clip_grad: f32,
+    #[arg(long, default_value_t = 200)]
+    pub train_iters: u64,
+    /// Validation every N iterations (0: only at the end).
+    #[arg(long, default_value_t = 0)]
+    pub eval_interval: u64,
+    #[arg(long, default_value_t = 10)]
+    pub eval_iters: usize,
+    /// Directory for checkpoints (step_XXXXXXXX/ inside it).
+    #[arg(long)]
+    pub save: Option<PathBuf>,
+    /// Checkpoint every N iterations (0: only at the end).
+    #[arg(long, default_value_t = 0)]
+    pub save_interval: u64,
+    /// Resume from a checkpoint directory (or the latest one inside it).
+    #[arg(long)]
+    pub load: Option<PathBuf>,
+    #[arg(long, default_value_t = 1234)]
+    pub seed: u64,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: DeviceArg,
+    /// `builtin` (the addition task, `builtin:DIGITS`), a UTF-8 text file, or llm.c token
+    /// shards (a directory or comma-separated .bin files).
+    #[arg(long, default_value = "builtin")]
+    pub data: String,
+    /// bytes or gpt2 (text defaults to bytes, shards to gpt2)
+    #[arg(long)]
+    pub tokenizer: Option<String>,
+    /// Append one JSON line of metrics per iteration here.
+    #[arg(long)]
+    pub metrics_file: Option<PathBuf>,
+}
+
+pub fn run(args: TrainArgs) -> anyhow::Result<()> {
+    let device = open_device(args.device)?;
+    let tokenizer = args.tokenizer.as_deref().map(TokenizerKind::parse).transpose()?;
+    let spec_text = data_spec(&args.data);
+    let spec = DataSpec::parse(&spec_text, tokenizer)?;
+    let dataset = spec.open(args.seed).with_context(|| format!("opening --data {}", args.data))?;
+
+    let resume = args.load.as_deref().map(checkpoint_dir).transpose()?;
+    let checkpoint = match &resume {
+        Some(dir) => Some(Checkpoint::<serde_json::Value>::load(dir).with_context(|| format!("loading {}", dir.display()))?),
+        None => None,
+    };
+    let config = match &checkpoint {
+        Some(ck) => ck.config,
+        None => model_config(&args, &dataset)?,
+    };
+    if config.vocab_size != dataset.vocab_size() {
+        bail!(
+            "the model's vocabulary ({}) does not match the data's tokenizer ({} tokens)",
+            config.vocab_size,
+            dataset.vocab_size()
+        );
+    }
+    let seq_len = args.seq_length.unwrap_or(config.max_seq_len);
+    if seq_len > config.max_seq_len {
+        bail!(
+            "--seq-length {seq_len} is longer than the model's {} positions; lower it or raise --max-position-embeddings",
+            config.max_seq_len
+        );
+    }
+    let global_batch = args.global_batch_size.unwrap_or(args.micro_batch_size);
+    let settings = TrainSettings {
+        micro_batch: args.micro_batch_size,
+        global_batch,
+        seq_len,
+        schedule: LrSchedule {
+            max_lr: args.lr,
+            min_lr: args.min_lr,
+            warmup_iters: args.lr_warmup_iters,
+            decay_iters: args.train_iters,
+            style: args.lr_decay_style,
+        },
+        adamw: AdamWConfig { weight_decay: args.weight_decay, ..AdamWConfig::default() },
+        clip_grad: args.clip_grad,
+    };
+    let accum = settings.accumulation_steps()?;
+
+    let ctx = OpsContext::new(&device)?;
+    let model = match &checkpoint {
+        Some(ck) => Gpt::from_params(&device, config, &ck.params)?,
+        None => Gpt::new(&device, config, args.seed)?,
+    };
+    let mut trainer = Trainer::new(ctx, model, settings)?;
+    let mut train_data = DataLoader::new(dataset.train.clone(), args.micro_batch_size, seq_len, args.seed, true)?;
+    let mut val_data = DataLoader::new(dataset.val.clone(), args.micro_batch_size, seq_len, args.seed, false)?;
+    if let Some(ck) = &checkpoint {
+        trainer.iter = ck.step;
+        if let Some(opt) = &ck.optimizer {
+            let adam_steps = ck.state.get("adam_steps").and_then(|v| v.as_u64()).unwrap_or(ck.step);
+            trainer.optimizer.restore(&opt.m, &opt.v, adam_steps)?;
+        }
+        if let Some(state) = ck.loader {
+            train_data.restore(state)?;
+        }
+    }
+    if let Some(parent) = args.metrics_file.as_deref().and_then(|p| p.parent()).filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    }
+    let mut metrics = match (&args.metrics_file, &checkpoint) {
+        (Some(path), Some(ck)) => Some(MetricsWriter::resume(path, ck.step)?.0),
+        (Some(path), None) => Some(MetricsWriter::create(path)?),
+        _ => None,
+    };
+
+    let n_params = trainer.model.num_params();
+    let tokens_per_step = (global_batch * seq_len) as u64;
+    eprintln!(
+        "trident train: {} parameters ({} layers, hidden {}, {} heads, vocab {} padded to {}), {} on {}; \
+         {} x {} tokens per micro-batch, {accum} micro-batches per step",
+        n_params,
+        config.num_layers,
+        config.channels,
+        config.num_heads,
+        config.vocab_size,
+        config.padded_vocab_size,
+        dataset.train.name(),
+        device.kind(),
+        args.micro_batch_size,
+        seq_len,
+    );
+
+    let start_iter = trainer.iter;
+    let mut progress = Progress::new(start_iter, args.train_iters);
+    let started = Instant::now();
+    let mut last_loss = f32::NAN;
+    let mut last_val = None;
+    while trainer.iter < args.train_iters {
+        let t0 = Instant::now();
+        let stats = trainer.step(&mut train_data)?;
+        device.synchronize()?;
+        let tokens_per_s = tokens_per_step as f64 / t0.elapsed().as_secs_f64();
+        last_loss = stats.loss;
+        let iter = trainer.iter;
+        let mut val_loss = None;
+        if (args.eval_interval > 0 && iter % args.eval_interval == 0) || iter == args.train_iters {
+            val_data.reset();
+            val_loss = Some(trainer.evaluate(&mut val_data, args.eval_iters)?);
+            last_val = val_loss;
+            progress.println(&format!("iter {iter}: val loss {:.4}", val_loss.unwrap_or(f32::NAN)));
+        }
+        progress.update(iter, stats.loss, tokens_per_s);
+        if let Some(m) = metrics.as_mut() {
+            m.write(&IterMetrics {
+                iter,
+                loss: stats.loss,
+                lr: stats.lr,
+                grad_norm: stats.grad_norm,
+                tokens_per_s,
+                val_loss,
+            })?;
+        }
+        if let Some(dir) = &args.save {
+            if (args.save_interval > 0 && iter % args.save_interval == 0) || iter == args.train_iters {
+                save(&trainer, &train_data, dir, &spec_text, dataset.tokenizer)?;
+            }
+        }
+    }
+    progress.finish();
+
+    let steps = trainer.iter - start_iter;
+    let elapsed = started.elapsed().as_secs_f64();
+    let tokens_per_s = (steps * tokens_per_step) as f64 / elapsed.max(1e-9);
+    let flops = train_flops_per_token(&config, n_params, seq_len) * tokens_per_s;
+    let mfu = peak_flops(&device).map_or("n/a (no peak known for this device)".to_string(), |peak| {
+        format!("{:.1}% of an estimated {:.0} GFLOP/s peak", 100.0 * flops / peak, peak / 1e9)
+    });
+    println!(
+        "trained {steps} iterations in {elapsed:.1} s: final loss {last_loss:.4}{}, {tokens_per_s:.0} tokens/s, \
+         {:.1} GFLOP/s model FLOPs, MFU {mfu}",
+        last_val.map_or(String::new(), |v| format!(", val loss {v:.4}")),
+        flops / 1e9
+    );
+    if let Some(task) = &dataset.addition {
+        let mut ws = Workspace::new(&device, &config, 1, seq_len.min(config.max_seq_len), false)?;
+        let mut rng = NormalRng::new(args.seed);
+        let greedy = SamplingParams { temperature: 0.0, top_k: 0 };
+        let mut failure = None;
+        let acc = task.score(100, args.seed, |prompt| {
+            generate(&trainer.model, &trainer.ctx, &mut ws, prompt, task.answer_len() + 1, greedy, &mut rng, None)
+                .unwrap_or_else(|e| {
+                    failure.get_or_insert(e);
+                    Vec::new()
+                })
+        });
+        if let Some(e) = failure {
+            return Err(e.into());
+        }
+        println!("addition accuracy on 100 held-out problems: {:.1}%", 100.0 * acc.fraction());
+    }
+    Ok(())
+}
+
+fn model_config(args: &TrainArgs, dataset: &Dataset) -> anyhow::Result<GptConfig> {
+    let (layers, hidden, heads, positions) = args.model.shape();
+    let positions = args.max_position_embeddings.unwrap_or(positions);
+    Ok(GptConfig::new(
+        positions,
+        dataset.vocab_size(),
+        args.num_layers.unwrap_or(layers),
+        args.num_attention_heads.unwrap_or(heads),
+        args.hidden_size.unwrap_or(hidden),
+        128,
+    )?)
+}
+
+fn save(
+    trainer: &Trainer,
+    loader: &DataLoader,
+    dir: &std::path::Path,
+    data: &str,
+    tokenizer: TokenizerKind,
+) -> anyhow::Result<()> {
+    let (m, v) = trainer.optimizer.moments();
+    let ck = Checkpoint {
+        config: *trainer.model.config(),
+        step: trainer.iter,
+        params: trainer.model.params().to_vec()?,
+        optimizer: Some(AdamWMoments { m: m.to_vec()?, v: v.to_vec()? }),
+        loader: Some(loader.state()),
+        state: json!({ "data": data, "tokenizer": tokenizer.name(), "adam_steps": trainer.optimizer.steps() }),
+    };
+    let path = step_dir(dir, trainer.iter);
+    ck.save(&path).with_context(|| format!("saving a checkpoint to {}", path.display()))
+}

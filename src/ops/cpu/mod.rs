@@ -1,0 +1,24 @@
+//! CPU implementations of the ops, on host slices: GEMM through the `gemm` crate, rayon across
+//! cores, loops written to vectorise (see [`math`]). Shapes are checked by the dispatchers in
+//! `ops`; these functions assume them.
+
+mod adamw;
+mod attention;
+mod cross_entropy;
+mod encoder;
+mod gelu;
+mod layernorm;
+pub mod math;
+mod matmul;
+mod norm;
+mod residual;
+
+pub use adamw::adamw_update;
+pub use attention::{attention_backward, attention_forward, MAX_HEAD_DIM};
+pub use cross_entropy::softmax_cross_entropy;
+pub use encoder::{encoder_backward, encoder_forward};
+pub use gelu::{gelu_backward, gelu_forward};
+pub use layernorm::{layernorm_backward, layernorm_forward, LAYERNORM_EPS};
+pub use matmul::{matmul_backward, matmul_forward};
+pub use norm::sum_of_squares;
+pub use residual::residual_forward;

@@ -1,0 +1,23 @@
+use rayon::prelude::*;
+
+use super::math::simd;
+
+/// `sum(x^2)`, accumulated in f64 across chunks.
+pub fn sum_of_squares(x: &[f32]) -> f64 {
+    const CHUNK: usize = 1 << 14;
+    x.par_chunks(CHUNK)
+        .map(|ch| {
+            simd(|| {
+                let mut acc = [0.0f32; 16];
+                let chunks = ch.chunks_exact(16);
+                let tail: f32 = chunks.remainder().iter().map(|x| x * x).sum();
+                for c in chunks {
+                    for k in 0..16 {
+                        acc[k] += c[k] * c[k];
+                    }
+                }
+                acc.iter().map(|&a| a as f64).sum::<f64>() + tail as f64
+            })
+        })
+        .sum()
+}

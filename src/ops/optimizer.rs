@@ -1,0 +1,61 @@
+//! The optimizer's device ops: the fused AdamW update and the sum of squares behind the global
+//! gradient norm.
+
+use trident_runtime::{Device, View, ViewMut};
+
+use super::{check, cpu, gpu, OpsContext, Result};
+
+/// Hyper-parameters of one AdamW step over one tensor.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamWParams {
+    pub lr: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    /// Decoupled weight decay (0 for tensors that do not decay).
+    pub weight_decay: f32,
+    /// Multiplies every gradient first (gradient clipping).
+    pub grad_scale: f32,
+    /// 1-based step number, for the bias corrections `1 - beta^step`.
+    pub step: u64,
+}
+
+/// One fused AdamW step: `m = b1 m + (1-b1) g`, `v = b2 v + (1-b2) g^2` (with `g = grad_scale *
+/// grads`), then `params -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * params)` with
+/// the bias-corrected moments `m_hat`, `v_hat`.
+pub fn adamw_update(
+    ctx: &OpsContext,
+    params: &mut ViewMut<f32>,
+    grads: View<f32>,
+    m: &mut ViewMut<f32>,
+    v: &mut ViewMut<f32>,
+    hp: &AdamWParams,
+) -> Result<()> {
+    const OP: &str = "adamw_update";
+    let n = params.len();
+    check::len(OP, "grads", grads.len(), n, "the parameters' length")?;
+    check::len(OP, "m", m.len(), n, "the parameters' length")?;
+    check::len(OP, "v", v.len(), n, "the parameters' length")?;
+    check::that(OP, hp.step >= 1, || "the step number is 1-based".into())?;
+    let devices = [("params", params.device()), ("grads", grads.device()), ("m", m.device()), ("v", v.device())];
+    check::devices(ctx, OP, &devices)?;
+    match ctx.device() {
+        Device::Cpu => {
+            let g = check::host(OP, grads)?;
+            let (m, v) = (check::host_mut(OP, m)?, check::host_mut(OP, v)?);
+            cpu::adamw_update(check::host_mut(OP, params)?, g, m, v, hp);
+            Ok(())
+        }
+        Device::Emu | Device::Cuda(_) => gpu::adamw_update(ctx, params, grads, m, v, hp),
+    }
+}
+
+/// `sum(x^2)` over the view (accumulated in at least f32 per block and f64 across blocks).
+pub fn sum_of_squares(ctx: &OpsContext, x: View<f32>) -> Result<f64> {
+    const OP: &str = "sum_of_squares";
+    check::devices(ctx, OP, &[("x", x.device())])?;
+    match ctx.device() {
+        Device::Cpu => Ok(cpu::sum_of_squares(check::host(OP, x)?)),
+        Device::Emu | Device::Cuda(_) => gpu::sum_of_squares(ctx, x),
+    }
+}

@@ -1,0 +1,454 @@
+//! Each op against an f64 reference on seeded random inputs (relative error), and each
+//! backward against central finite differences of the f64 forward on small shapes.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use trident_runtime::{Buffer, Device};
+
+use super::*;
+
+fn rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed)
+}
+
+fn randn(r: &mut StdRng, n: usize, scale: f32) -> Vec<f32> {
+    (0..n).map(|_| (r.gen::<f32>() * 2.0 - 1.0) * scale).collect()
+}
+
+fn f64s(x: &[f32]) -> Vec<f64> {
+    x.iter().map(|&v| v as f64).collect()
+}
+
+/// `max |got - want| / max |want|`
+fn rel_err(got: &[f32], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    let diff = got.iter().zip(want).map(|(&g, &w)| (g as f64 - w).abs()).fold(0.0, f64::max);
+    let scale = want.iter().map(|w| w.abs()).fold(1e-30, f64::max);
+    diff / scale
+}
+
+fn assert_close(what: &str, seed: u64, got: &[f32], want: &[f64], tol: f64) {
+    let e = rel_err(got, want);
+    assert!(e < tol, "{what}: relative error {e:.3e} > {tol:.0e} (seed {seed})");
+}
+
+/// Central differences of `f` at `x`.
+fn numeric_grad(x: &[f64], f: impl Fn(&[f64]) -> f64) -> Vec<f64> {
+    let h = 1e-5;
+    let mut x = x.to_vec();
+    (0..x.len())
+        .map(|i| {
+            let orig = x[i];
+            x[i] = orig + h;
+            let up = f(&x);
+            x[i] = orig - h;
+            let down = f(&x);
+            x[i] = orig;
+            (up - down) / (2.0 * h)
+        })
+        .collect()
+}
+
+fn weighted(out: &[f64], w: &[f64]) -> f64 {
+    out.iter().zip(w).map(|(a, b)| a * b).sum()
+}
+
+fn buf(x: &[f32]) -> Buffer<f32> {
+    Buffer::from_slice(&Device::Cpu, x).unwrap()
+}
+
+fn cpu() -> OpsContext {
+    OpsContext::new(&Device::Cpu).unwrap()
+}
+
+// ---- f64 references ----
+
+fn ref_layernorm(x: &[f64], w: &[f64], b: &[f64], c: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (mut out, mut means, mut rstds) = (vec![], vec![], vec![]);
+    for row in x.chunks(c) {
+        let m = row.iter().sum::<f64>() / c as f64;
+        let var = row.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / c as f64;
+        let r = 1.0 / (var + 1e-5).sqrt();
+        out.extend(row.iter().zip(w).zip(b).map(|((v, w), b)| (v - m) * r * w + b));
+        means.push(m);
+        rstds.push(r);
+    }
+    (out, means, rstds)
+}
+
+fn ref_matmul(x: &[f64], w: &[f64], b: Option<&[f64]>, ic: usize, oc: usize) -> Vec<f64> {
+    let mut out = vec![];
+    for row in x.chunks(ic) {
+        for o in 0..oc {
+            let acc: f64 = row.iter().zip(&w[o * ic..][..ic]).map(|(a, b)| a * b).sum();
+            out.push(acc + b.map_or(0.0, |b| b[o]));
+        }
+    }
+    out
+}
+
+fn ref_attention(qkv: &[f64], b: usize, t: usize, c: usize, nh: usize) -> (Vec<f64>, Vec<f64>) {
+    let hs = c / nh;
+    let mut out = vec![0.0; b * t * c];
+    let mut lse = vec![0.0; b * nh * t];
+    let at = |bi: usize, j: usize, part: usize, h: usize| (bi * t + j) * 3 * c + part * c + h * hs;
+    for bi in 0..b {
+        for h in 0..nh {
+            for i in 0..t {
+                let s: Vec<f64> = (0..=i)
+                    .map(|j| {
+                        (0..hs).map(|d| qkv[at(bi, i, 0, h) + d] * qkv[at(bi, j, 1, h) + d]).sum::<f64>()
+                            / (hs as f64).sqrt()
+                    })
+                    .collect();
+                let m = s.iter().cloned().fold(f64::MIN, f64::max);
+                let z: f64 = s.iter().map(|v| (v - m).exp()).sum();
+                lse[(bi * nh + h) * t + i] = m + z.ln();
+                for d in 0..hs {
+                    out[(bi * t + i) * c + h * hs + d] =
+                        (0..=i).map(|j| (s[j] - m).exp() / z * qkv[at(bi, j, 2, h) + d]).sum();
+                }
+            }
+        }
+    }
+    (out, lse)
+}
+
+fn ref_gelu(x: f64) -> f64 {
+    0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
+}
+
+fn ref_cross_entropy(logits: &[f64], targets: &[u32], v: usize, vp: usize) -> Vec<f64> {
+    logits
+        .chunks(vp)
+        .zip(targets)
+        .map(|(row, &t)| {
+            let m = row[..v].iter().cloned().fold(f64::MIN, f64::max);
+            let lse = m + row[..v].iter().map(|x| (x - m).exp()).sum::<f64>().ln();
+            lse - row[t as usize]
+        })
+        .collect()
+}
+
+// ---- forward against the references ----
+
+#[test]
+fn encoder_forward_matches_reference_and_backward_accumulates() {
+    let seed = 11;
+    let mut r = rng(seed);
+    let (b, t, c, v, max_t) = (3, 7, 24, 13, 9);
+    let tokens: Vec<u32> = (0..b * t).map(|_| r.gen_range(0..v as u32)).collect();
+    let (wte, wpe) = (randn(&mut r, v * c, 1.0), randn(&mut r, max_t * c, 1.0));
+    let ctx = cpu();
+    let tok = Buffer::from_slice(&Device::Cpu, &tokens).unwrap();
+    let (wte_b, wpe_b) = (buf(&wte), buf(&wpe));
+    let mut out = buf(&randn(&mut r, b * t * c, 9.0));
+    let (tv, wv, pv) = (tok.view(..).unwrap(), wte_b.view(..).unwrap(), wpe_b.view(..).unwrap());
+    encoder_forward(&ctx, &mut out.view_mut(..).unwrap(), tv, wv, pv, b, t, c).unwrap();
+    let want: Vec<f64> = (0..b * t * c)
+        .map(|i| {
+            let (row, ch) = (i / c, i % c);
+            wte[tokens[row] as usize * c + ch] as f64 + wpe[(row % t) * c + ch] as f64
+        })
+        .collect();
+    assert_close("encoder_forward", seed, &out.to_vec().unwrap(), &want, 1e-7);
+
+    // The forward is linear, so the gradient of sum(out * dout) is exact: check it plus the
+    // accumulation into nonzero starting gradients.
+    let dout = randn(&mut r, b * t * c, 1.0);
+    let (dwte0, dwpe0) = (randn(&mut r, v * c, 1.0), randn(&mut r, max_t * c, 1.0));
+    let (mut dwte, mut dwpe, dout_b) = (buf(&dwte0), buf(&dwpe0), buf(&dout));
+    encoder_backward(
+        &ctx,
+        &mut dwte.view_mut(..).unwrap(),
+        &mut dwpe.view_mut(..).unwrap(),
+        dout_b.view(..).unwrap(),
+        tv,
+        b,
+        t,
+        c,
+    )
+    .unwrap();
+    let (mut want_wte, mut want_wpe) = (f64s(&dwte0), f64s(&dwpe0));
+    for row in 0..b * t {
+        for ch in 0..c {
+            want_wte[tokens[row] as usize * c + ch] += dout[row * c + ch] as f64;
+            want_wpe[(row % t) * c + ch] += dout[row * c + ch] as f64;
+        }
+    }
+    assert_close("encoder_backward dwte", seed, &dwte.to_vec().unwrap(), &want_wte, 1e-6);
+    assert_close("encoder_backward dwpe", seed, &dwpe.to_vec().unwrap(), &want_wpe, 1e-6);
+}
+
+#[test]
+fn layernorm_matches_reference_and_finite_differences() {
+    let seed = 12;
+    let mut r = rng(seed);
+    let ctx = cpu();
+    for (n, c) in [(37, 96), (4, 7)] {
+        let (x, w, bias) = (randn(&mut r, n * c, 2.0), randn(&mut r, c, 1.0), randn(&mut r, c, 1.0));
+        let (xb, wb, bb) = (buf(&x), buf(&w), buf(&bias));
+        let (mut out, mut mean, mut rstd) = (buf(&vec![7.0; n * c]), buf(&vec![7.0; n]), buf(&vec![7.0; n]));
+        layernorm_forward(
+            &ctx,
+            &mut out.view_mut(..).unwrap(),
+            &mut mean.view_mut(..).unwrap(),
+            &mut rstd.view_mut(..).unwrap(),
+            xb.view(..).unwrap(),
+            wb.view(..).unwrap(),
+            bb.view(..).unwrap(),
+            n,
+            c,
+        )
+        .unwrap();
+        let (want, wm, wr) = ref_layernorm(&f64s(&x), &f64s(&w), &f64s(&bias), c);
+        assert_close("layernorm out", seed, &out.to_vec().unwrap(), &want, 1e-5);
+        assert_close("layernorm mean", seed, &mean.to_vec().unwrap(), &wm, 1e-5);
+        assert_close("layernorm rstd", seed, &rstd.to_vec().unwrap(), &wr, 1e-5);
+
+        let dout = randn(&mut r, n * c, 1.0);
+        let dinp0 = randn(&mut r, n * c, 1.0);
+        let (mut dinp, mut dw, mut db, dy) = (buf(&dinp0), buf(&vec![0.5; c]), buf(&vec![-0.5; c]), buf(&dout));
+        layernorm_backward(
+            &ctx,
+            &mut dinp.view_mut(..).unwrap(),
+            &mut dw.view_mut(..).unwrap(),
+            &mut db.view_mut(..).unwrap(),
+            dy.view(..).unwrap(),
+            xb.view(..).unwrap(),
+            wb.view(..).unwrap(),
+            mean.view(..).unwrap(),
+            rstd.view(..).unwrap(),
+            n,
+            c,
+        )
+        .unwrap();
+        let (xd, wd, bd, dd) = (f64s(&x), f64s(&w), f64s(&bias), f64s(&dout));
+        let gx = numeric_grad(&xd, |x| weighted(&ref_layernorm(x, &wd, &bd, c).0, &dd));
+        let gw = numeric_grad(&wd, |w| weighted(&ref_layernorm(&xd, w, &bd, c).0, &dd));
+        let gb = numeric_grad(&bd, |b| weighted(&ref_layernorm(&xd, &wd, b, c).0, &dd));
+        let gx: Vec<f64> = gx.iter().zip(&dinp0).map(|(g, d0)| g + *d0 as f64).collect();
+        let gw: Vec<f64> = gw.iter().map(|g| g + 0.5).collect();
+        let gb: Vec<f64> = gb.iter().map(|g| g - 0.5).collect();
+        assert_close("layernorm dinp", seed, &dinp.to_vec().unwrap(), &gx, 1e-4);
+        assert_close("layernorm dweight", seed, &dw.to_vec().unwrap(), &gw, 1e-4);
+        assert_close("layernorm dbias", seed, &db.to_vec().unwrap(), &gb, 1e-4);
+    }
+}
+
+#[test]
+fn matmul_matches_reference_and_finite_differences() {
+    let seed = 13;
+    let mut r = rng(seed);
+    let ctx = cpu();
+    // The larger shapes take gemm's parallel path.
+    for (n, ic, oc, with_bias) in [(5, 4, 6, true), (67, 45, 33, false), (256, 192, 320, true)] {
+        let (x, w, bias) = (randn(&mut r, n * ic, 1.0), randn(&mut r, oc * ic, 1.0), randn(&mut r, oc, 1.0));
+        let (xb, wb, bb) = (buf(&x), buf(&w), buf(&bias));
+        let mut out = buf(&vec![3.0; n * oc]);
+        let bias_view = with_bias.then(|| bb.view(..).unwrap());
+        let (xv, wv) = (xb.view(..).unwrap(), wb.view(..).unwrap());
+        matmul_forward(&ctx, &mut out.view_mut(..).unwrap(), xv, wv, bias_view, n, ic, oc).unwrap();
+        let (xd, wd, bd) = (f64s(&x), f64s(&w), f64s(&bias));
+        let bias_ref = with_bias.then_some(bd.as_slice());
+        assert_close("matmul_forward", seed, &out.to_vec().unwrap(), &ref_matmul(&xd, &wd, bias_ref, ic, oc), 1e-5);
+
+        let dout = randn(&mut r, n * oc, 1.0);
+        let dw0 = randn(&mut r, oc * ic, 1.0);
+        let (mut dinp, mut dw, mut db, dy) = (buf(&vec![9.0; n * ic]), buf(&dw0), buf(&vec![0.25; oc]), buf(&dout));
+        let mut dbv = db.view_mut(..).unwrap();
+        let dbias = if with_bias { Some(&mut dbv) } else { None };
+        matmul_backward(
+            &ctx,
+            &mut dinp.view_mut(..).unwrap(),
+            &mut dw.view_mut(..).unwrap(),
+            dbias,
+            dy.view(..).unwrap(),
+            xv,
+            wv,
+            n,
+            ic,
+            oc,
+        )
+        .unwrap();
+        // The layer is bilinear: the exact gradients are dout @ W, dout^T @ x, colsum(dout).
+        let dd = f64s(&dout);
+        let gx: Vec<f64> = (0..n * ic)
+            .map(|i| (0..oc).map(|o| dd[(i / ic) * oc + o] * wd[o * ic + i % ic]).sum())
+            .collect();
+        let gw: Vec<f64> = (0..oc * ic)
+            .map(|i| dw0[i] as f64 + (0..n).map(|row| dd[row * oc + i / ic] * xd[row * ic + i % ic]).sum::<f64>())
+            .collect();
+        let gb: Vec<f64> = (0..oc).map(|o| 0.25 + (0..n).map(|row| dd[row * oc + o]).sum::<f64>()).collect();
+        assert_close("matmul dinp", seed, &dinp.to_vec().unwrap(), &gx, 1e-5);
+        assert_close("matmul dweight", seed, &dw.to_vec().unwrap(), &gw, 1e-5);
+        if with_bias {
+            assert_close("matmul dbias", seed, &db.to_vec().unwrap(), &gb, 1e-5);
+        } else {
+            assert_eq!(db.to_vec().unwrap(), vec![0.25; oc], "dbias untouched without a bias");
+        }
+        if n * ic < 100 {
+            let gx_fd = numeric_grad(&xd, |x| weighted(&ref_matmul(x, &wd, bias_ref, ic, oc), &dd));
+            assert_close("matmul dinp (finite differences)", seed, &dinp.to_vec().unwrap(), &gx_fd, 1e-5);
+        }
+    }
+}
+
+#[test]
+fn attention_matches_reference_and_finite_differences() {
+    let seed = 14;
+    let mut r = rng(seed);
+    let ctx = cpu();
+    // T = 70 crosses a key-block boundary; the second shape is for finite differences.
+    for (b, t, c, nh) in [(2, 70, 32, 4), (1, 66, 8, 2), (2, 5, 8, 2)] {
+        let qkv = randn(&mut r, b * t * 3 * c, 1.5);
+        let qb = buf(&qkv);
+        let (mut out, mut lse) = (buf(&vec![5.0; b * t * c]), buf(&vec![5.0; b * nh * t]));
+        attention_forward(&ctx, &mut out.view_mut(..).unwrap(), &mut lse.view_mut(..).unwrap(), qb.view(..).unwrap(), b, t, c, nh)
+            .unwrap();
+        let qd = f64s(&qkv);
+        let (want, want_lse) = ref_attention(&qd, b, t, c, nh);
+        assert_close("attention out", seed, &out.to_vec().unwrap(), &want, 1e-5);
+        assert_close("attention lse", seed, &lse.to_vec().unwrap(), &want_lse, 1e-5);
+        if c == 32 {
+            continue;
+        }
+        let dout = randn(&mut r, b * t * c, 1.0);
+        let (mut dqkv, dy) = (buf(&vec![4.0; b * t * 3 * c]), buf(&dout));
+        attention_backward(
+            &ctx,
+            &mut dqkv.view_mut(..).unwrap(),
+            dy.view(..).unwrap(),
+            qb.view(..).unwrap(),
+            out.view(..).unwrap(),
+            lse.view(..).unwrap(),
+            b,
+            t,
+            c,
+            nh,
+        )
+        .unwrap();
+        let dd = f64s(&dout);
+        let g = numeric_grad(&qd, |q| weighted(&ref_attention(q, b, t, c, nh).0, &dd));
+        assert_close("attention dqkv", seed, &dqkv.to_vec().unwrap(), &g, 1e-4);
+    }
+}
+
+#[test]
+fn gelu_and_residual_match_reference_and_finite_differences() {
+    let seed = 15;
+    let mut r = rng(seed);
+    let ctx = cpu();
+    let n = 9_000;
+    let x = randn(&mut r, n, 5.0);
+    let xb = buf(&x);
+    let mut out = buf(&vec![1.0; n]);
+    gelu_forward(&ctx, &mut out.view_mut(..).unwrap(), xb.view(..).unwrap(), n).unwrap();
+    let want: Vec<f64> = x.iter().map(|&v| ref_gelu(v as f64)).collect();
+    assert_close("gelu_forward", seed, &out.to_vec().unwrap(), &want, 1e-6);
+
+    let dout = randn(&mut r, n, 1.0);
+    let mut d = buf(&dout);
+    gelu_backward(&ctx, &mut d.view_mut(..).unwrap(), xb.view(..).unwrap(), n).unwrap();
+    let h = 1e-5;
+    let g: Vec<f64> =
+        x.iter().zip(&dout).map(|(&v, &dy)| dy as f64 * (ref_gelu(v as f64 + h) - ref_gelu(v as f64 - h)) / (2.0 * h)).collect();
+    assert_close("gelu_backward", seed, &d.to_vec().unwrap(), &g, 1e-5);
+
+    let y = randn(&mut r, n, 1.0);
+    let yb = buf(&y);
+    residual_forward(&ctx, &mut out.view_mut(..).unwrap(), xb.view(..).unwrap(), yb.view(..).unwrap(), n).unwrap();
+    let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| *a as f64 + *b as f64).collect();
+    assert_close("residual_forward", seed, &out.to_vec().unwrap(), &want, 1e-7);
+}
+
+#[test]
+fn cross_entropy_matches_reference_and_finite_differences() {
+    let seed = 16;
+    let mut r = rng(seed);
+    let ctx = cpu();
+    for (n, v, vp) in [(6, 50, 64), (3, 7, 9)] {
+        let logits = randn(&mut r, n * vp, 4.0);
+        let targets: Vec<u32> = (0..n).map(|_| r.gen_range(0..v as u32)).collect();
+        let tb = Buffer::from_slice(&Device::Cpu, &targets).unwrap();
+        let mut lg = buf(&logits);
+        let mut losses = buf(&vec![2.0; n]);
+        let t = tb.view(..).unwrap();
+        softmax_cross_entropy(&ctx, &mut lg.view_mut(..).unwrap(), &mut losses.view_mut(..).unwrap(), t, n, v, vp, None)
+            .unwrap();
+        let ld = f64s(&logits);
+        let want = ref_cross_entropy(&ld, &targets, v, vp);
+        assert_close("cross-entropy losses", seed, &losses.to_vec().unwrap(), &want, 1e-5);
+        assert_eq!(lg.to_vec().unwrap(), logits, "logits untouched without dloss");
+
+        let g = 0.37f32;
+        softmax_cross_entropy(&ctx, &mut lg.view_mut(..).unwrap(), &mut losses.view_mut(..).unwrap(), t, n, v, vp, Some(g))
+            .unwrap();
+        assert_close("cross-entropy losses (with grad)", seed, &losses.to_vec().unwrap(), &want, 1e-5);
+        let fd = numeric_grad(&ld, |l| g as f64 * ref_cross_entropy(l, &targets, v, vp).iter().sum::<f64>());
+        let got = lg.to_vec().unwrap();
+        assert_close("cross-entropy dlogits", seed, &got, &fd, 1e-4);
+        assert!(got.chunks(vp).all(|row| row[v..].iter().all(|&x| x == 0.0)), "padding gradient is zero");
+    }
+}
+
+#[test]
+fn adamw_and_sum_of_squares_match_reference() {
+    let seed = 17;
+    let mut r = rng(seed);
+    let ctx = cpu();
+    let n = 20_011;
+    let p0 = randn(&mut r, n, 1.0);
+    let (mut p, mut m, mut v) = (buf(&p0), buf(&vec![0.0; n]), buf(&vec![0.0; n]));
+    let (mut pd, mut md, mut vd) = (f64s(&p0), vec![0.0f64; n], vec![0.0f64; n]);
+    for step in 1..=3u64 {
+        let g = randn(&mut r, n, 0.1);
+        let gb = buf(&g);
+        let hp = AdamWParams { lr: 1e-2, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, grad_scale: 0.5, step };
+        adamw_update(&ctx, &mut p.view_mut(..).unwrap(), gb.view(..).unwrap(), &mut m.view_mut(..).unwrap(), &mut v.view_mut(..).unwrap(), &hp)
+            .unwrap();
+        for i in 0..n {
+            let gi = g[i] as f64 * 0.5;
+            md[i] = 0.9 * md[i] + 0.1 * gi;
+            vd[i] = 0.95 * vd[i] + 0.05 * gi * gi;
+            let mh = md[i] / (1.0 - 0.9f64.powi(step as i32));
+            let vh = vd[i] / (1.0 - 0.95f64.powi(step as i32));
+            pd[i] -= 1e-2 * (mh / (vh.sqrt() + 1e-8) + 0.1 * pd[i]);
+        }
+    }
+    assert_close("adamw params", seed, &p.to_vec().unwrap(), &pd, 1e-5);
+    assert_close("adamw m", seed, &m.to_vec().unwrap(), &md, 1e-5);
+    assert_close("adamw v", seed, &v.to_vec().unwrap(), &vd, 1e-5);
+
+    let x = randn(&mut r, 100_003, 3.0);
+    let want: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
+    let got = sum_of_squares(&ctx, buf(&x).view(..).unwrap()).unwrap();
+    assert!(((got - want) / want).abs() < 1e-6, "sum_of_squares {got} vs {want} (seed {seed})");
+}
+
+#[test]
+fn bad_arguments_are_refused_with_clear_errors() {
+    let ctx = cpu();
+    let x = buf(&[1.0; 12]);
+    let mut out = buf(&[0.0; 10]);
+    let err = gelu_forward(&ctx, &mut out.view_mut(..).unwrap(), x.view(..).unwrap(), 12).unwrap_err();
+    assert!(matches!(err, OpsError::Length { arg: "out", got: 10, expected: 12, .. }), "{err}");
+
+    let emu = Buffer::from_slice(&Device::Emu, &[1.0f32; 12]).unwrap();
+    let mut out = buf(&[0.0; 12]);
+    let err = gelu_forward(&ctx, &mut out.view_mut(..).unwrap(), emu.view(..).unwrap(), 12).unwrap_err();
+    assert!(matches!(err, OpsError::WrongDevice { arg: "inp", .. }), "{err}");
+
+    let tokens = Buffer::from_slice(&Device::Cpu, &[0u32, 5]).unwrap();
+    let (wte, wpe) = (buf(&[0.0; 8]), buf(&[0.0; 8]));
+    let mut o = buf(&[0.0; 8]);
+    let err = encoder_forward(&ctx, &mut o.view_mut(..).unwrap(), tokens.view(..).unwrap(), wte.view(..).unwrap(), wpe.view(..).unwrap(), 1, 2, 4)
+        .unwrap_err();
+    assert!(matches!(err, OpsError::TokenOutOfRange { token: 5, position: 1, vocab: 2, .. }), "{err}");
+
+    let qkv = buf(&[0.0; 3 * 12]);
+    let (mut o, mut l) = (buf(&[0.0; 12]), buf(&[0.0; 4]));
+    let err = attention_forward(&ctx, &mut o.view_mut(..).unwrap(), &mut l.view_mut(..).unwrap(), qkv.view(..).unwrap(), 1, 2, 6, 4)
+        .unwrap_err();
+    assert!(err.to_string().contains("heads do not divide"), "{err}");
+}
