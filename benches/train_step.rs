@@ -22,7 +22,8 @@ struct RandomTokens {
 
 impl BatchSource for RandomTokens {
     fn next_batch(&mut self) -> Result<Batch, DataError> {
-        let mut draw = || (0..self.b * self.t).map(|_| (self.rng.next_u64() % self.vocab as u64) as u32).collect();
+        let mut draw =
+            || (0..self.b * self.t).map(|_| (self.rng.next_u64() % self.vocab as u64) as u32).collect();
         let (inputs, targets) = (draw(), draw());
         Ok(Batch { batch_size: self.b, seq_len: self.t, inputs, targets })
     }
@@ -45,11 +46,18 @@ fn trainer(case: &Case) -> (Trainer, RandomTokens) {
         micro_batch: case.batch,
         global_batch: case.batch,
         seq_len: case.seq,
-        schedule: LrSchedule { max_lr: 1e-4, min_lr: 1e-5, warmup_iters: 0, decay_iters: 1000, style: DecayStyle::Cosine },
+        schedule: LrSchedule {
+            max_lr: 1e-4,
+            min_lr: 1e-5,
+            warmup_iters: 0,
+            decay_iters: 1000,
+            style: DecayStyle::Cosine,
+        },
         adamw: AdamWConfig::default(),
         clip_grad: 1.0,
     };
-    let data = RandomTokens { rng: NormalRng::new(7), vocab: case.config.vocab_size, b: case.batch, t: case.seq };
+    let data =
+        RandomTokens { rng: NormalRng::new(7), vocab: case.config.vocab_size, b: case.batch, t: case.seq };
     (Trainer::new(ctx, model, settings).unwrap(), data)
 }
 
@@ -77,7 +85,10 @@ fn bench(c: &mut Criterion) {
         let (mut tr, mut data) = trainer(case);
         let tokens = (case.batch * case.seq) as u64;
         let mut group = c.benchmark_group("train_step");
-        group.sample_size(case.samples).warm_up_time(Duration::from_secs(1)).throughput(Throughput::Elements(tokens));
+        group
+            .sample_size(case.samples)
+            .warm_up_time(Duration::from_secs(1))
+            .throughput(Throughput::Elements(tokens));
         group.bench_function(case.name, |b| b.iter(|| tr.step(&mut data).unwrap()));
         group.finish();
         // A plain timing of a few steps, for the ratio line.

@@ -27,8 +27,7 @@ impl Ranks {
             let fabric = fabric.clone();
             let done_tx = done_tx.clone();
             thread::spawn(move || {
-                let mut comm =
-                    Communicator::world(fabric, rank, world, CommConfig::default()).unwrap();
+                let mut comm = Communicator::world(fabric, rank, world, CommConfig::default()).unwrap();
                 let mut buf = vec![1.0f32; max_len];
                 for (len, iters) in rx {
                     for _ in 0..iters {
@@ -40,12 +39,7 @@ impl Ranks {
             others.push(tx);
         }
         let rank0 = Communicator::world(fabric, 0, world, CommConfig::default()).unwrap();
-        Ranks {
-            rank0,
-            others,
-            done,
-            buf: vec![1.0f32; max_len],
-        }
+        Ranks { rank0, others, done, buf: vec![1.0f32; max_len] }
     }
 
     fn run(&mut self, len: usize, iters: u64) {
@@ -53,9 +47,7 @@ impl Ranks {
             tx.send((len, iters)).unwrap();
         }
         for _ in 0..iters {
-            self.rank0
-                .all_reduce(&mut self.buf[..len], ReduceOp::Sum)
-                .unwrap();
+            self.rank0.all_reduce(&mut self.buf[..len], ReduceOp::Sum).unwrap();
         }
         for _ in &self.others {
             self.done.recv().unwrap();

@@ -91,9 +91,7 @@ pub struct BenchRow {
 pub fn run(comm: &mut Communicator, opts: &BenchOptions) -> Result<Vec<BenchRow>> {
     let n = comm.size();
     let max_count = (opts.max_bytes / 4).max(1);
-    let mut buf: Vec<f32> = (0..max_count)
-        .map(|i| 1.0 + (i % 7) as f32 * 0.25)
-        .collect();
+    let mut buf: Vec<f32> = (0..max_count).map(|i| 1.0 + (i % 7) as f32 * 0.25).collect();
     let mut out: Vec<f32> = vec![0.0; max_count];
     let mut rows = Vec::new();
     let mut bytes = opts.min_bytes.max(4);
@@ -153,9 +151,7 @@ pub fn run_inproc(world: usize, opts: &BenchOptions) -> Result<Vec<BenchRow>> {
         .collect();
     let mut first = None;
     for h in handles {
-        let rows = h
-            .join()
-            .map_err(|_| CommError::InvalidArgument("a benchmark rank panicked".into()))??;
+        let rows = h.join().map_err(|_| CommError::InvalidArgument("a benchmark rank panicked".into()))??;
         first.get_or_insert(rows);
     }
     Ok(first.unwrap_or_default())
@@ -166,16 +162,10 @@ pub fn run_inproc(world: usize, opts: &BenchOptions) -> Result<Vec<BenchRow>> {
 /// process is one rank; otherwise it starts `world` local ranks of `self_command` (the
 /// command line that leads back here) through [`crate::launch::run`] with the transport
 /// set. Rank 0 prints the table to stdout. Returns the exit code.
-pub fn main(
-    transport: &str,
-    world: usize,
-    opts: &BenchOptions,
-    self_command: &[String],
-) -> Result<i32> {
+pub fn main(transport: &str, world: usize, opts: &BenchOptions, self_command: &[String]) -> Result<i32> {
     let mut stdout = std::io::stdout();
     let print = |out: &mut std::io::Stdout, name: &str, n: usize, rows: &[BenchRow]| {
-        print_table(out, opts, name, n, rows)
-            .map_err(|e| CommError::io("writing the benchmark table", e))
+        print_table(out, opts, name, n, rows).map_err(|e| CommError::io("writing the benchmark table", e))
     };
     match transport {
         "inproc" => {
@@ -190,15 +180,10 @@ pub fn main(
             )))
         }
     }
-    let launched = ["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"]
-        .iter()
-        .any(|v| std::env::var(v).is_ok());
+    let launched = ["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"].iter().any(|v| std::env::var(v).is_ok());
     if !launched {
         let launch = crate::launch::LaunchOptions {
-            env: vec![(
-                crate::bootstrap::ENV_TRANSPORT.to_string(),
-                transport.to_string(),
-            )],
+            env: vec![(crate::bootstrap::ENV_TRANSPORT.to_string(), transport.to_string())],
             prefix_output: false,
             ..Default::default()
         };
@@ -234,11 +219,7 @@ pub fn print_table(
     world: usize,
     rows: &[BenchRow],
 ) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "# trident {} over {transport}, {world} ranks",
-        opts.op.name()
-    )?;
+    writeln!(out, "# trident {} over {transport}, {world} ranks", opts.op.name())?;
     writeln!(
         out,
         "#{:>12} {:>12} {:>6} {:>6} {:>10} {:>8} {:>8}",

@@ -39,10 +39,7 @@ pub struct LaunchEnv {
 }
 
 fn parse<T: std::str::FromStr>(name: &str, value: String) -> Result<T> {
-    value
-        .trim()
-        .parse()
-        .map_err(|_| CommError::Bootstrap(format!("{name}={value:?} is not a valid number")))
+    value.trim().parse().map_err(|_| CommError::Bootstrap(format!("{name}={value:?} is not a valid number")))
 }
 
 /// First host of a Slurm node list such as `gpu[03-05,07],login1` -> `gpu03`.
@@ -69,21 +66,12 @@ impl LaunchEnv {
     /// Reads the launcher variables through `var` (testable without touching the process
     /// environment).
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        let num =
-            |name: &str| -> Result<Option<usize>> { var(name).map(|v| parse(name, v)).transpose() };
+        let num = |name: &str| -> Result<Option<usize>> { var(name).map(|v| parse(name, v)).transpose() };
         let (rank, world_size, local_rank, local_world_size, launcher) = if let (Some(r), Some(w)) =
             (num("RANK")?, num("WORLD_SIZE")?)
         {
-            (
-                r,
-                w,
-                num("LOCAL_RANK")?.unwrap_or(0),
-                num("LOCAL_WORLD_SIZE")?,
-                "torchrun",
-            )
-        } else if let (Some(r), Some(w)) =
-            (num("OMPI_COMM_WORLD_RANK")?, num("OMPI_COMM_WORLD_SIZE")?)
-        {
+            (r, w, num("LOCAL_RANK")?.unwrap_or(0), num("LOCAL_WORLD_SIZE")?, "torchrun")
+        } else if let (Some(r), Some(w)) = (num("OMPI_COMM_WORLD_RANK")?, num("OMPI_COMM_WORLD_SIZE")?) {
             let lr = num("OMPI_COMM_WORLD_LOCAL_RANK")?.unwrap_or(0);
             (r, w, lr, num("OMPI_COMM_WORLD_LOCAL_SIZE")?, "openmpi")
         } else if let (Some(r), Some(w)) = (num("SLURM_PROCID")?, num("SLURM_NTASKS")?) {
@@ -162,9 +150,7 @@ impl LaunchEnv {
             .to_socket_addrs()
             .ok()
             .and_then(|mut a| a.find(|a| a.is_ipv4()).or_else(|| a.next()))
-            .ok_or_else(|| {
-                CommError::Bootstrap(format!("cannot resolve MASTER_ADDR {:?}", self.master_addr))
-            })
+            .ok_or_else(|| CommError::Bootstrap(format!("cannot resolve MASTER_ADDR {:?}", self.master_addr)))
     }
 }
 
@@ -181,9 +167,7 @@ fn route_to(master: &SocketAddr) -> IpAddr {
 }
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default()
 }
 
 /// Joins the job described by `env`: rank 0 starts the store, every rank connects to it,
@@ -218,17 +202,11 @@ pub fn init(env: &LaunchEnv, config: CommConfig) -> Result<Communicator> {
         "shm" | "auto" if same_host => Arc::new(ShmFabric::new(store, env.token, server)),
         "tcp" | "auto" => {
             let ip = route_to(&master);
-            let bind = if ip.is_loopback() {
-                ip
-            } else {
-                IpAddr::V4(Ipv4Addr::UNSPECIFIED)
-            };
+            let bind = if ip.is_loopback() { ip } else { IpAddr::V4(Ipv4Addr::UNSPECIFIED) };
             Arc::new(TcpFabric::new(store, env.token, ip, bind, server))
         }
         other => {
-            return Err(CommError::Bootstrap(format!(
-                "{ENV_TRANSPORT}={other:?}: expected tcp, shm or auto"
-            )))
+            return Err(CommError::Bootstrap(format!("{ENV_TRANSPORT}={other:?}: expected tcp, shm or auto")))
         }
     };
     Communicator::world(fabric, env.rank, env.world_size, config)
@@ -245,10 +223,8 @@ mod tests {
     use std::collections::HashMap;
 
     fn env(pairs: &[(&str, &str)]) -> Result<LaunchEnv> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let map: HashMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         LaunchEnv::from_vars(|k| map.get(k).cloned())
     }
 
@@ -262,10 +238,7 @@ mod tests {
             ("MASTER_PORT", "1234"),
         ])
         .unwrap();
-        assert_eq!(
-            (t.rank, t.world_size, t.local_rank, t.master_port),
-            (3, 4, 1, 1234)
-        );
+        assert_eq!((t.rank, t.world_size, t.local_rank, t.master_port), (3, 4, 1, 1234));
         assert_eq!((t.launcher, t.store_port), ("torchrun", 1234));
         // torchrun's agent hosts its own store on MASTER_PORT: ours moves next door.
         let agent = env(&[
@@ -284,10 +257,7 @@ mod tests {
             ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
         ])
         .unwrap();
-        assert_eq!(
-            (m.rank, m.master_addr.as_str(), m.master_port),
-            (1, "127.0.0.1", 29500)
-        );
+        assert_eq!((m.rank, m.master_addr.as_str(), m.master_port), (1, "127.0.0.1", 29500));
 
         let s = env(&[
             ("SLURM_PROCID", "5"),
@@ -319,12 +289,7 @@ mod tests {
         assert!(env(&[("RANK", "4"), ("WORLD_SIZE", "4")]).is_err());
         assert!(env(&[("RANK", "x"), ("WORLD_SIZE", "4")]).is_err());
         assert!(env(&[]).is_err());
-        assert!(env(&[
-            ("RANK", "1"),
-            ("WORLD_SIZE", "4"),
-            ("LOCAL_WORLD_SIZE", "2")
-        ])
-        .is_err());
+        assert!(env(&[("RANK", "1"), ("WORLD_SIZE", "4"), ("LOCAL_WORLD_SIZE", "2")]).is_err());
         assert_eq!(first_slurm_host("node1,node2").as_deref(), Some("node1"));
     }
 }

@@ -39,16 +39,9 @@ pub struct ParallelGroups {
 
 impl Communicator {
     /// Joins the world group of `size` ranks through `fabric`. Every rank calls this.
-    pub fn world(
-        fabric: Arc<dyn Fabric>,
-        rank: usize,
-        size: usize,
-        config: CommConfig,
-    ) -> Result<Self> {
+    pub fn world(fabric: Arc<dyn Fabric>, rank: usize, size: usize, config: CommConfig) -> Result<Self> {
         if size == 0 || rank >= size {
-            return Err(CommError::InvalidArgument(format!(
-                "rank {rank} is not in a world of {size}"
-            )));
+            return Err(CommError::InvalidArgument(format!("rank {rank} is not in a world of {size}")));
         }
         let members: Vec<usize> = (0..size).collect();
         Self::connect(fabric, "world".into(), members, rank, config)
@@ -70,13 +63,7 @@ impl Communicator {
         let size = members.len();
         let transport = fabric.connect(&key, &members, index, config.timeout)?;
         Ok(Communicator {
-            link: Link {
-                transport,
-                rank: index,
-                size,
-                timeout: config.timeout,
-                broken: None,
-            },
+            link: Link { transport, rank: index, size, timeout: config.timeout, broken: None },
             fabric,
             key,
             members,
@@ -119,15 +106,12 @@ impl Communicator {
     /// communicator in the new group's order and must include this rank; every member calls
     /// this with the same `label` and `members` (other ranks need not call it).
     pub fn new_group(&mut self, label: &str, members: &[usize]) -> Result<Communicator> {
-        let index = members
-            .iter()
-            .position(|&m| m == self.rank())
-            .ok_or_else(|| {
-                CommError::InvalidArgument(format!(
-                    "rank {} creates group {label:?} {members:?} without being in it",
-                    self.rank()
-                ))
-            })?;
+        let index = members.iter().position(|&m| m == self.rank()).ok_or_else(|| {
+            CommError::InvalidArgument(format!(
+                "rank {} creates group {label:?} {members:?} without being in it",
+                self.rank()
+            ))
+        })?;
         let mut seen = vec![false; self.size()];
         for &m in members {
             if m >= self.size() || std::mem::replace(&mut seen[m], true) {
@@ -200,12 +184,7 @@ impl Communicator {
 
     /// Reduces `input` (length `size * output.len()`) over all ranks and leaves chunk
     /// `rank` of the result in `output`.
-    pub fn reduce_scatter<T: Element>(
-        &mut self,
-        input: &[T],
-        output: &mut [T],
-        op: ReduceOp,
-    ) -> Result<()> {
+    pub fn reduce_scatter<T: Element>(&mut self, input: &[T], output: &mut [T], op: ReduceOp) -> Result<()> {
         self.reduce_scatter_with(input, output, op, &HostCombine)
     }
 
@@ -225,14 +204,7 @@ impl Communicator {
             )));
         }
         let seq = self.next_seq()?;
-        let header = op_header(
-            OpKind::ReduceScatter,
-            T::DTYPE,
-            seq,
-            input.len(),
-            Some(op),
-            0,
-        );
+        let header = op_header(OpKind::ReduceScatter, T::DTYPE, seq, input.len(), Some(op), 0);
         if self.size() == 1 {
             output.copy_from_slice(input);
             return Ok(());
@@ -273,14 +245,7 @@ impl Communicator {
             )));
         }
         let seq = self.next_seq()?;
-        let header = op_header(
-            OpKind::Broadcast,
-            T::DTYPE,
-            seq,
-            buf.len(),
-            None,
-            root as u32,
-        );
+        let header = op_header(OpKind::Broadcast, T::DTYPE, seq, buf.len(), None, root as u32);
         if self.size() == 1 {
             return Ok(());
         }
@@ -302,17 +267,9 @@ impl Communicator {
         let mut dist = 1;
         let mut round = 0;
         while dist < n {
-            let mut nothing = CopySink {
-                dst: &mut [],
-                granule: 1,
-            };
-            let from = Recv {
-                peer: (rank + n - dist) % n,
-                len: 0,
-                sink: &mut nothing,
-            };
-            self.link
-                .step(&header, round, Some(((rank + dist) % n, &[])), Some(from))?;
+            let mut nothing = CopySink { dst: &mut [], granule: 1 };
+            let from = Recv { peer: (rank + n - dist) % n, len: 0, sink: &mut nothing };
+            self.link.step(&header, round, Some(((rank + dist) % n, &[])), Some(from))?;
             dist *= 2;
             round += 1;
         }
@@ -350,31 +307,14 @@ impl Communicator {
         let granule = std::mem::size_of::<T>();
         let send_msg = send.map(|(buf, dst)| {
             self.sent[dst] += 1;
-            let h = op_header(
-                OpKind::SendRecv,
-                T::DTYPE,
-                self.sent[dst],
-                buf.len(),
-                None,
-                tag,
-            );
+            let h = op_header(OpKind::SendRecv, T::DTYPE, self.sent[dst], buf.len(), None, tag);
             (dst, h, algo::bytes(buf))
         });
         let (recv_head, mut sink) = match recv {
             Some((buf, src)) => {
                 self.received[src] += 1;
-                let h = op_header(
-                    OpKind::SendRecv,
-                    T::DTYPE,
-                    self.received[src],
-                    buf.len(),
-                    None,
-                    tag,
-                );
-                let sink = CopySink {
-                    dst: algo::bytes_mut(buf),
-                    granule,
-                };
+                let h = op_header(OpKind::SendRecv, T::DTYPE, self.received[src], buf.len(), None, tag);
+                let sink = CopySink { dst: algo::bytes_mut(buf), granule };
                 (Some((src, h)), Some(sink))
             }
             None => (None, None),

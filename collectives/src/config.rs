@@ -20,21 +20,17 @@ pub struct CommConfig {
 
 impl Default for CommConfig {
     fn default() -> Self {
-        CommConfig {
-            timeout: Duration::from_secs(60),
-            small_bytes: 64 << 10,
-            slice_bytes: 256 << 10,
-        }
+        CommConfig { timeout: Duration::from_secs(60), small_bytes: 64 << 10, slice_bytes: 256 << 10 }
     }
 }
 
 fn parse_env<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
     match std::env::var(name) {
-        Ok(v) => {
-            v.trim().parse().map(Some).map_err(|_| {
-                CommError::InvalidArgument(format!("{name}={v:?} is not a valid number"))
-            })
-        }
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| CommError::InvalidArgument(format!("{name}={v:?} is not a valid number"))),
         Err(_) => Ok(None),
     }
 }

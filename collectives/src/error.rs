@@ -6,38 +6,15 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum CommError {
     #[error("{op}: timed out after {waited:?} waiting for rank {peer}; it may be stuck, dead or calling a different collective (raise TRIDENT_TIMEOUT_S if it is just slow)")]
-    Timeout {
-        op: String,
-        peer: usize,
-        waited: Duration,
-    },
+    Timeout { op: String, peer: usize, waited: Duration },
     #[error("{op}: lost rank {peer}: {detail}")]
-    PeerLost {
-        op: String,
-        peer: usize,
-        detail: String,
-    },
-    #[error(
-        "{op}: rank {reporter} gave up because of rank {culprit} ({reason}); this rank stops too"
-    )]
-    PeerFailed {
-        op: String,
-        culprit: usize,
-        reporter: usize,
-        reason: AbortReason,
-    },
+    PeerLost { op: String, peer: usize, detail: String },
+    #[error("{op}: rank {reporter} gave up because of rank {culprit} ({reason}); this rank stops too")]
+    PeerFailed { op: String, culprit: usize, reporter: usize, reason: AbortReason },
     #[error("ranks called different collectives: this rank is in {local} but rank {peer} sent {remote}; every rank of a communicator must make the same calls in the same order with the same sizes")]
-    Mismatch {
-        peer: usize,
-        local: String,
-        remote: String,
-    },
+    Mismatch { peer: usize, local: String, remote: String },
     #[error("malformed message from rank {peer} during {op}: {detail}")]
-    Malformed {
-        op: String,
-        peer: usize,
-        detail: String,
-    },
+    Malformed { op: String, peer: usize, detail: String },
     #[error("connection refused: {0}")]
     Refused(String),
     #[error("invalid argument: {0}")]
@@ -57,10 +34,7 @@ pub enum CommError {
 impl CommError {
     /// Wraps an I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        CommError::Io {
-            context: context.into(),
-            source,
-        }
+        CommError::Io { context: context.into(), source }
     }
 
     /// The rank this error blames, if it blames one.

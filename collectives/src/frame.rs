@@ -78,14 +78,7 @@ pub struct Header {
 
 impl fmt::Display for Header {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} #{} of {} {}",
-            self.kind.name(),
-            self.seq,
-            self.count,
-            self.dtype.name()
-        )?;
+        write!(f, "{} #{} of {} {}", self.kind.name(), self.seq, self.count, self.dtype.name())?;
         if let Some(op) = self.reduce {
             write!(f, " ({op:?})")?;
         }
@@ -130,18 +123,11 @@ impl Header {
     /// Parses a header received from `peer` while this rank runs `op`; any inconsistency is
     /// a [`CommError::Malformed`].
     pub fn decode(b: &[u8; HEADER_LEN], peer: usize, op: &Header) -> Result<Header, CommError> {
-        let bad = |detail: String| CommError::Malformed {
-            op: op.to_string(),
-            peer,
-            detail,
-        };
+        let bad = |detail: String| CommError::Malformed { op: op.to_string(), peer, detail };
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
         if u32_at(0) != MAGIC {
-            return Err(bad(format!(
-                "bad magic {:#010x} (not a Trident frame)",
-                u32_at(0)
-            )));
+            return Err(bad(format!("bad magic {:#010x} (not a Trident frame)", u32_at(0))));
         }
         if u32_at(44) != checksum(&b[..44]) {
             return Err(bad("header checksum mismatch (corrupted frame)".into()));
@@ -209,11 +195,7 @@ impl Header {
             && self.reduce == expected.reduce
             && self.tag == expected.tag;
         if !same_op {
-            return Err(CommError::Mismatch {
-                peer,
-                local: expected.to_string(),
-                remote: self.to_string(),
-            });
+            return Err(CommError::Mismatch { peer, local: expected.to_string(), remote: self.to_string() });
         }
         if self.payload_len != expected.payload_len || self.aux != expected.aux {
             return Err(CommError::Malformed {
@@ -268,16 +250,10 @@ mod tests {
     #[test]
     fn different_op_is_mismatch() {
         let h = sample();
-        let other = Header {
-            kind: OpKind::AllGather,
-            ..h
-        };
+        let other = Header { kind: OpKind::AllGather, ..h };
         let err = other.check(&h, 1).unwrap_err();
         assert!(matches!(err, CommError::Mismatch { peer: 1, .. }), "{err}");
         let bigger = Header { count: 1001, ..h };
-        assert!(matches!(
-            bigger.check(&h, 1),
-            Err(CommError::Mismatch { .. })
-        ));
+        assert!(matches!(bigger.check(&h, 1), Err(CommError::Mismatch { .. })));
     }
 }

@@ -34,11 +34,7 @@ impl RankGrid {
     }
 
     pub fn coords(&self, rank: usize) -> GridCoords {
-        GridCoords {
-            tp: rank % self.tp,
-            dp: (rank / self.tp) % self.dp,
-            pp: rank / (self.tp * self.dp),
-        }
+        GridCoords { tp: rank % self.tp, dp: (rank / self.tp) % self.dp, pp: rank / (self.tp * self.dp) }
     }
 
     pub fn rank(&self, c: GridCoords) -> usize {
@@ -48,25 +44,19 @@ impl RankGrid {
     /// Ranks sharing `rank`'s data and pipeline indices, in tensor-parallel order.
     pub fn tp_group(&self, rank: usize) -> Vec<usize> {
         let c = self.coords(rank);
-        (0..self.tp)
-            .map(|tp| self.rank(GridCoords { tp, ..c }))
-            .collect()
+        (0..self.tp).map(|tp| self.rank(GridCoords { tp, ..c })).collect()
     }
 
     /// Ranks sharing `rank`'s tensor and pipeline indices, in data-parallel order.
     pub fn dp_group(&self, rank: usize) -> Vec<usize> {
         let c = self.coords(rank);
-        (0..self.dp)
-            .map(|dp| self.rank(GridCoords { dp, ..c }))
-            .collect()
+        (0..self.dp).map(|dp| self.rank(GridCoords { dp, ..c })).collect()
     }
 
     /// Ranks sharing `rank`'s tensor and data indices, in pipeline-stage order.
     pub fn pp_group(&self, rank: usize) -> Vec<usize> {
         let c = self.coords(rank);
-        (0..self.pp)
-            .map(|pp| self.rank(GridCoords { pp, ..c }))
-            .collect()
+        (0..self.pp).map(|pp| self.rank(GridCoords { pp, ..c })).collect()
     }
 }
 

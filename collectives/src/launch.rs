@@ -41,11 +41,8 @@ impl Default for LaunchOptions {
 }
 
 fn free_port() -> Result<u16> {
-    let l =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| CommError::io("finding a free port", e))?;
-    l.local_addr()
-        .map(|a| a.port())
-        .map_err(|e| CommError::io("finding a free port", e))
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| CommError::io("finding a free port", e))?;
+    l.local_addr().map(|a| a.port()).map_err(|e| CommError::io("finding a free port", e))
 }
 
 fn forward(
@@ -70,9 +67,7 @@ fn forward(
 /// Exit code of a finished child: its code, or 128 + signal like a shell.
 fn code_of(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
-    status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
 fn signal(child: &Child, sig: libc::c_int) {
@@ -108,8 +103,8 @@ pub fn run(nproc_per_node: usize, command: &[String], opts: &LaunchOptions) -> R
         Err(_) if opts.nnodes == 1 => JobToken::random()?,
         Err(_) => {
             return Err(CommError::InvalidArgument(format!(
-            "a multi-node launch needs the same {ENV_TOKEN} (32 hex digits) exported on every node"
-        )))
+                "a multi-node launch needs the same {ENV_TOKEN} (32 hex digits) exported on every node"
+            )))
         }
     };
     let world = nproc_per_node * opts.nnodes;

@@ -48,12 +48,9 @@ impl<T: Element> ReduceSink<'_, T> {
     fn apply(&mut self, first: usize, incoming: &[T]) {
         let out = &mut self.out[first..first + incoming.len()];
         match self.local {
-            Some(local) => self.combine.reduce_into(
-                self.op,
-                out,
-                &local[first..first + incoming.len()],
-                incoming,
-            ),
+            Some(local) => {
+                self.combine.reduce_into(self.op, out, &local[first..first + incoming.len()], incoming)
+            }
             None => self.combine.reduce(self.op, out, incoming),
         }
     }

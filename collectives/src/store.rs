@@ -48,17 +48,10 @@ pub struct StoreServer {
 impl StoreServer {
     pub fn start(bind: SocketAddr, token: JobToken) -> Result<Self> {
         let listener = TcpListener::bind(bind).map_err(|e| {
-            CommError::io(
-                format!("rank 0 hosting the rendezvous store on {bind} (is MASTER_PORT free?)"),
-                e,
-            )
+            CommError::io(format!("rank 0 hosting the rendezvous store on {bind} (is MASTER_PORT free?)"), e)
         })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| CommError::io("store address", e))?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| CommError::io("store listener", e))?;
+        let addr = listener.local_addr().map_err(|e| CommError::io("store address", e))?;
+        listener.set_nonblocking(true).map_err(|e| CommError::io("store listener", e))?;
         let shared = Arc::new(Shared {
             table: Mutex::new(Table::default()),
             changed: Condvar::new(),
@@ -70,11 +63,7 @@ impl StoreServer {
             .name("trident-store".into())
             .spawn(move || accept_loop(listener, s))
             .map_err(|e| CommError::io("spawning the store thread", e))?;
-        Ok(StoreServer {
-            shared,
-            addr,
-            accept_thread: Some(accept_thread),
-        })
+        Ok(StoreServer { shared, addr, accept_thread: Some(accept_thread) })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -97,15 +86,13 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         match listener.accept() {
             Ok((stream, peer)) => {
                 let s = shared.clone();
-                let _ = std::thread::Builder::new()
-                    .name("trident-store-conn".into())
-                    .spawn(move || {
-                        if let Err(e) = serve(stream, &s) {
-                            if !s.stop.load(Ordering::Acquire) {
-                                eprintln!("trident store: dropped connection from {peer}: {e}");
-                            }
+                let _ = std::thread::Builder::new().name("trident-store-conn".into()).spawn(move || {
+                    if let Err(e) = serve(stream, &s) {
+                        if !s.stop.load(Ordering::Acquire) {
+                            eprintln!("trident store: dropped connection from {peer}: {e}");
                         }
-                    });
+                    }
+                });
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(20));
@@ -148,9 +135,7 @@ fn serve(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     let version = u32::from_le_bytes(hello[4..8].try_into().unwrap());
     if magic != MAGIC || version != VERSION || !shared.token.matches(&hello[8..24]) {
         let _ = stream.write_all(&[0]);
-        return Err(invalid(
-            "refused: not a Trident store client or wrong job token",
-        ));
+        return Err(invalid("refused: not a Trident store client or wrong job token"));
     }
     stream.write_all(&[1])?;
     // Idle clients are fine once authenticated; the job's own timeouts bound the waits.
@@ -259,9 +244,7 @@ impl StoreClient {
     fn handshake(mut stream: TcpStream, addr: &str, token: &JobToken) -> Result<Self> {
         let io = |e| CommError::io(format!("store handshake with {addr}"), e);
         stream.set_nodelay(true).map_err(io)?;
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .map_err(io)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(io)?;
         stream.write_all(&hello(token)).map_err(io)?;
         let mut ok = [0u8; 1];
         match stream.read_exact(&mut ok) {
@@ -274,10 +257,7 @@ impl StoreClient {
             }
         }
         stream.set_read_timeout(None).map_err(io)?;
-        Ok(StoreClient {
-            stream,
-            addr: addr.to_string(),
-        })
+        Ok(StoreClient { stream, addr: addr.to_string() })
     }
 
     fn send_key(&mut self, op: u8, key: &str) -> Result<Vec<u8>> {
@@ -295,10 +275,7 @@ impl StoreClient {
     }
 
     fn io(&self, e: std::io::Error) -> CommError {
-        CommError::io(
-            format!("talking to the rendezvous store at {}", self.addr),
-            e,
-        )
+        CommError::io(format!("talking to the rendezvous store at {}", self.addr), e)
     }
 
     pub fn set(&mut self, key: &str, value: &[u8]) -> Result<()> {
@@ -313,13 +290,9 @@ impl StoreClient {
         req.extend_from_slice(value);
         self.stream.write_all(&req).map_err(|e| self.io(e))?;
         let mut status = [0u8; 1];
-        self.stream
-            .read_exact(&mut status)
-            .map_err(|e| self.io(e))?;
+        self.stream.read_exact(&mut status).map_err(|e| self.io(e))?;
         if status[0] != 1 {
-            return Err(CommError::Bootstrap(format!(
-                "the store refused to keep {key:?}: it is full"
-            )));
+            return Err(CommError::Bootstrap(format!("the store refused to keep {key:?}: it is full")));
         }
         Ok(())
     }
@@ -331,9 +304,7 @@ impl StoreClient {
         req.extend_from_slice(&ms.to_le_bytes());
         self.stream.write_all(&req).map_err(|e| self.io(e))?;
         let mut status = [0u8; 1];
-        self.stream
-            .read_exact(&mut status)
-            .map_err(|e| self.io(e))?;
+        self.stream.read_exact(&mut status).map_err(|e| self.io(e))?;
         if status[0] != 1 {
             return Err(CommError::Bootstrap(format!(
                 "timed out after {timeout:?} waiting for {key:?} in the rendezvous store: a rank did not start or crashed during setup"
@@ -377,9 +348,7 @@ mod tests {
         assert!(a.get("missing", Duration::from_millis(50)).is_err());
 
         let wrong = JobToken::random().unwrap();
-        let err = StoreClient::connect(&addr, &wrong, Duration::from_secs(5))
-            .err()
-            .unwrap();
+        let err = StoreClient::connect(&addr, &wrong, Duration::from_secs(5)).err().unwrap();
         assert!(matches!(err, CommError::Refused(_)), "{err}");
 
         // An oversized request is refused without the server allocating it.
@@ -387,8 +356,7 @@ mod tests {
         raw.write_all(&hello(&token)).unwrap();
         let mut ok = [0u8; 1];
         raw.read_exact(&mut ok).unwrap();
-        raw.write_all(&[OP_SET, 1, 0, 0, 0, b'x', 0xff, 0xff, 0xff, 0x7f])
-            .unwrap();
+        raw.write_all(&[OP_SET, 1, 0, 0, 0, b'x', 0xff, 0xff, 0xff, 0x7f]).unwrap();
         let mut rest = Vec::new();
         let _ = raw.read_to_end(&mut rest);
         assert!(rest.is_empty());

@@ -73,13 +73,7 @@ impl JobToken {
 
     /// Comparison whose time does not depend on where the tokens differ.
     pub fn matches(&self, other: &[u8]) -> bool {
-        other.len() == 16
-            && self
-                .0
-                .iter()
-                .zip(other)
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0
+        other.len() == 16 && self.0.iter().zip(other).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
     }
 }
 

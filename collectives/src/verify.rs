@@ -26,14 +26,7 @@ pub fn input(seed: u64, rank: usize, salt: u64, len: usize) -> Vec<f32> {
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
     #[error("{op} with {len} elements on rank {rank}/{size} (seed {seed}): {detail}")]
-    Wrong {
-        op: &'static str,
-        len: usize,
-        rank: usize,
-        size: usize,
-        seed: u64,
-        detail: String,
-    },
+    Wrong { op: &'static str, len: usize, rank: usize, size: usize, seed: u64, detail: String },
     #[error(transparent)]
     Comm(#[from] CommError),
 }
@@ -45,10 +38,7 @@ fn compare(got: &[f32], want: &[f64], scale: &[f64], tol: f64) -> Result<(), Str
     for (i, ((&g, &w), &s)) in got.iter().zip(want).zip(scale).enumerate() {
         let err = (g as f64 - w).abs();
         if err.is_nan() || err > tol * s.max(f64::MIN_POSITIVE) {
-            return Err(format!(
-                "element {i} is {g}, expected {w} (error {err:e}, allowed {:e})",
-                tol * s
-            ));
+            return Err(format!("element {i} is {g}, expected {w} (error {err:e}, allowed {:e})", tol * s));
         }
     }
     Ok(())
@@ -58,17 +48,10 @@ fn compare(got: &[f32], want: &[f64], scale: &[f64], tol: f64) -> Result<(), Str
 pub fn check_all(comm: &mut Communicator, seed: u64, lens: &[usize]) -> Result<(), CheckError> {
     let (rank, n) = (comm.rank(), comm.size());
     for &len in lens {
-        let fail = |op: &'static str, detail: String| CheckError::Wrong {
-            op,
-            len,
-            rank,
-            size: n,
-            seed,
-            detail,
-        };
-        let inputs = |salt: u64, len: usize| -> Vec<Vec<f32>> {
-            (0..n).map(|r| input(seed, r, salt, len)).collect()
-        };
+        let fail =
+            |op: &'static str, detail: String| CheckError::Wrong { op, len, rank, size: n, seed, detail };
+        let inputs =
+            |salt: u64, len: usize| -> Vec<Vec<f32>> { (0..n).map(|r| input(seed, r, salt, len)).collect() };
         // f32 sums of n terms: relative to the sum of magnitudes, error stays below n * eps.
         let tol = (n as f64) * f32::EPSILON as f64;
 
@@ -86,9 +69,7 @@ pub fn check_all(comm: &mut Communicator, seed: u64, lens: &[usize]) -> Result<(
                     }
                 })
                 .collect();
-            let scale: Vec<f64> = (0..len)
-                .map(|i| all.iter().map(|v| (v[i] as f64).abs()).sum())
-                .collect();
+            let scale: Vec<f64> = (0..len).map(|i| all.iter().map(|v| (v[i] as f64).abs()).sum()).collect();
             let tol = if op == ReduceOp::Max { 0.0 } else { tol };
             compare(&buf, &want, &scale, tol).map_err(|d| fail("all_reduce", d))?;
         }
@@ -98,13 +79,8 @@ pub fn check_all(comm: &mut Communicator, seed: u64, lens: &[usize]) -> Result<(
         let mut out = vec![f32::NAN; len];
         comm.reduce_scatter(&all[rank], &mut out, ReduceOp::Sum)?;
         let range = rank * len..(rank + 1) * len;
-        let want: Vec<f64> = range
-            .clone()
-            .map(|i| all.iter().map(|v| v[i] as f64).sum())
-            .collect();
-        let scale: Vec<f64> = range
-            .map(|i| all.iter().map(|v| (v[i] as f64).abs()).sum())
-            .collect();
+        let want: Vec<f64> = range.clone().map(|i| all.iter().map(|v| v[i] as f64).sum()).collect();
+        let scale: Vec<f64> = range.map(|i| all.iter().map(|v| (v[i] as f64).abs()).sum()).collect();
         compare(&out, &want, &scale, tol).map_err(|d| fail("reduce_scatter", d))?;
 
         // all_gather
@@ -117,11 +93,7 @@ pub fn check_all(comm: &mut Communicator, seed: u64, lens: &[usize]) -> Result<(
         // broadcast from a root that moves with the length
         let root = len % n;
         let all = inputs(5, len);
-        let mut buf = if rank == root {
-            all[root].clone()
-        } else {
-            vec![f32::NAN; len]
-        };
+        let mut buf = if rank == root { all[root].clone() } else { vec![f32::NAN; len] };
         comm.broadcast(&mut buf, root)?;
         let want: Vec<f64> = all[root].iter().map(|&x| x as f64).collect();
         compare(&buf, &want, &vec![1.0; len], 0.0).map_err(|d| fail("broadcast", d))?;
@@ -143,10 +115,7 @@ pub fn check_all(comm: &mut Communicator, seed: u64, lens: &[usize]) -> Result<(
 
 /// Carves the TP, PP and DP groups of `grid` out of `world` and checks that an AllReduce
 /// over each sums exactly its members (world ranks, as f64).
-pub fn check_groups(
-    world: &mut Communicator,
-    grid: &crate::grid::RankGrid,
-) -> Result<(), CheckError> {
+pub fn check_groups(world: &mut Communicator, grid: &crate::grid::RankGrid) -> Result<(), CheckError> {
     let rank = world.rank();
     let mut groups = world.parallel_groups(grid)?;
     let cases = [

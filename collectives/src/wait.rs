@@ -58,10 +58,7 @@ pub struct Deadline {
 impl Deadline {
     pub fn after(timeout: Duration) -> Self {
         let start = Instant::now();
-        Deadline {
-            start,
-            end: start + timeout,
-        }
+        Deadline { start, end: start + timeout }
     }
 
     pub fn expired(&self) -> bool {

@@ -38,15 +38,12 @@ fn every_op(c: &mut Communicator, big: &mut [f32], small: &mut [f32], out: &mut 
     let (right, left) = ((c.rank() + 1) % n, (c.rank() + n - 1) % n);
     c.all_reduce(big, ReduceOp::Sum).unwrap();
     c.all_reduce(small, ReduceOp::Max).unwrap();
-    c.reduce_scatter(big, &mut out[..big.len() / n], ReduceOp::Sum)
-        .unwrap();
-    c.all_gather(&small[..small.len() / n], &mut out[..small.len() / n * n])
-        .unwrap();
+    c.reduce_scatter(big, &mut out[..big.len() / n], ReduceOp::Sum).unwrap();
+    c.all_gather(&small[..small.len() / n], &mut out[..small.len() / n * n]).unwrap();
     c.broadcast(big, 1).unwrap();
     c.broadcast(small, 2).unwrap();
     let (send, recv) = big.split_at_mut(big.len() / 2);
-    c.send_recv(Some((&*send, right)), Some((recv, left)), 3)
-        .unwrap();
+    c.send_recv(Some((&*send, right)), Some((recv, left)), 3).unwrap();
     c.barrier().unwrap();
 }
 

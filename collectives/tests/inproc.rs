@@ -23,17 +23,11 @@ fn run<R: Send + 'static>(
             })
         })
         .collect();
-    handles
-        .into_iter()
-        .map(|h| h.join().expect("rank thread panicked"))
-        .collect()
+    handles.into_iter().map(|h| h.join().expect("rank thread panicked")).collect()
 }
 
 fn short_timeout() -> CommConfig {
-    CommConfig {
-        timeout: std::time::Duration::from_secs(20),
-        ..CommConfig::default()
-    }
+    CommConfig { timeout: std::time::Duration::from_secs(20), ..CommConfig::default() }
 }
 
 #[test]
@@ -41,11 +35,8 @@ fn every_collective_every_world_size() {
     let seed = 0x5eed_0001;
     for n in 1..=8 {
         let lens = [0, 1, 2, 7, 61, 1021, 16411];
-        for (rank, r) in run(n, short_timeout(), move |mut c| {
-            check_all(&mut c, seed, &lens)
-        })
-        .into_iter()
-        .enumerate()
+        for (rank, r) in
+            run(n, short_timeout(), move |mut c| check_all(&mut c, seed, &lens)).into_iter().enumerate()
         {
             r.unwrap_or_else(|e| panic!("world {n} rank {rank}: {e}"));
         }
@@ -57,9 +48,7 @@ fn multi_mib_buffers() {
     let seed = 0x5eed_0002;
     for n in [2, 5] {
         let lens = [786_433]; // prime, 3 MiB of f32
-        for r in run(n, short_timeout(), move |mut c| {
-            check_all(&mut c, seed, &lens)
-        }) {
+        for r in run(n, short_timeout(), move |mut c| check_all(&mut c, seed, &lens)) {
             r.unwrap_or_else(|e| panic!("world {n}: {e}"));
         }
     }
@@ -69,20 +58,14 @@ fn multi_mib_buffers() {
 fn small_and_ring_paths_agree_across_ranks() {
     // Both AllReduce paths must give every rank bitwise equal results.
     for small_bytes in [0, 1 << 20] {
-        let config = CommConfig {
-            small_bytes,
-            ..short_timeout()
-        };
+        let config = CommConfig { small_bytes, ..short_timeout() };
         let outs = run(6, config, |mut c| {
             let mut buf = trident_collectives::verify::input(9, c.rank(), 0, 4099);
             c.all_reduce(&mut buf, ReduceOp::Sum).unwrap();
             buf
         });
         for o in &outs[1..] {
-            assert!(o
-                .iter()
-                .zip(&outs[0])
-                .all(|(a, b)| a.to_bits() == b.to_bits()));
+            assert!(o.iter().zip(&outs[0]).all(|(a, b)| a.to_bits() == b.to_bits()));
         }
     }
 }
@@ -107,11 +90,7 @@ fn megatron_groups() {
         let expect = |m: Vec<usize>| m.iter().sum::<usize>() as f32;
         assert_eq!(
             sums,
-            vec![
-                expect(grid.tp_group(rank)),
-                expect(grid.pp_group(rank)),
-                expect(grid.dp_group(rank))
-            ]
+            vec![expect(grid.tp_group(rank)), expect(grid.pp_group(rank)), expect(grid.dp_group(rank))]
         );
     }
 }
@@ -128,11 +107,7 @@ fn mismatched_sizes_are_reported() {
         assert!(
             matches!(
                 err,
-                CommError::Mismatch { .. }
-                    | CommError::PeerFailed {
-                        reason: AbortReason::Mismatch,
-                        ..
-                    }
+                CommError::Mismatch { .. } | CommError::PeerFailed { reason: AbortReason::Mismatch, .. }
             ),
             "{err}"
         );
@@ -154,11 +129,7 @@ fn mismatched_collectives_are_reported() {
         assert!(
             matches!(
                 err,
-                CommError::Mismatch { .. }
-                    | CommError::PeerFailed {
-                        reason: AbortReason::Mismatch,
-                        ..
-                    }
+                CommError::Mismatch { .. } | CommError::PeerFailed { reason: AbortReason::Mismatch, .. }
             ),
             "{err}"
         );
@@ -187,10 +158,7 @@ fn departed_rank_fails_the_others_naming_it() {
 
 #[test]
 fn timeout_names_the_peer() {
-    let config = CommConfig {
-        timeout: std::time::Duration::from_millis(300),
-        ..CommConfig::default()
-    };
+    let config = CommConfig { timeout: std::time::Duration::from_millis(300), ..CommConfig::default() };
     let outs = run(2, config, |mut c| {
         let mut buf = [1.0f32; 4];
         if c.rank() == 0 {
@@ -227,11 +195,7 @@ fn bf16_and_f64_all_reduce() {
             let scale: f64 = vals.iter().map(|v| v.abs()).sum();
             // n-1 bf16 roundings of partial sums, each at most 2^-8 relative.
             let err = (h[i].to_f64() - sum).abs();
-            assert!(
-                err <= scale * n as f64 * 2f64.powi(-8),
-                "bf16 element {i}: {} vs {sum}",
-                h[i]
-            );
+            assert!(err <= scale * n as f64 * 2f64.powi(-8), "bf16 element {i}: {} vs {sum}", h[i]);
             let max = all.iter().map(|v| v[i] as f64).fold(f64::MIN, f64::max);
             assert_eq!(d[i], max, "f64 max element {i}");
         }
@@ -243,10 +207,7 @@ fn ranks_leaving_right_after_their_last_step_are_not_reported() {
     // A rank may post its last message and drop its communicator before the receiver looks;
     // the receiver must still take the message instead of reporting the rank as gone.
     for round in 0..300 {
-        let config = CommConfig {
-            small_bytes: if round % 2 == 0 { 0 } else { 1 << 20 },
-            ..short_timeout()
-        };
+        let config = CommConfig { small_bytes: if round % 2 == 0 { 0 } else { 1 << 20 }, ..short_timeout() };
         for r in run(6, config, |mut c| {
             let mut buf = trident_collectives::verify::input(3, c.rank(), 0, 1031);
             c.all_reduce(&mut buf, ReduceOp::Sum)

@@ -12,11 +12,7 @@ use trident_collectives::transport::tcp::{group_id, Hello, HELLO_LEN};
 const BIN: &str = env!("CARGO_BIN_EXE_trident-coll");
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 struct Job {
@@ -26,10 +22,7 @@ struct Job {
 
 impl Job {
     fn new() -> Self {
-        Job {
-            port: free_port(),
-            token: JobToken::random().unwrap(),
-        }
+        Job { port: free_port(), token: JobToken::random().unwrap() }
     }
 
     /// Starts `ranks` of a `world`-rank job running `trident-coll args`.
@@ -97,16 +90,9 @@ fn check(transport: &str, world: usize, lens: &str) {
 fn check_with(transport: &str, world: usize, args: &[&str]) {
     let job = Job::new();
     let ranks: Vec<usize> = (0..world).collect();
-    let outs = wait_all(
-        job.spawn(world, &ranks, transport, args),
-        Duration::from_secs(120),
-    );
+    let outs = wait_all(job.spawn(world, &ranks, transport, args), Duration::from_secs(120));
     for (rank, o) in outs.iter().enumerate() {
-        assert!(
-            o.status.success(),
-            "{transport} world {world} rank {rank}: {}",
-            text(o)
-        );
+        assert!(o.status.success(), "{transport} world {world} rank {rank}: {}", text(o));
     }
 }
 
@@ -136,16 +122,9 @@ fn foreign_launcher_environments() {
         (
             "OMPI_COMM_WORLD_RANK",
             "OMPI_COMM_WORLD_SIZE",
-            [
-                ("OMPI_COMM_WORLD_LOCAL_SIZE", "3"),
-                ("OMPI_MCA_ess_base_jobid", "4242"),
-            ],
+            [("OMPI_COMM_WORLD_LOCAL_SIZE", "3"), ("OMPI_MCA_ess_base_jobid", "4242")],
         ),
-        (
-            "SLURM_PROCID",
-            "SLURM_NTASKS",
-            [("SLURM_JOB_NODELIST", "127.0.0.1"), ("SLURM_JOB_ID", "99")],
-        ),
+        ("SLURM_PROCID", "SLURM_NTASKS", [("SLURM_JOB_NODELIST", "127.0.0.1"), ("SLURM_JOB_ID", "99")]),
     ] {
         let port = free_port().to_string();
         let children: Vec<Child> = (0..3)
@@ -185,15 +164,7 @@ fn launcher_returns_the_first_failure_and_stops_the_rest() {
     assert!(String::from_utf8_lossy(&out[0].stderr).contains("rank 1 exited with code 7"));
 
     let ok = Command::new(BIN)
-        .args([
-            "launch",
-            "--nproc-per-node",
-            "2",
-            "--",
-            "sh",
-            "-c",
-            "echo hello from $RANK of $WORLD_SIZE",
-        ])
+        .args(["launch", "--nproc-per-node", "2", "--", "sh", "-c", "echo hello from $RANK of $WORLD_SIZE"])
         .output()
         .unwrap();
     assert!(ok.status.success(), "{}", text(&ok));
@@ -204,24 +175,14 @@ fn launcher_returns_the_first_failure_and_stops_the_rest() {
 fn killed_rank(transport: &str) {
     let job = Job::new();
     let outs = wait_all(
-        job.spawn(
-            4,
-            &[0, 1, 2, 3],
-            transport,
-            &["fault", "die", "--victim", "1", "--at", "2"],
-        ),
+        job.spawn(4, &[0, 1, 2, 3], transport, &["fault", "die", "--victim", "1", "--at", "2"]),
         Duration::from_secs(60),
     );
     assert!(!outs[1].status.success(), "victim: {}", text(&outs[1]));
     for rank in [0, 2, 3] {
         let o = &outs[rank];
         let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(
-            o.status.code(),
-            Some(3),
-            "{transport} rank {rank}: {}",
-            text(o)
-        );
+        assert_eq!(o.status.code(), Some(3), "{transport} rank {rank}: {}", text(o));
         assert!(
             err.contains("rank 1") && err.contains("all_reduce"),
             "{transport} rank {rank} must name rank 1 and the operation: {}",
@@ -244,18 +205,11 @@ fn shm_killed_rank_fails_the_others() {
 fn mismatched_sizes_are_reported_across_processes() {
     for transport in ["tcp", "shm"] {
         let job = Job::new();
-        let outs = wait_all(
-            job.spawn(3, &[0, 1, 2], transport, &["fault", "mismatch"]),
-            Duration::from_secs(60),
-        );
+        let outs =
+            wait_all(job.spawn(3, &[0, 1, 2], transport, &["fault", "mismatch"]), Duration::from_secs(60));
         for (rank, o) in outs.iter().enumerate() {
             let err = String::from_utf8_lossy(&o.stderr);
-            assert_eq!(
-                o.status.code(),
-                Some(3),
-                "{transport} rank {rank}: {}",
-                text(o)
-            );
+            assert_eq!(o.status.code(), Some(3), "{transport} rank {rank}: {}", text(o));
             assert!(err.contains("different collectives"), "{}", text(o));
         }
     }
@@ -277,11 +231,7 @@ fn foreign_store_connections_are_refused_while_the_job_runs() {
     raw.write_all(&[0xde; 64]).unwrap();
     let mut rest = Vec::new();
     let _ = raw.read_to_end(&mut rest);
-    assert_eq!(
-        rest,
-        [0u8],
-        "the store answers garbage with a refusal and hangs up"
-    );
+    assert_eq!(rest, [0u8], "the store answers garbage with a refusal and hangs up");
     for o in wait_all(children, Duration::from_secs(120)) {
         assert!(o.status.success(), "the job must carry on: {}", text(&o));
     }
@@ -296,27 +246,14 @@ fn corrupt_data_frame_and_foreign_peer_are_refused() {
     let mut store = StoreClient::connect(&addr, &job.token, Duration::from_secs(20)).unwrap();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     store.set("host/1", host.trim().as_bytes()).unwrap();
-    let target = store
-        .get_string("world/tcp/0", Duration::from_secs(20))
-        .unwrap();
-    let hello = |token: JobToken| Hello {
-        token: token.0,
-        group: group_id("world"),
-        from: 1,
-        to: 0,
-        size: 2,
-    };
+    let target = store.get_string("world/tcp/0", Duration::from_secs(20)).unwrap();
+    let hello = |token: JobToken| Hello { token: token.0, group: group_id("world"), from: 1, to: 0, size: 2 };
     // A peer with the wrong token is turned away; rank 0 keeps waiting for the real one.
     let mut foreign = TcpStream::connect(&target).unwrap();
-    foreign
-        .write_all(&hello(JobToken::random().unwrap()).encode())
-        .unwrap();
+    foreign.write_all(&hello(JobToken::random().unwrap()).encode()).unwrap();
     let mut reply = Vec::new();
     let _ = foreign.read_to_end(&mut reply);
-    assert!(
-        reply.is_empty(),
-        "a foreign peer must get no handshake back"
-    );
+    assert!(reply.is_empty(), "a foreign peer must get no handshake back");
 
     let mut conn = TcpStream::connect(&target).unwrap();
     conn.write_all(&hello(job.token).encode()).unwrap();
@@ -328,9 +265,5 @@ fn corrupt_data_frame_and_foreign_peer_are_refused() {
     let outs = wait_all(rank0, Duration::from_secs(60));
     let err = String::from_utf8_lossy(&outs[0].stderr);
     assert!(!outs[0].status.success(), "{}", text(&outs[0]));
-    assert!(
-        err.contains("malformed message from rank 1"),
-        "{}",
-        text(&outs[0])
-    );
+    assert!(err.contains("malformed message from rank 1"), "{}", text(&outs[0]));
 }

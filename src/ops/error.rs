@@ -15,6 +15,8 @@ pub enum OpsError {
     Unsupported { op: &'static str, device: DeviceKind },
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Launch(#[from] crate::launch::LaunchError),
 }
 
 pub type Result<T, E = OpsError> = std::result::Result<T, E>;

@@ -1,171 +1,195 @@
 //! The ops on the kernel devices (`Emu`, `Cuda`): each function has the signature of its
-//! dispatcher in `ops` and is reached after that dispatcher checked lengths and devices.
-//! Until the kernels are wired in, each reports that it is unsupported.
+//! dispatcher in `ops`, is reached after that dispatcher checked lengths and devices, and
+//! launches the kernels of `kernels/` through their checked wrappers in [`crate::launch`].
 
 #![allow(clippy::too_many_arguments)]
 
 use trident_runtime::{View, ViewMut};
 
 use super::{AdamWParams, OpsContext, OpsError, Result};
-
-fn unsupported<T>(ctx: &OpsContext, op: &'static str) -> Result<T> {
-    Err(OpsError::Unsupported { op, device: ctx.device().kind() })
-}
+use crate::launch::{self, AdamW, AttentionShape, EncoderShape};
 
 pub fn encoder_forward(
     ctx: &OpsContext,
-    _out: &mut ViewMut<f32>,
-    _tokens: View<u32>,
-    _wte: View<f32>,
-    _wpe: View<f32>,
-    _b: usize,
-    _t: usize,
-    _c: usize,
+    out: &mut ViewMut<f32>,
+    tokens: View<u32>,
+    wte: View<f32>,
+    wpe: View<f32>,
+    b: usize,
+    t: usize,
+    c: usize,
 ) -> Result<()> {
-    unsupported(ctx, "encoder_forward")
+    let s = EncoderShape { b, t, c, vp: wte.len() / c.max(1), max_t: wpe.len() / c.max(1) };
+    Ok(launch::encoder_forward(ctx.kernels()?, out, &tokens, &wte, &wpe, &s)?)
 }
 
 pub fn encoder_backward(
     ctx: &OpsContext,
-    _dwte: &mut ViewMut<f32>,
-    _dwpe: &mut ViewMut<f32>,
-    _dout: View<f32>,
-    _tokens: View<u32>,
-    _b: usize,
-    _t: usize,
-    _c: usize,
+    dwte: &mut ViewMut<f32>,
+    dwpe: &mut ViewMut<f32>,
+    dout: View<f32>,
+    tokens: View<u32>,
+    b: usize,
+    t: usize,
+    c: usize,
 ) -> Result<()> {
-    unsupported(ctx, "encoder_backward")
+    let s = EncoderShape { b, t, c, vp: dwte.len() / c.max(1), max_t: dwpe.len() / c.max(1) };
+    Ok(launch::encoder_backward(ctx.kernels()?, dwte, dwpe, &dout, &tokens, &s)?)
 }
 
 pub fn layernorm_forward(
     ctx: &OpsContext,
-    _out: &mut ViewMut<f32>,
-    _mean: &mut ViewMut<f32>,
-    _rstd: &mut ViewMut<f32>,
-    _inp: View<f32>,
-    _weight: View<f32>,
-    _bias: View<f32>,
-    _n: usize,
-    _c: usize,
+    out: &mut ViewMut<f32>,
+    mean: &mut ViewMut<f32>,
+    rstd: &mut ViewMut<f32>,
+    inp: View<f32>,
+    weight: View<f32>,
+    bias: View<f32>,
+    n: usize,
+    c: usize,
 ) -> Result<()> {
-    unsupported(ctx, "layernorm_forward")
+    Ok(launch::layernorm_forward(ctx.kernels()?, out, mean, rstd, &inp, &weight, &bias, n, c)?)
 }
 
 pub fn layernorm_backward(
     ctx: &OpsContext,
-    _dinp: &mut ViewMut<f32>,
-    _dweight: &mut ViewMut<f32>,
-    _dbias: &mut ViewMut<f32>,
-    _dout: View<f32>,
-    _inp: View<f32>,
-    _weight: View<f32>,
-    _mean: View<f32>,
-    _rstd: View<f32>,
-    _n: usize,
-    _c: usize,
+    dinp: &mut ViewMut<f32>,
+    dweight: &mut ViewMut<f32>,
+    dbias: &mut ViewMut<f32>,
+    dout: View<f32>,
+    inp: View<f32>,
+    weight: View<f32>,
+    mean: View<f32>,
+    rstd: View<f32>,
+    n: usize,
+    c: usize,
 ) -> Result<()> {
-    unsupported(ctx, "layernorm_backward")
+    let k = ctx.kernels()?;
+    Ok(launch::layernorm_backward(k, dinp, dweight, dbias, &dout, &inp, &weight, &mean, &rstd, n, c)?)
 }
 
 pub fn matmul_forward(
     ctx: &OpsContext,
-    _out: &mut ViewMut<f32>,
-    _inp: View<f32>,
-    _weight: View<f32>,
-    _bias: Option<View<f32>>,
-    _n: usize,
-    _ic: usize,
-    _oc: usize,
+    out: &mut ViewMut<f32>,
+    inp: View<f32>,
+    weight: View<f32>,
+    bias: Option<View<f32>>,
+    n: usize,
+    ic: usize,
+    oc: usize,
 ) -> Result<()> {
-    unsupported(ctx, "matmul_forward")
+    Ok(launch::linear_forward(ctx.kernels()?, out, &inp, &weight, bias.as_ref(), n, ic, oc)?)
 }
 
 pub fn matmul_backward(
     ctx: &OpsContext,
-    _dinp: &mut ViewMut<f32>,
-    _dweight: &mut ViewMut<f32>,
-    _dbias: Option<&mut ViewMut<f32>>,
-    _dout: View<f32>,
-    _inp: View<f32>,
-    _weight: View<f32>,
-    _n: usize,
-    _ic: usize,
-    _oc: usize,
+    dinp: &mut ViewMut<f32>,
+    dweight: &mut ViewMut<f32>,
+    dbias: Option<&mut ViewMut<f32>>,
+    dout: View<f32>,
+    inp: View<f32>,
+    weight: View<f32>,
+    n: usize,
+    ic: usize,
+    oc: usize,
 ) -> Result<()> {
-    unsupported(ctx, "matmul_backward")
+    Ok(launch::linear_backward(ctx.kernels()?, dinp, dweight, dbias, &dout, &inp, &weight, n, ic, oc)?)
+}
+
+fn attention_shape(b: usize, t: usize, c: usize, nh: usize) -> Result<AttentionShape> {
+    if nh == 0 || c % nh != 0 {
+        return Err(OpsError::Shape {
+            op: "attention",
+            what: format!("{nh} heads do not divide {c} channels"),
+        });
+    }
+    Ok(AttentionShape { b, t, nh, hs: c / nh })
 }
 
 pub fn attention_forward(
     ctx: &OpsContext,
-    _out: &mut ViewMut<f32>,
-    _lse: &mut ViewMut<f32>,
-    _qkv: View<f32>,
-    _b: usize,
-    _t: usize,
-    _c: usize,
-    _nh: usize,
+    out: &mut ViewMut<f32>,
+    lse: &mut ViewMut<f32>,
+    qkv: View<f32>,
+    b: usize,
+    t: usize,
+    c: usize,
+    nh: usize,
 ) -> Result<()> {
-    unsupported(ctx, "attention_forward")
+    Ok(launch::attention_forward(ctx.kernels()?, out, lse, &qkv, &attention_shape(b, t, c, nh)?)?)
 }
 
 pub fn attention_backward(
     ctx: &OpsContext,
-    _dqkv: &mut ViewMut<f32>,
-    _dout: View<f32>,
-    _qkv: View<f32>,
-    _out: View<f32>,
-    _lse: View<f32>,
-    _b: usize,
-    _t: usize,
-    _c: usize,
-    _nh: usize,
+    dqkv: &mut ViewMut<f32>,
+    dout: View<f32>,
+    qkv: View<f32>,
+    out: View<f32>,
+    lse: View<f32>,
+    b: usize,
+    t: usize,
+    c: usize,
+    nh: usize,
 ) -> Result<()> {
-    unsupported(ctx, "attention_backward")
+    let s = attention_shape(b, t, c, nh)?;
+    let mut scratch = ctx.scratch(b * nh * t)?;
+    let mut dsum = scratch.view_mut(..b * nh * t)?;
+    Ok(launch::attention_backward(ctx.kernels()?, dqkv, &mut dsum, &dout, &qkv, &out, &lse, &s)?)
 }
 
-pub fn gelu_forward(ctx: &OpsContext, _out: &mut ViewMut<f32>, _inp: View<f32>, _n: usize) -> Result<()> {
-    unsupported(ctx, "gelu_forward")
+pub fn gelu_forward(ctx: &OpsContext, out: &mut ViewMut<f32>, inp: View<f32>, _n: usize) -> Result<()> {
+    Ok(launch::gelu_forward(ctx.kernels()?, out, &inp)?)
 }
 
-pub fn gelu_backward(ctx: &OpsContext, _d: &mut ViewMut<f32>, _inp: View<f32>, _n: usize) -> Result<()> {
-    unsupported(ctx, "gelu_backward")
+pub fn gelu_backward(ctx: &OpsContext, d: &mut ViewMut<f32>, inp: View<f32>, _n: usize) -> Result<()> {
+    Ok(launch::gelu_backward_inplace(ctx.kernels()?, d, &inp)?)
 }
 
 pub fn residual_forward(
     ctx: &OpsContext,
-    _out: &mut ViewMut<f32>,
-    _a: View<f32>,
-    _b: View<f32>,
+    out: &mut ViewMut<f32>,
+    a: View<f32>,
+    b: View<f32>,
     _n: usize,
 ) -> Result<()> {
-    unsupported(ctx, "residual_forward")
+    Ok(launch::add(ctx.kernels()?, out, &a, &b)?)
 }
 
 pub fn softmax_cross_entropy(
     ctx: &OpsContext,
-    _logits: &mut ViewMut<f32>,
-    _losses: &mut ViewMut<f32>,
-    _targets: View<u32>,
-    _n: usize,
-    _v: usize,
-    _vp: usize,
-    _dloss: Option<f32>,
+    logits: &mut ViewMut<f32>,
+    losses: &mut ViewMut<f32>,
+    targets: View<u32>,
+    n: usize,
+    v: usize,
+    vp: usize,
+    dloss: Option<f32>,
 ) -> Result<()> {
-    unsupported(ctx, "softmax_cross_entropy")
+    Ok(launch::crossentropy(ctx.kernels()?, logits, losses, &targets, n, v, vp, dloss)?)
 }
 
 pub fn adamw_update(
     ctx: &OpsContext,
-    _params: &mut ViewMut<f32>,
-    _grads: View<f32>,
-    _m: &mut ViewMut<f32>,
-    _v: &mut ViewMut<f32>,
-    _hp: &AdamWParams,
+    params: &mut ViewMut<f32>,
+    grads: View<f32>,
+    m: &mut ViewMut<f32>,
+    v: &mut ViewMut<f32>,
+    hp: &AdamWParams,
 ) -> Result<()> {
-    unsupported(ctx, "adamw_update")
+    let step = u32::try_from(hp.step)
+        .map_err(|_| OpsError::Shape { op: "adamw_update", what: format!("step {} exceeds u32", hp.step) })?;
+    let h = AdamW {
+        lr: hp.lr,
+        beta1: hp.beta1,
+        beta2: hp.beta2,
+        eps: hp.eps,
+        weight_decay: hp.weight_decay,
+        step,
+        grad_scale: hp.grad_scale,
+    };
+    Ok(launch::adamw(ctx.kernels()?, params, m, v, &grads, &h)?)
 }
 
-pub fn sum_of_squares(ctx: &OpsContext, _x: View<f32>) -> Result<f64> {
-    unsupported(ctx, "sum_of_squares")
+pub fn sum_of_squares(ctx: &OpsContext, x: View<f32>) -> Result<f64> {
+    Ok(launch::sum_squares(ctx.kernels()?, &x)?)
 }

@@ -7,13 +7,7 @@ use crate::error::Result;
 use crate::frame::Header;
 use crate::sink::CopySink;
 
-pub fn binomial(
-    link: &mut Link,
-    op: &Header,
-    buf: &mut [u8],
-    root: usize,
-    granule: usize,
-) -> Result<()> {
+pub fn binomial(link: &mut Link, op: &Header, buf: &mut [u8], root: usize, granule: usize) -> Result<()> {
     let n = link.size;
     let v = (link.rank + n - root) % n;
     let real = |v: usize| (v + root) % n;
@@ -21,15 +15,8 @@ pub fn binomial(
     let mut mask = 1;
     while mask < n {
         if v & mask != 0 {
-            let mut sink = CopySink {
-                dst: &mut *buf,
-                granule,
-            };
-            let from = Recv {
-                peer: real(v - mask),
-                len,
-                sink: &mut sink,
-            };
+            let mut sink = CopySink { dst: &mut *buf, granule };
+            let from = Recv { peer: real(v - mask), len, sink: &mut sink };
             link.step(op, mask.trailing_zeros(), None, Some(from))?;
             break;
         }
@@ -38,12 +25,7 @@ pub fn binomial(
     mask >>= 1;
     while mask > 0 {
         if v + mask < n {
-            link.step(
-                op,
-                mask.trailing_zeros(),
-                Some((real(v + mask), &*buf)),
-                None,
-            )?;
+            link.step(op, mask.trailing_zeros(), Some((real(v + mask), &*buf)), None)?;
         }
         mask >>= 1;
     }
@@ -83,11 +65,7 @@ pub fn chain(
             (None, None) => unreachable!(),
         };
         let mut sink = recv_part.map(|dst| CopySink { dst, granule });
-        let from = sink.as_mut().map(|s| Recv {
-            peer: prev,
-            len: s.dst.len(),
-            sink: s,
-        });
+        let from = sink.as_mut().map(|s| Recv { peer: prev, len: s.dst.len(), sink: s });
         let sent = send_part.map(|p| (next, p));
         link.step_split(op, k.saturating_sub(1) as u32, k as u32, sent, from)?;
     }

@@ -31,15 +31,8 @@ pub fn all_reduce<T: Element>(
             link.step(op, step, Some((rank + 1, bytes(buf))), None)?;
             None
         } else {
-            let mut sink = CopySink {
-                dst: bytes_mut(scratch),
-                granule,
-            };
-            let from = Recv {
-                peer: rank - 1,
-                len,
-                sink: &mut sink,
-            };
+            let mut sink = CopySink { dst: bytes_mut(scratch), granule };
+            let from = Recv { peer: rank - 1, len, sink: &mut sink };
             link.step(op, step, None, Some(from))?;
             combine.reduce(reduce, buf, scratch);
             Some(rank / 2)
@@ -54,15 +47,8 @@ pub fn all_reduce<T: Element>(
         let mut mask = 1;
         while mask < pow2 {
             let peer = real(v ^ mask);
-            let mut sink = CopySink {
-                dst: bytes_mut(scratch),
-                granule,
-            };
-            let from = Recv {
-                peer,
-                len,
-                sink: &mut sink,
-            };
+            let mut sink = CopySink { dst: bytes_mut(scratch), granule };
+            let from = Recv { peer, len, sink: &mut sink };
             link.step(op, step, Some((peer, bytes(buf))), Some(from))?;
             combine.reduce(reduce, buf, scratch);
             mask <<= 1;
@@ -76,15 +62,8 @@ pub fn all_reduce<T: Element>(
         if rank % 2 == 1 {
             link.step(op, last, Some((rank - 1, bytes(buf))), None)?;
         } else {
-            let mut sink = CopySink {
-                dst: bytes_mut(buf),
-                granule,
-            };
-            let from = Recv {
-                peer: rank + 1,
-                len,
-                sink: &mut sink,
-            };
+            let mut sink = CopySink { dst: bytes_mut(buf), granule };
+            let from = Recv { peer: rank + 1, len, sink: &mut sink };
             link.step(op, last, None, Some(from))?;
         }
     }

@@ -60,17 +60,11 @@ impl Link {
         recv: Option<Recv<'_>>,
     ) -> Result<()> {
         let send = send.map(|(peer, payload)| {
-            let h = Header {
-                aux: send_step,
-                ..*op
-            };
+            let h = Header { aux: send_step, ..*op };
             (peer, h, payload)
         });
         let recv = recv.map(|r| {
-            let h = Header {
-                aux: recv_step,
-                ..*op
-            };
+            let h = Header { aux: recv_step, ..*op };
             (h, r)
         });
         self.step_pair(op, send, recv)
@@ -86,20 +80,12 @@ impl Link {
     ) -> Result<()> {
         let outgoing = send.map(|(peer, header, payload)| Outgoing {
             peer,
-            header: Header {
-                payload_len: payload.len() as u64,
-                from: self.rank as u32,
-                ..header
-            },
+            header: Header { payload_len: payload.len() as u64, from: self.rank as u32, ..header },
             payload,
         });
         let incoming = recv.map(|(header, r)| Incoming {
             peer: r.peer,
-            expect: Header {
-                payload_len: r.len as u64,
-                from: r.peer as u32,
-                ..header
-            },
+            expect: Header { payload_len: r.len as u64, from: r.peer as u32, ..header },
             sink: r.sink,
         });
         let result = self.transport.exchange(outgoing, incoming, self.timeout);

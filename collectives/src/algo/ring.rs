@@ -30,21 +30,12 @@ pub fn reduce_scatter_in_place<T: Element>(
         let recv = chunk(buf.len(), n, (link.rank + 2 * n - s - 2) % n);
         let recv_len = recv.len() * std::mem::size_of::<T>();
         let (send_part, recv_part) = split_pair(buf, send, recv);
-        let mut sink = ReduceSink {
-            out: recv_part,
-            local: None,
-            op: reduce,
-            combine,
-        };
+        let mut sink = ReduceSink { out: recv_part, local: None, op: reduce, combine };
         link.step(
             op,
             s as u32,
             Some((right, bytes(send_part))),
-            Some(Recv {
-                peer: left,
-                len: recv_len,
-                sink: &mut sink,
-            }),
+            Some(Recv { peer: left, len: recv_len, sink: &mut sink }),
         )?;
     }
     Ok(())
@@ -65,19 +56,12 @@ pub fn all_gather_in_place<T: Element>(
         let recv = chunk(buf.len(), n, (link.rank + 2 * n - s - 1) % n);
         let recv_len = recv.len() * std::mem::size_of::<T>();
         let (send_part, recv_part) = split_pair(buf, send, recv);
-        let mut sink = CopySink {
-            dst: bytes_mut(recv_part),
-            granule: std::mem::size_of::<T>(),
-        };
+        let mut sink = CopySink { dst: bytes_mut(recv_part), granule: std::mem::size_of::<T>() };
         link.step(
             op,
             first_step + s as u32,
             Some((right, bytes(send_part))),
-            Some(Recv {
-                peer: left,
-                len: recv_len,
-                sink: &mut sink,
-            }),
+            Some(Recv { peer: left, len: recv_len, sink: &mut sink }),
         )?;
     }
     Ok(())
@@ -114,31 +98,15 @@ pub fn reduce_scatter<T: Element>(
     for s in 0..n - 1 {
         let recv_chunk = (link.rank + 2 * n - s - 2) % n;
         let into_output = (n - 2 - s) % 2 == 0;
-        let (dst, prev): (&mut [T], &[T]) = if into_output {
-            (&mut *output, &*scratch)
-        } else {
-            (&mut *scratch, &*output)
-        };
-        let send: &[T] = if s == 0 {
-            part((link.rank + 2 * n - 1) % n)
-        } else {
-            prev
-        };
-        let mut sink = ReduceSink {
-            out: dst,
-            local: Some(part(recv_chunk)),
-            op: reduce,
-            combine,
-        };
+        let (dst, prev): (&mut [T], &[T]) =
+            if into_output { (&mut *output, &*scratch) } else { (&mut *scratch, &*output) };
+        let send: &[T] = if s == 0 { part((link.rank + 2 * n - 1) % n) } else { prev };
+        let mut sink = ReduceSink { out: dst, local: Some(part(recv_chunk)), op: reduce, combine };
         link.step(
             op,
             s as u32,
             Some((right, bytes(send))),
-            Some(Recv {
-                peer: left,
-                len: chunk_bytes,
-                sink: &mut sink,
-            }),
+            Some(Recv { peer: left, len: chunk_bytes, sink: &mut sink }),
         )?;
     }
     Ok(())

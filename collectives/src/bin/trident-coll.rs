@@ -23,33 +23,22 @@ fn flags(args: &[String]) -> Result<HashMap<String, String>, Error> {
     let mut map = HashMap::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        let key = a
-            .strip_prefix("--")
-            .ok_or_else(|| format!("unexpected argument {a:?}"))?;
+        let key = a.strip_prefix("--").ok_or_else(|| format!("unexpected argument {a:?}"))?;
         let value = it.next().ok_or_else(|| format!("--{key} needs a value"))?;
         map.insert(key.to_string(), value.clone());
     }
     Ok(map)
 }
 
-fn get<T: std::str::FromStr>(
-    f: &HashMap<String, String>,
-    key: &str,
-    default: T,
-) -> Result<T, Error> {
+fn get<T: std::str::FromStr>(f: &HashMap<String, String>, key: &str, default: T) -> Result<T, Error> {
     match f.get(key) {
-        Some(v) => v
-            .parse()
-            .map_err(|_| format!("--{key} {v:?} is not valid").into()),
+        Some(v) => v.parse().map_err(|_| format!("--{key} {v:?} is not valid").into()),
         None => Ok(default),
     }
 }
 
 fn cmd_launch(args: &[String]) -> Result<i32, Error> {
-    let split = args
-        .iter()
-        .position(|a| a == "--")
-        .ok_or("launch: put the command after --")?;
+    let split = args.iter().position(|a| a == "--").ok_or("launch: put the command after --")?;
     let f = flags(&args[..split])?;
     let opts = LaunchOptions {
         nnodes: get(&f, "nnodes", 1)?,
@@ -58,11 +47,7 @@ fn cmd_launch(args: &[String]) -> Result<i32, Error> {
         master_port: f.get("master-port").map(|p| p.parse()).transpose()?,
         ..LaunchOptions::default()
     };
-    Ok(launch::run(
-        get(&f, "nproc-per-node", 1)?,
-        &args[split + 1..],
-        &opts,
-    )?)
+    Ok(launch::run(get(&f, "nproc-per-node", 1)?, &args[split + 1..], &opts)?)
 }
 
 fn cmd_check(args: &[String]) -> Result<i32, Error> {
@@ -75,10 +60,7 @@ fn cmd_check(args: &[String]) -> Result<i32, Error> {
     let mut comm = init_from_env()?;
     verify::check_all(&mut comm, seed, &lens)?;
     if let Some(grid) = f.get("grid") {
-        let dims: Vec<usize> = grid
-            .split(',')
-            .map(|s| s.trim().parse())
-            .collect::<Result<_, _>>()?;
+        let dims: Vec<usize> = grid.split(',').map(|s| s.trim().parse()).collect::<Result<_, _>>()?;
         let [tp, pp, dp] = dims[..] else {
             return Err("--grid expects tp,pp,dp".into());
         };
@@ -105,19 +87,14 @@ fn cmd_bench(args: &[String]) -> Result<i32, Error> {
     };
     let transport = get(&f, "transport", "shm".to_string())?;
     let world: usize = get(&f, "world-size", 2)?;
-    let mut command = vec![
-        std::env::current_exe()?.to_string_lossy().into_owned(),
-        "bench".to_string(),
-    ];
+    let mut command = vec![std::env::current_exe()?.to_string_lossy().into_owned(), "bench".to_string()];
     command.extend_from_slice(args);
     Ok(bench::main(&transport, world, &opts, &command)?)
 }
 
 /// Survivors of an injected fault print the error and exit with 3.
 fn cmd_fault(args: &[String]) -> Result<i32, Error> {
-    let (kind, rest) = args
-        .split_first()
-        .ok_or("fault: expected die or mismatch")?;
+    let (kind, rest) = args.split_first().ok_or("fault: expected die or mismatch")?;
     let f = flags(rest)?;
     let mut comm = init_from_env()?;
     let rank = comm.rank();

@@ -156,11 +156,7 @@ impl InprocTransport {
     /// the sender's buffer is never read after the exchange returns.
     fn retract(&self, peer: usize) {
         let mb = self.group.mailbox(self.rank, peer);
-        if mb
-            .state
-            .compare_exchange(POSTED, EMPTY, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
+        if mb.state.compare_exchange(POSTED, EMPTY, Ordering::AcqRel, Ordering::Acquire).is_ok() {
             return;
         }
         while mb.state.load(Ordering::Acquire) == READING {
@@ -203,10 +199,7 @@ impl Transport for InprocTransport {
 
     fn abort(&mut self, _op: &Header, culprit: usize, reason: AbortReason) {
         let word = abort_word(culprit, self.rank, reason);
-        let _ = self
-            .group
-            .abort
-            .compare_exchange(0, word, Ordering::AcqRel, Ordering::Acquire);
+        let _ = self.group.abort.compare_exchange(0, word, Ordering::AcqRel, Ordering::Acquire);
     }
 }
 
@@ -234,11 +227,7 @@ impl InprocTransport {
             }
             *mb.posting.get() = Some(Posting {
                 header: s.header,
-                ptr: if eager {
-                    std::ptr::null()
-                } else {
-                    s.payload.as_ptr()
-                },
+                ptr: if eager { std::ptr::null() } else { s.payload.as_ptr() },
                 len: s.payload.len(),
             });
         }
@@ -250,10 +239,7 @@ impl InprocTransport {
     fn try_take(&self, r: &mut Incoming<'_>) -> Result<bool> {
         let mb = self.group.mailbox(r.peer, self.rank);
         if mb.state.load(Ordering::Acquire) != POSTED
-            || mb
-                .state
-                .compare_exchange(POSTED, READING, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
+            || mb.state.compare_exchange(POSTED, READING, Ordering::Acquire, Ordering::Relaxed).is_err()
         {
             return Ok(false);
         }
@@ -273,8 +259,7 @@ impl InprocTransport {
             };
             r.sink.accept(0, bytes);
         }
-        mb.state
-            .store(if inline { EMPTY } else { DONE }, Ordering::Release);
+        mb.state.store(if inline { EMPTY } else { DONE }, Ordering::Release);
         checked.map(|_| true)
     }
 
@@ -355,10 +340,7 @@ impl Drop for InprocTransport {
     fn drop(&mut self) {
         if std::thread::panicking() {
             let word = abort_word(self.rank, self.rank, AbortReason::Failed);
-            let _ = self
-                .group
-                .abort
-                .compare_exchange(0, word, Ordering::AcqRel, Ordering::Acquire);
+            let _ = self.group.abort.compare_exchange(0, word, Ordering::AcqRel, Ordering::Acquire);
         }
         self.group.departed[self.rank].store(true, Ordering::Release);
     }

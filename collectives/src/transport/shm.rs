@@ -56,11 +56,7 @@ impl Segment {
         if base == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(Segment {
-            base: base.cast(),
-            len,
-            cap,
-        })
+        Ok(Segment { base: base.cast(), len, cap })
     }
 
     fn atomic_u64(&self, offset: usize) -> &AtomicU64 {
@@ -140,16 +136,8 @@ pub struct ShmFabric {
 }
 
 impl ShmFabric {
-    pub fn new(
-        store: Arc<Mutex<StoreClient>>,
-        token: JobToken,
-        server: Option<StoreServer>,
-    ) -> Self {
-        ShmFabric {
-            store,
-            token,
-            _server: server,
-        }
+    pub fn new(store: Arc<Mutex<StoreClient>>, token: JobToken, server: Option<StoreServer>) -> Self {
+        ShmFabric { store, token, _server: server }
     }
 }
 
@@ -226,21 +214,15 @@ impl Fabric for ShmFabric {
                 .write(true)
                 .open(&path)
                 .map_err(|e| CommError::io(format!("opening rank {peer}'s segment {path}"), e))?;
-            let actual = f
-                .metadata()
-                .map_err(|e| CommError::io(format!("inspecting {path}"), e))?
-                .len();
+            let actual = f.metadata().map_err(|e| CommError::io(format!("inspecting {path}"), e))?.len();
             if actual != len as u64 {
                 return Err(CommError::Bootstrap(format!(
                     "rank {peer}'s segment has {actual} bytes, expected {len}: ranks disagree on {ENV_CHANNEL_BYTES} or group size"
                 )));
             }
-            let seg = Segment::map(&f, len, cap)
-                .map_err(|e| CommError::io(format!("mapping {path}"), e))?;
+            let seg = Segment::map(&f, len, cap).map_err(|e| CommError::io(format!("mapping {path}"), e))?;
             if seg.magic().load(Ordering::Acquire) != MAGIC {
-                return Err(CommError::Bootstrap(format!(
-                    "{path} is not a Trident segment"
-                )));
+                return Err(CommError::Bootstrap(format!("{path} is not a Trident segment")));
             }
             segments.push(Some(seg));
         }
@@ -250,17 +232,9 @@ impl Fabric for ShmFabric {
         drop(store);
         let pids = segments
             .iter()
-            .map(|s| {
-                s.as_ref()
-                    .map_or(std::process::id(), |s| s.pid().load(Ordering::Relaxed))
-            })
+            .map(|s| s.as_ref().map_or(std::process::id(), |s| s.pid().load(Ordering::Relaxed)))
             .collect();
-        Ok(Box::new(ShmTransport {
-            own,
-            peers: segments,
-            pids,
-            rank: index,
-        }))
+        Ok(Box::new(ShmTransport { own, peers: segments, pids, rank: index }))
     }
 
     fn name(&self) -> &'static str {
@@ -298,15 +272,9 @@ fn padded(len: usize) -> usize {
 
 impl ShmTransport {
     fn peer(&self, peer: usize, op: &Header) -> Result<&Segment> {
-        self.peers
-            .get(peer)
-            .and_then(|s| s.as_ref())
-            .ok_or_else(|| {
-                CommError::InvalidArgument(format!(
-                    "{op}: rank {} has no channel to rank {peer}",
-                    self.rank
-                ))
-            })
+        self.peers.get(peer).and_then(|s| s.as_ref()).ok_or_else(|| {
+            CommError::InvalidArgument(format!("{op}: rank {} has no channel to rank {peer}", self.rank))
+        })
     }
 
     /// Copies the next part of the message into the peer's ring. Returns whether it moved
@@ -504,8 +472,7 @@ impl Transport for ShmTransport {
                 return Err(err);
             }
             let mut health = self.check_abort(&op);
-            if health.is_ok() && backoff.is_sleeping() && last_liveness.elapsed() >= LIVENESS_PERIOD
-            {
+            if health.is_ok() && backoff.is_sleeping() && last_liveness.elapsed() >= LIVENESS_PERIOD {
                 last_liveness = Instant::now();
                 if let Some(r) = &receiving {
                     health = self.check_alive(r.incoming.peer, &op);
@@ -524,11 +491,7 @@ impl Transport for ShmTransport {
                     .map(|r| r.incoming.peer)
                     .or(sending.as_ref().map(|s| s.peer))
                     .unwrap_or(self.rank);
-                return Err(CommError::Timeout {
-                    op: op.to_string(),
-                    peer,
-                    waited: deadline.waited(),
-                });
+                return Err(CommError::Timeout { op: op.to_string(), peer, waited: deadline.waited() });
             }
             backoff.snooze();
         }
@@ -537,9 +500,7 @@ impl Transport for ShmTransport {
     fn abort(&mut self, _op: &Header, culprit: usize, reason: AbortReason) {
         let word = abort_word(culprit, self.rank, reason);
         for seg in std::iter::once(&self.own).chain(self.peers.iter().flatten()) {
-            let _ = seg
-                .abort()
-                .compare_exchange(0, word, Ordering::AcqRel, Ordering::Acquire);
+            let _ = seg.abort().compare_exchange(0, word, Ordering::AcqRel, Ordering::Acquire);
         }
     }
 }

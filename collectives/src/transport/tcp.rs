@@ -79,13 +79,7 @@ impl TcpFabric {
         bind: IpAddr,
         server: Option<StoreServer>,
     ) -> Self {
-        TcpFabric {
-            store,
-            token,
-            advertise,
-            bind,
-            _server: server,
-        }
+        TcpFabric { store, token, advertise, bind, _server: server }
     }
 }
 
@@ -104,9 +98,7 @@ fn expect_hello(
     size: u32,
 ) -> std::result::Result<Hello, String> {
     let mut b = [0u8; HELLO_LEN];
-    stream
-        .read_exact(&mut b)
-        .map_err(|e| format!("no handshake: {e}"))?;
+    stream.read_exact(&mut b).map_err(|e| format!("no handshake: {e}"))?;
     let h = Hello::decode(&b).ok_or("not a Trident handshake")?;
     if !token.matches(&h.token) {
         return Err("wrong job token".into());
@@ -115,11 +107,7 @@ fn expect_hello(
         return Err(format!("handshake for another group or rank ({h:?})"));
     }
     if from.is_some_and(|f| f != h.from) {
-        return Err(format!(
-            "expected rank {}, got rank {}",
-            from.unwrap_or(0),
-            h.from
-        ));
+        return Err(format!("expected rank {}, got rank {}", from.unwrap_or(0), h.from));
     }
     Ok(h)
 }
@@ -137,10 +125,7 @@ impl Fabric for TcpFabric {
         let gid = group_id(key);
         let listener = TcpListener::bind((self.bind, 0))
             .map_err(|e| CommError::io(format!("binding a TCP listener on {}", self.bind), e))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| CommError::io("listener address", e))?
-            .port();
+        let port = listener.local_addr().map_err(|e| CommError::io("listener address", e))?.port();
         let me = SocketAddr::new(self.advertise, port).to_string();
         let mut store = self.store.lock().unwrap_or_else(|e| e.into_inner());
         store.set(&format!("{key}/tcp/{index}"), me.as_bytes())?;
@@ -156,56 +141,37 @@ impl Fabric for TcpFabric {
         // Connect to every lower rank.
         for (peer, conn) in conns.iter_mut().enumerate().take(index) {
             let addr = store.get_string(&format!("{key}/tcp/{peer}"), deadline.remaining())?;
-            let target: SocketAddr = addr.parse().map_err(|_| {
-                CommError::Bootstrap(format!("rank {peer} published a bad address {addr:?}"))
-            })?;
+            let target: SocketAddr = addr
+                .parse()
+                .map_err(|_| CommError::Bootstrap(format!("rank {peer} published a bad address {addr:?}")))?;
             let mut stream = loop {
                 match TcpStream::connect_timeout(&target, Duration::from_secs(2)) {
                     Ok(s) => break s,
                     Err(e) if deadline.expired() => {
-                        return Err(CommError::io(
-                            format!("connecting to rank {peer} at {target}"),
-                            e,
-                        ))
+                        return Err(CommError::io(format!("connecting to rank {peer} at {target}"), e))
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(50)),
                 }
             };
             let io = |e| CommError::io(format!("handshake with rank {peer} at {target}"), e);
             stream.set_nodelay(true).map_err(io)?;
-            stream
-                .set_read_timeout(Some(deadline.remaining().max(Duration::from_millis(1))))
-                .map_err(io)?;
+            stream.set_read_timeout(Some(deadline.remaining().max(Duration::from_millis(1)))).map_err(io)?;
             stream.write_all(&hello(peer).encode()).map_err(io)?;
-            expect_hello(
-                &mut stream,
-                &self.token,
-                gid,
-                Some(peer as u32),
-                index as u32,
-                n as u32,
-            )
-            .map_err(|why| CommError::Refused(format!("rank {peer} at {target}: {why}")))?;
-            *conn = Some(Conn {
-                stream,
-                at_boundary: true,
-            });
+            expect_hello(&mut stream, &self.token, gid, Some(peer as u32), index as u32, n as u32)
+                .map_err(|why| CommError::Refused(format!("rank {peer} at {target}: {why}")))?;
+            *conn = Some(Conn { stream, at_boundary: true });
         }
         drop(store);
 
         // Accept every higher rank; anything else that connects is turned away.
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| CommError::io("listener", e))?;
+        listener.set_nonblocking(true).map_err(|e| CommError::io("listener", e))?;
         let mut missing = n - 1 - index;
         while missing > 0 {
             let (mut stream, from_addr) = match listener.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     if deadline.expired() {
-                        let peer = (index + 1..n)
-                            .find(|&p| conns[p].is_none())
-                            .unwrap_or(index);
+                        let peer = (index + 1..n).find(|&p| conns[p].is_none()).unwrap_or(index);
                         return Err(CommError::Timeout {
                             op: format!("connecting group {key}"),
                             peer,
@@ -290,18 +256,11 @@ struct Receiving<'s> {
 }
 
 fn lost(op: &Header, peer: usize, detail: String) -> CommError {
-    CommError::PeerLost {
-        op: op.to_string(),
-        peer,
-        detail,
-    }
+    CommError::PeerLost { op: op.to_string(), peer, detail }
 }
 
 fn would_block(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-    )
+    matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted)
 }
 
 impl TcpTransport {
@@ -312,9 +271,7 @@ impl TcpTransport {
                 self.rank
             )));
         }
-        self.conns[peer]
-            .as_mut()
-            .ok_or_else(|| lost(op, peer, "connection already closed".into()))
+        self.conns[peer].as_mut().ok_or_else(|| lost(op, peer, "connection already closed".into()))
     }
 
     /// Writes as much as the socket takes; true once the whole message is out.
@@ -326,10 +283,7 @@ impl TcpTransport {
             let slices = if s.done < HEADER_LEN {
                 [IoSlice::new(&s.header[s.done..]), IoSlice::new(s.payload)]
             } else {
-                [
-                    IoSlice::new(&s.payload[s.done - HEADER_LEN..]),
-                    IoSlice::new(&[]),
-                ]
+                [IoSlice::new(&s.payload[s.done - HEADER_LEN..]), IoSlice::new(&[])]
             };
             match conn.stream.write_vectored(&slices) {
                 Ok(0) => return Err(lost(op, s.peer, "connection closed while sending".into())),
@@ -348,9 +302,8 @@ impl TcpTransport {
         let granule = r.incoming.sink.granule().max(1);
         let want = r.incoming.expect.payload_len as usize;
         let stage: &mut [u8] = bytemuck::cast_slice_mut(&mut self.stage[..]);
-        let conn = self.conns[peer]
-            .as_mut()
-            .ok_or_else(|| lost(op, peer, "connection already closed".into()))?;
+        let conn =
+            self.conns[peer].as_mut().ok_or_else(|| lost(op, peer, "connection already closed".into()))?;
         let closed = |got: usize| {
             lost(
                 op,
@@ -442,12 +395,8 @@ impl TcpTransport {
             (None, None) => return Ok(()),
         };
         let deadline = Deadline::after(timeout);
-        let mut sending = send.map(|s| Sending {
-            peer: s.peer,
-            header: s.header.encode(),
-            payload: s.payload,
-            done: 0,
-        });
+        let mut sending =
+            send.map(|s| Sending { peer: s.peer, header: s.header.encode(), payload: s.payload, done: 0 });
         let mut receiving = recv.map(|incoming| Receiving {
             incoming,
             header: [0; HEADER_LEN],
@@ -470,11 +419,7 @@ impl TcpTransport {
                 return Ok(());
             }
             // Sleep in poll until a socket is ready.
-            let mut fds = [libc::pollfd {
-                fd: -1,
-                events: 0,
-                revents: 0,
-            }; 2];
+            let mut fds = [libc::pollfd { fd: -1, events: 0, revents: 0 }; 2];
             if let Some(s) = &sending {
                 fds[0].fd = self.stream(s.peer, &op)?.stream.as_raw_fd();
                 fds[0].events = libc::POLLOUT;
@@ -503,11 +448,7 @@ impl TcpTransport {
                     .map(|r| r.incoming.peer)
                     .or(sending.as_ref().map(|s| s.peer))
                     .unwrap_or(self.rank);
-                return Err(CommError::Timeout {
-                    op: op.to_string(),
-                    peer,
-                    waited: deadline.waited(),
-                });
+                return Err(CommError::Timeout { op: op.to_string(), peer, waited: deadline.waited() });
             }
         }
     }
@@ -533,8 +474,7 @@ impl Transport for TcpTransport {
             (None, Some(r)) => r.expect,
             (None, None) => return Ok(()),
         };
-        self.exchange_inner(send, recv, timeout)
-            .map_err(|e| self.explain(e, &op))
+        self.exchange_inner(send, recv, timeout).map_err(|e| self.explain(e, &op))
     }
 
     fn abort(&mut self, op: &Header, culprit: usize, reason: AbortReason) {
@@ -548,9 +488,7 @@ impl Transport for TcpTransport {
         for conn in self.conns.iter_mut().flatten() {
             if conn.at_boundary {
                 let _ = conn.stream.set_nonblocking(false);
-                let _ = conn
-                    .stream
-                    .set_write_timeout(Some(Duration::from_millis(200)));
+                let _ = conn.stream.set_write_timeout(Some(Duration::from_millis(200)));
                 let _ = conn.stream.write_all(&frame);
             }
             // Half-close: peers read everything queued, then see the end of the stream.

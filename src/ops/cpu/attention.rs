@@ -14,7 +14,15 @@ pub const MAX_HEAD_DIM: usize = 256;
 /// Keys scored per online-softmax step.
 const KEY_BLOCK: usize = 64;
 
-pub fn attention_forward(out: &mut [f32], lse: &mut [f32], qkv: &[f32], b: usize, t: usize, c: usize, nh: usize) {
+pub fn attention_forward(
+    out: &mut [f32],
+    lse: &mut [f32],
+    qkv: &[f32],
+    b: usize,
+    t: usize,
+    c: usize,
+    nh: usize,
+) {
     assert!(out.len() == b * t * c && lse.len() == b * nh * t && qkv.len() == 3 * out.len());
     let hs = c / nh;
     let sc = 1.0 / (hs as f32).sqrt();

@@ -24,8 +24,7 @@ pub fn exp(x: f32) -> f32 {
     let n = (x * LOG2E + ROUND) - ROUND;
     let r = x - n * LN2_HI - n * LN2_LO;
     let p = 1.0
-        + r * (1.0
-            + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+        + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
     let scale = f32::from_bits(((n as i32 + 127) << 23) as u32);
     p * scale
 }

@@ -57,7 +57,14 @@ unsafe fn gemm_strided(
 }
 
 /// `out[n, oc] = inp[n, ic] @ weight[oc, ic]^T + bias[oc]`
-pub fn matmul_forward(out: &mut [f32], inp: &[f32], weight: &[f32], bias: Option<&[f32]>, ic: usize, oc: usize) {
+pub fn matmul_forward(
+    out: &mut [f32],
+    inp: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    ic: usize,
+    oc: usize,
+) {
     let n = inp.len() / ic;
     assert!(inp.len() == n * ic && out.len() == n * oc && weight.len() == oc * ic);
     if let Some(bias) = bias {
