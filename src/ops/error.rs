@@ -16,7 +16,13 @@ pub enum OpsError {
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     #[error(transparent)]
-    Launch(#[from] crate::launch::LaunchError),
+    Launch(Box<crate::launch::LaunchError>),
 }
 
 pub type Result<T, E = OpsError> = std::result::Result<T, E>;
+
+impl From<crate::launch::LaunchError> for OpsError {
+    fn from(e: crate::launch::LaunchError) -> Self {
+        OpsError::Launch(Box::new(e))
+    }
+}
