@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Trident's `train` against PyTorch eager (fp32, same threads) on the same GPT shapes and
+# batches, run alternately because a shared machine is noisy. Prints tokens/s of each and the
+# ratio. PyTorch lives in its own virtual environment (target/peer-venv, made on first use).
+#
+#   benches/peers/train_step.sh [ROUNDS] [THREADS]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds=${1:-3}
+threads=${2:-$(nproc)}
+venv=target/peer-venv
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check torch numpy
+fi
+cargo build --release --quiet
+mkdir -p target/peer
+text=target/peer/text.txt
+# A text the byte and GPT-2 tokenizers both cover; its content does not matter for speed.
+[ -s "$text" ] || for i in $(seq 1 4000); do echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7919 % 1000))"; done >"$text"
+
+ours() { # shape -> tokens/s (mean over the iterations after the first two)
+    local args
+    case $1 in
+        tiny) args=(--model tiny --tokenizer bytes --seq-length 256 --micro-batch-size 8 --train-iters 8) ;;
+        gpt2-124m) args=(--model gpt2-124m --tokenizer gpt2 --seq-length 256 --micro-batch-size 4 --train-iters 5) ;;
+    esac
+    RAYON_NUM_THREADS=$threads ./target/release/trident train --device cpu --data "$text" "${args[@]}" \
+        --eval-iters 1 --metrics-file target/peer/m.jsonl >/dev/null 2>&1
+    python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open("target/peer/m.jsonl")][2:]
+print(sum(r["tokens_per_s"] for r in rows) / len(rows))'
+    rm -f target/peer/m.jsonl
+}
+
+theirs() {
+    "$venv/bin/python" benches/peers/torch_train_step.py --threads "$threads" --shape "$1" --steps 4 |
+        python3 -c 'import json, sys; print(json.loads(sys.stdin.readlines()[-1])["tokens_per_s"])'
+}
+
+printf '| shape | round | trident tokens/s | pytorch tokens/s | ratio |\n|---|---|---|---|---|\n'
+for shape in tiny gpt2-124m; do
+    for r in $(seq 1 "$rounds"); do
+        a=$(ours "$shape")
+        b=$(theirs "$shape")
+        printf '| %s | %d | %.0f | %.0f | %.2f |\n' "$shape" "$r" "$a" "$b" "$(python3 -c "print($a / $b)")"
+    done
+done
