@@ -89,7 +89,9 @@ impl LaunchEnv {
         let single_host = local_world_size == Some(world_size);
         let master_addr = match var("MASTER_ADDR") {
             Some(a) => a,
-            None if launcher == "slurm" => var("SLURM_JOB_NODELIST")
+            // Rank 0 runs on the first node of the step (block distribution, the default).
+            None if launcher == "slurm" => var("SLURM_STEP_NODELIST")
+                .or(var("SLURM_JOB_NODELIST"))
                 .or(var("SLURM_NODELIST"))
                 .and_then(|l| first_slurm_host(&l))
                 .ok_or_else(|| {

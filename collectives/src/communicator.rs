@@ -47,6 +47,12 @@ impl Communicator {
         Self::connect(fabric, "world".into(), members, rank, config)
     }
 
+    /// `size` in-process ranks, one communicator each, to be moved into their threads.
+    pub fn inproc_world(size: usize, config: CommConfig) -> Result<Vec<Self>> {
+        let fabric: Arc<dyn Fabric> = Arc::new(crate::transport::inproc::InprocFabric::new());
+        (0..size).map(|rank| Self::world(fabric.clone(), rank, size, config.clone())).collect()
+    }
+
     /// The world communicator of a process started by a launcher (torchrun, Slurm, Open MPI
     /// or `trident launch`); see [`crate::bootstrap`].
     pub fn from_env() -> Result<Self> {

@@ -7,6 +7,7 @@ use crate::error::{CommError, Result};
 use crate::token::{JobToken, ENV_TOKEN};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -125,6 +126,17 @@ pub fn run(nproc_per_node: usize, command: &[String], opts: &LaunchOptions) -> R
             .envs(opts.env.iter().map(|(k, v)| (k, v)));
         if opts.prefix_output {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+        // SAFETY: the closure runs between fork and exec and only makes one
+        // async-signal-safe system call.
+        unsafe {
+            cmd.pre_exec(|| {
+                // A rank must not outlive its launcher (killed by a scheduler, say).
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
         }
         let mut child = match cmd.spawn() {
             Ok(c) => c,

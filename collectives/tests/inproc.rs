@@ -216,3 +216,20 @@ fn ranks_leaving_right_after_their_last_step_are_not_reported() {
         }
     }
 }
+
+#[test]
+fn inproc_world_hands_out_one_communicator_per_thread() {
+    let comms = Communicator::inproc_world(3, short_timeout()).unwrap();
+    let handles: Vec<_> = comms
+        .into_iter()
+        .map(|mut c| {
+            std::thread::spawn(move || {
+                let mut v = [c.rank() as f32 + 1.0];
+                c.all_reduce(&mut v, ReduceOp::Max).map(|_| v[0])
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap().unwrap(), 3.0);
+    }
+}

@@ -19,7 +19,7 @@ const POSTED: u32 = 1;
 const READING: u32 = 2;
 const DONE: u32 = 3;
 /// Payloads up to this size travel inside the mailbox.
-const EAGER_BYTES: usize = 8 << 10;
+const EAGER_BYTES: usize = 32 << 10;
 
 #[derive(Clone, Copy)]
 struct Posting {
