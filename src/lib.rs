@@ -14,6 +14,7 @@ pub use trident_runtime as runtime;
 pub mod checkpoint;
 pub mod cli;
 pub mod data;
+pub mod device_collectives;
 pub mod kernels;
 pub mod launch;
 pub mod metrics;

@@ -72,6 +72,7 @@ pub const NO_SPILL: &[&str] = &[
     "layernorm_backward_f32",
     "sum_squares_f32",
     "scale_f32",
+    "combine_f32",
     "attention_forward_f32",
     "attention_backward_dsum_f32",
     "attention_backward_dq_f32",

@@ -192,6 +192,15 @@ pub struct ViewMut<'a, T: Pod> {
 }
 
 impl<'a, T: Pod> View<'a, T> {
+    /// Host memory that no [`Buffer`] owns (a transport's receive ring, say), as a view on a
+    /// device whose buffers live in host memory (`Cpu`, `Emu`).
+    pub fn from_host(device: &'a Device, data: &'a [T]) -> Result<Self> {
+        if !device.is_host() {
+            return Err(RuntimeError::NotHostMemory(device.kind()));
+        }
+        Ok(View { device, mem: Mem::Host(data), len: data.len() })
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -248,6 +257,16 @@ impl<'a, T: Pod> View<'a, T> {
 }
 
 impl<'a, T: Pod> ViewMut<'a, T> {
+    /// Writable host memory that no [`Buffer`] owns, as a view on a host device (see
+    /// [`View::from_host`]).
+    pub fn from_host_mut(device: &'a Device, data: &'a mut [T]) -> Result<Self> {
+        if !device.is_host() {
+            return Err(RuntimeError::NotHostMemory(device.kind()));
+        }
+        let len = data.len();
+        Ok(ViewMut { device, mem: MemMut::Host(data), len })
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }

@@ -20,6 +20,8 @@ pub enum RuntimeError {
     OutOfBounds { start: usize, end: usize, len: usize },
     #[error("ranges {a:?} and {b:?} overlap; a mutable view needs its own elements")]
     Overlap { a: std::ops::Range<usize>, b: std::ops::Range<usize> },
+    #[error("{0:?} buffers do not live in host memory; copy the data to the device instead")]
+    NotHostMemory(DeviceKind),
     #[error("length mismatch: {what} has {got} elements, expected {expected}")]
     Length { what: &'static str, got: usize, expected: usize },
 }

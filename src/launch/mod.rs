@@ -6,6 +6,7 @@
 
 mod attention;
 mod check;
+mod combine;
 mod crossentropy;
 mod elementwise;
 mod encoder;
@@ -18,6 +19,7 @@ mod linear;
 mod optim;
 
 pub use attention::{attention_backward, attention_forward, AttentionShape};
+pub use combine::{combine, CombineOp};
 pub use crossentropy::crossentropy;
 pub use elementwise::add;
 pub use encoder::{encoder_backward, encoder_forward, EncoderShape};

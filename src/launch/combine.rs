@@ -1,0 +1,30 @@
+use trident_kernels::reduce::{COMBINE_MAX, COMBINE_SUM};
+use trident_runtime::{KernelArg, LaunchConfig, View, ViewMut};
+
+use super::check::Check;
+use super::{to_u32, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
+
+/// The reduction a collective applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CombineOp {
+    Sum,
+    Max,
+}
+
+/// `acc = acc (op) incoming`, elementwise.
+pub fn combine(k: &Kernels, op: CombineOp, acc: &mut ViewMut<f32>, incoming: &View<f32>) -> Result<()> {
+    const KERNEL: &str = "combine_f32";
+    let n = acc.len();
+    Check::new(k, KERNEL).output("acc", acc, n)?.input("incoming", incoming, n)?;
+    let cfg = LaunchConfig::for_items(n, ELEMENTWISE_THREADS, MAX_BLOCKS);
+    let op = match op {
+        CombineOp::Sum => COMBINE_SUM,
+        CombineOp::Max => COMBINE_MAX,
+    };
+    let out = acc.addr_mut();
+    // The kernel reads each element of `acc` before it writes it, in the same thread.
+    let args = [out, out, incoming.addr(), to_u32("n", n)?.to_word(), op.to_word()];
+    // SAFETY: both views hold `n` elements on the kernels' device.
+    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    Ok(())
+}
