@@ -13,10 +13,10 @@ out=${1:-target/gpu-check}
 rm -rf "$out"
 mkdir -p "$out/tests" "$out/benches"
 
-collect() { # $1: tests|benches, rest: cargo arguments
+collect() { # $1: tests|benches, rest: cargo arguments (release builds)
     local kind=$1
     shift
-    cargo "$@" --release --no-run --message-format=json 2>/dev/null |
+    cargo "$@" --no-run --message-format=json 2>"$out/build-$kind.log" |
         python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -37,8 +37,12 @@ for line in sys.stdin:
     done
 }
 
-collect tests test --workspace
+collect tests test --workspace --release
 collect benches bench --workspace
+# The binaries some tests start (found at their build path, which the GPU machine keeps when
+# it runs from a copy of this checkout).
+mkdir -p "$out/bin"
+cp target/release/trident target/release/trident-coll "$out/bin/"
 
 cat >"$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
