@@ -18,11 +18,7 @@ fn check_lines(task: &AdditionTask, text: &str) -> usize {
         let (b, sum) = rest.split_once('=').expect("an equals sign");
         assert_eq!((a.len(), b.len(), sum.len()), (d, d, d + 1), "{line:?}");
         let sum: u64 = sum.chars().rev().collect::<String>().parse().unwrap();
-        assert_eq!(
-            a.parse::<u64>().unwrap() + b.parse::<u64>().unwrap(),
-            sum,
-            "{line:?}"
-        );
+        assert_eq!(a.parse::<u64>().unwrap() + b.parse::<u64>().unwrap(), sum, "{line:?}");
         checked += 1;
     }
     checked
@@ -37,14 +33,10 @@ fn addition_shards_batch_checkpoint_and_resume() {
     let half = train.len() / 2;
     write_shard(&dir.path().join("add_train_000001.bin"), &train[..half]).unwrap();
     write_shard(&dir.path().join("add_train_000002.bin"), &train[half..]).unwrap();
-    write_shard(
-        &dir.path().join("add_val_000000.bin"),
-        &task.generate(Split::Validation, 300, seed),
-    )
-    .unwrap();
+    write_shard(&dir.path().join("add_val_000000.bin"), &task.generate(Split::Validation, 300, seed))
+        .unwrap();
 
-    let spec =
-        DataSpec::parse(dir.path().to_str().unwrap(), Some(TokenizerKind::Addition)).unwrap();
+    let spec = DataSpec::parse(dir.path().to_str().unwrap(), Some(TokenizerKind::Addition)).unwrap();
     let data = spec.open(seed).unwrap();
     assert_eq!(data.train.total_tokens(), train.len());
     assert_eq!(data.val.total_tokens(), 300 * task.line_len());
@@ -75,10 +67,7 @@ fn addition_shards_batch_checkpoint_and_resume() {
         config,
         step: 25,
         params: random(),
-        optimizer: Some(AdamWMoments {
-            m: random(),
-            v: random(),
-        }),
+        optimizer: Some(AdamWMoments { m: random(), v: random() }),
         loader: Some(loader.state()),
         state: serde_json::json!({ "lr": 6e-4, "rng": SplitMix64::new(3) }),
     };
@@ -106,20 +95,13 @@ fn addition_shards_batch_checkpoint_and_resume() {
 
 #[test]
 fn built_in_addition_data_scores_a_perfect_solver() {
-    let data = DataSpec::parse("addition:4", None)
-        .unwrap()
-        .open(1)
-        .unwrap();
+    let data = DataSpec::parse("addition:4", None).unwrap().open(1).unwrap();
     let task = data.addition.unwrap();
     assert_eq!(data.vocab_size(), 13);
     let tok = Tokenizer::new(data.tokenizer).unwrap();
     let acc = task.score(100, 9, |prompt| {
         let text = tok.decode(prompt);
-        let (a, b) = text
-            .trim_start_matches('\n')
-            .trim_end_matches('=')
-            .split_once('+')
-            .unwrap();
+        let (a, b) = text.trim_start_matches('\n').trim_end_matches('=').split_once('+').unwrap();
         let sum = a.parse::<u64>().unwrap() + b.parse::<u64>().unwrap();
         let digits: String = format!("{sum:05}").chars().rev().collect();
         tok.encode(&format!("{digits}\n")).unwrap()

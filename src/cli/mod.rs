@@ -7,7 +7,11 @@ pub mod train;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "trident", version, about = "GPU kernel and collectives runtime, and a GPT trainer on top of it")]
+#[command(
+    name = "trident",
+    version,
+    about = "GPU kernel and collectives runtime, and a GPT trainer on top of it"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

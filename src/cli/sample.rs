@@ -38,7 +38,8 @@ pub struct SampleArgs {
 
 pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     let dir = checkpoint_dir(&args.load)?;
-    let ck = Checkpoint::<serde_json::Value>::load(&dir).with_context(|| format!("loading {}", dir.display()))?;
+    let ck =
+        Checkpoint::<serde_json::Value>::load(&dir).with_context(|| format!("loading {}", dir.display()))?;
     let kind = ck.state.get("tokenizer").and_then(|v| v.as_str()).map(TokenizerKind::parse).transpose()?;
     let kind = kind.unwrap_or(TokenizerKind::Bytes);
     let tokenizer = Tokenizer::new(kind)?;
@@ -64,10 +65,12 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     if let Some(task) = task {
         let mut failure = None;
         let acc = task.score(args.num_problems, args.seed, |p| {
-            generate(&model, &ctx, &mut ws, p, task.answer_len() + 1, params, &mut rng, None).unwrap_or_else(|e| {
-                failure.get_or_insert(e);
-                Vec::new()
-            })
+            generate(&model, &ctx, &mut ws, p, task.answer_len() + 1, params, &mut rng, None).unwrap_or_else(
+                |e| {
+                    failure.get_or_insert(e);
+                    Vec::new()
+                },
+            )
         });
         if let Some(e) = failure {
             return Err(e.into());

@@ -11,7 +11,8 @@ fn train(extra: &[&str]) -> anyhow::Result<()> {
     run(Cli::try_parse_from(argv)?)
 }
 
-const SMALL: [&str; 8] = ["--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "32"];
+const SMALL: [&str; 8] =
+    ["--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "32"];
 
 #[test]
 fn unknown_flags_are_refused() {
@@ -46,9 +47,23 @@ fn train_saves_a_checkpoint_that_sample_and_resume_read() {
     train(&[&SMALL[..], &["--save", save, "--global-batch-size", "4"]].concat()).unwrap();
     assert!(dir.path().join("ck/step_00000002/trainer.json").is_file());
     // Resume to iteration 3 from the saved one.
-    train(&[&SMALL[..], &["--load", save, "--save", save, "--train-iters", "3", "--global-batch-size", "4"]].concat())
-        .unwrap();
+    train(
+        &[&SMALL[..], &["--load", save, "--save", save, "--train-iters", "3", "--global-batch-size", "4"]]
+            .concat(),
+    )
+    .unwrap();
     assert!(dir.path().join("ck/step_00000003/trainer.json").is_file());
-    let argv = ["trident", "sample", "--load", save, "--device", "cpu", "--max-new-tokens", "4", "--num-problems", "3"];
+    let argv = [
+        "trident",
+        "sample",
+        "--load",
+        save,
+        "--device",
+        "cpu",
+        "--max-new-tokens",
+        "4",
+        "--num-problems",
+        "3",
+    ];
     run(Cli::try_parse_from(argv).unwrap()).unwrap();
 }

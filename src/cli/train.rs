@@ -95,7 +95,10 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
 
     let resume = args.load.as_deref().map(checkpoint_dir).transpose()?;
     let checkpoint = match &resume {
-        Some(dir) => Some(Checkpoint::<serde_json::Value>::load(dir).with_context(|| format!("loading {}", dir.display()))?),
+        Some(dir) => Some(
+            Checkpoint::<serde_json::Value>::load(dir)
+                .with_context(|| format!("loading {}", dir.display()))?,
+        ),
         None => None,
     };
     let config = match &checkpoint {
@@ -139,8 +142,10 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         None => Gpt::new(&device, config, args.seed)?,
     };
     let mut trainer = Trainer::new(ctx, model, settings)?;
-    let mut train_data = DataLoader::new(dataset.train.clone(), args.micro_batch_size, seq_len, args.seed, true)?;
-    let mut val_data = DataLoader::new(dataset.val.clone(), args.micro_batch_size, seq_len, args.seed, false)?;
+    let mut train_data =
+        DataLoader::new(dataset.train.clone(), args.micro_batch_size, seq_len, args.seed, true)?;
+    let mut val_data =
+        DataLoader::new(dataset.val.clone(), args.micro_batch_size, seq_len, args.seed, false)?;
     if let Some(ck) = &checkpoint {
         trainer.iter = ck.step;
         if let Some(opt) = &ck.optimizer {
@@ -151,7 +156,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             train_data.restore(state)?;
         }
     }
-    if let Some(parent) = args.metrics_file.as_deref().and_then(|p| p.parent()).filter(|p| !p.as_os_str().is_empty()) {
+    if let Some(parent) =
+        args.metrics_file.as_deref().and_then(|p| p.parent()).filter(|p| !p.as_os_str().is_empty())
+    {
         std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     }
     let mut metrics = match (&args.metrics_file, &checkpoint) {
@@ -234,11 +241,20 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         let greedy = SamplingParams { temperature: 0.0, top_k: 0 };
         let mut failure = None;
         let acc = task.score(100, args.seed, |prompt| {
-            generate(&trainer.model, &trainer.ctx, &mut ws, prompt, task.answer_len() + 1, greedy, &mut rng, None)
-                .unwrap_or_else(|e| {
-                    failure.get_or_insert(e);
-                    Vec::new()
-                })
+            generate(
+                &trainer.model,
+                &trainer.ctx,
+                &mut ws,
+                prompt,
+                task.answer_len() + 1,
+                greedy,
+                &mut rng,
+                None,
+            )
+            .unwrap_or_else(|e| {
+                failure.get_or_insert(e);
+                Vec::new()
+            })
         });
         if let Some(e) = failure {
             return Err(e.into());

@@ -87,7 +87,13 @@ impl Act {
     pub fn width(self, c: &GptConfig) -> usize {
         let ch = c.channels;
         match self {
-            Act::Ln1Mean | Act::Ln1Rstd | Act::Ln2Mean | Act::Ln2Rstd | Act::LnfMean | Act::LnfRstd | Act::Losses => 1,
+            Act::Ln1Mean
+            | Act::Ln1Rstd
+            | Act::Ln2Mean
+            | Act::Ln2Rstd
+            | Act::LnfMean
+            | Act::LnfRstd
+            | Act::Losses => 1,
             Act::AttLse => c.num_heads,
             Act::Qkv | Act::DQkv => 3 * ch,
             Act::Fch | Act::FchGelu | Act::DFch => 4 * ch,
@@ -186,7 +192,13 @@ pub struct Workspace {
 impl Workspace {
     /// A workspace for batches of up to `batch` sequences of `seq` tokens; `training` adds the
     /// backward pass's scratch.
-    pub fn new(device: &Device, config: &GptConfig, batch: usize, seq: usize, training: bool) -> Result<Self, ModelError> {
+    pub fn new(
+        device: &Device,
+        config: &GptConfig,
+        batch: usize,
+        seq: usize,
+        training: bool,
+    ) -> Result<Self, ModelError> {
         if batch == 0 || seq == 0 {
             return Err(ModelError::EmptyBatch { batch, seq });
         }

@@ -73,7 +73,14 @@ impl Gpt {
     }
 
     /// Runs the model on `tokens` (`[b, t]`, row-major), leaving the logits in `ws`.
-    pub fn forward(&self, ctx: &OpsContext, ws: &mut Workspace, tokens: &[u32], b: usize, t: usize) -> Result<()> {
+    pub fn forward(
+        &self,
+        ctx: &OpsContext,
+        ws: &mut Workspace,
+        tokens: &[u32],
+        b: usize,
+        t: usize,
+    ) -> Result<()> {
         if b == 0 || t == 0 {
             return Err(ModelError::EmptyBatch { batch: b, seq: t });
         }
@@ -100,7 +107,16 @@ impl Gpt {
         let p = |t: ParamTensor, l: usize| self.layer_param(t, l);
 
         let [mut enc] = acts.views_mut([r(Act::Encoded, 0)])?;
-        ops::encoder_forward(ctx, &mut enc, tok, self.param(ParamTensor::Wte)?, self.param(ParamTensor::Wpe)?, b, t, c)?;
+        ops::encoder_forward(
+            ctx,
+            &mut enc,
+            tok,
+            self.param(ParamTensor::Wte)?,
+            self.param(ParamTensor::Wpe)?,
+            b,
+            t,
+            c,
+        )?;
         for l in 0..self.config.num_layers {
             let res_in = if l == 0 { r(Act::Encoded, 0) } else { r(Act::Res3, l - 1) };
             // Attention block.
@@ -111,7 +127,8 @@ impl Gpt {
             let [mut qkv, ln1] = acts.views_mut([r(Act::Qkv, l), r(Act::Ln1, l)])?;
             let (w, bias) = (p(ParamTensor::QkvW, l)?, p(ParamTensor::QkvB, l)?);
             ops::matmul_forward(ctx, &mut qkv, ln1.as_view(), w, Some(bias), n, c, 3 * c)?;
-            let [mut atty, mut lse, qkv] = acts.views_mut([r(Act::Atty, l), r(Act::AttLse, l), r(Act::Qkv, l)])?;
+            let [mut atty, mut lse, qkv] =
+                acts.views_mut([r(Act::Atty, l), r(Act::AttLse, l), r(Act::Qkv, l)])?;
             ops::attention_forward(ctx, &mut atty, &mut lse, qkv.as_view(), b, t, c, nh)?;
             let [mut proj, atty] = acts.views_mut([r(Act::AttProj, 0), r(Act::Atty, l)])?;
             let (w, bias) = (p(ParamTensor::AttnProjW, l)?, p(ParamTensor::AttnProjB, l)?);
@@ -131,7 +148,8 @@ impl Gpt {
             let [mut proj, gelu] = acts.views_mut([r(Act::FcProj, 0), r(Act::FchGelu, l)])?;
             let (w, bias) = (p(ParamTensor::FcProjW, l)?, p(ParamTensor::FcProjB, l)?);
             ops::matmul_forward(ctx, &mut proj, gelu.as_view(), w, Some(bias), n, 4 * c, c)?;
-            let [mut res3, x, proj] = acts.views_mut([r(Act::Res3, l), r(Act::Res2, l), r(Act::FcProj, 0)])?;
+            let [mut res3, x, proj] =
+                acts.views_mut([r(Act::Res3, l), r(Act::Res2, l), r(Act::FcProj, 0)])?;
             ops::residual_forward(ctx, &mut res3, x.as_view(), proj.as_view(), n * c)?;
         }
         let last = r(Act::Res3, self.config.num_layers - 1);
@@ -148,21 +166,36 @@ impl Gpt {
     /// tokens. With `dloss = Some(g)` the logits are replaced by `g` times the gradient of the
     /// summed per-token losses, ready for [`backward`](Self::backward) (for a mean over `k`
     /// micro-batches of `b x t` tokens, `g = 1 / (k b t)`).
-    pub fn loss(&self, ctx: &OpsContext, ws: &mut Workspace, targets: &[u32], dloss: Option<f32>) -> Result<f32> {
-        let (b, t) = ws.current.ok_or_else(|| ModelError::State { what: "loss() before forward()".into() })?;
+    pub fn loss(
+        &self,
+        ctx: &OpsContext,
+        ws: &mut Workspace,
+        targets: &[u32],
+        dloss: Option<f32>,
+    ) -> Result<f32> {
+        let (b, t) =
+            ws.current.ok_or_else(|| ModelError::State { what: "loss() before forward()".into() })?;
         let n = b * t;
         if targets.len() != n {
-            return Err(ModelError::TokenCount { what: "loss targets", got: targets.len(), batch: b, seq: t });
+            return Err(ModelError::TokenCount {
+                what: "loss targets",
+                got: targets.len(),
+                batch: b,
+                seq: t,
+            });
         }
         if dloss.is_some() && !ws.is_training() {
             return Err(ModelError::State { what: "a loss gradient needs a training workspace".into() });
         }
         if ws.dlogits_ready {
-            return Err(ModelError::State { what: "the logits already hold the loss gradient; run forward() again".into() });
+            return Err(ModelError::State {
+                what: "the logits already hold the loss gradient; run forward() again".into(),
+            });
         }
         ws.targets.view_mut(..n)?.copy_from_slice(targets)?;
         let lay = &ws.layout;
-        let [mut logits, mut losses] = ws.acts.views_mut([lay.range(Act::Logits, 0, n), lay.range(Act::Losses, 0, n)])?;
+        let [mut logits, mut losses] =
+            ws.acts.views_mut([lay.range(Act::Logits, 0, n), lay.range(Act::Losses, 0, n)])?;
         let (v, vp) = (self.config.vocab_size, self.config.padded_vocab_size);
         ops::softmax_cross_entropy(ctx, &mut logits, &mut losses, ws.targets.view(..n)?, n, v, vp, dloss)?;
         ws.dlogits_ready = dloss.is_some();
@@ -173,9 +206,12 @@ impl Gpt {
     /// The logits (first `vocab_size` entries) of sequence `row` at position `pos` of the last
     /// forward pass.
     pub fn logits_at(&self, ws: &Workspace, row: usize, pos: usize) -> Result<Vec<f32>> {
-        let (b, t) = ws.current.ok_or_else(|| ModelError::State { what: "logits_at() before forward()".into() })?;
+        let (b, t) =
+            ws.current.ok_or_else(|| ModelError::State { what: "logits_at() before forward()".into() })?;
         if row >= b || pos >= t || ws.dlogits_ready {
-            return Err(ModelError::State { what: format!("no logits for row {row}, position {pos} of a {b} x {t} pass") });
+            return Err(ModelError::State {
+                what: format!("no logits for row {row}, position {pos} of a {b} x {t} pass"),
+            });
         }
         let vp = self.config.padded_vocab_size;
         let start = ws.layout.range(Act::Logits, 0, b * t).start + (row * t + pos) * vp;
@@ -202,10 +238,27 @@ impl Gpt {
         let [mut dln, dlogits, lnf] = acts.views_mut([r(Act::DLn, 0), r(Act::Logits, 0), r(Act::Lnf, 0)])?;
         let [mut dwte] = grads.views_mut([layout.range(ParamTensor::Wte)])?;
         let wte = params.view(layout.range(ParamTensor::Wte))?;
-        ops::matmul_backward(ctx, &mut dln, &mut dwte, None, dlogits.as_view(), lnf.as_view(), wte, n, c, vp)?;
-        let [mut dres, dln, x, mean, rstd] =
-            acts.views_mut([r(Act::DRes, 0), r(Act::DLn, 0), r(Act::Res3, nl - 1), r(Act::LnfMean, 0), r(Act::LnfRstd, 0)])?;
-        let [mut dw, mut db] = grads.views_mut([layout.range(ParamTensor::LnfW), layout.range(ParamTensor::LnfB)])?;
+        ops::matmul_backward(
+            ctx,
+            &mut dln,
+            &mut dwte,
+            None,
+            dlogits.as_view(),
+            lnf.as_view(),
+            wte,
+            n,
+            c,
+            vp,
+        )?;
+        let [mut dres, dln, x, mean, rstd] = acts.views_mut([
+            r(Act::DRes, 0),
+            r(Act::DLn, 0),
+            r(Act::Res3, nl - 1),
+            r(Act::LnfMean, 0),
+            r(Act::LnfRstd, 0),
+        ])?;
+        let [mut dw, mut db] =
+            grads.views_mut([layout.range(ParamTensor::LnfW), layout.range(ParamTensor::LnfB)])?;
         let w = params.view(layout.range(ParamTensor::LnfW))?;
         let (dy, x, mean, rstd) = (dln.as_view(), x.as_view(), mean.as_view(), rstd.as_view());
         ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w, mean, rstd, n, c)?;
@@ -213,44 +266,108 @@ impl Gpt {
         for l in (0..nl).rev() {
             let res_in = if l == 0 { r(Act::Encoded, 0) } else { r(Act::Res3, l - 1) };
             // MLP block: dres is the gradient of both the MLP output and the residual.
-            let [mut dfch, dres, gelu] = acts.views_mut([r(Act::DFch, 0), r(Act::DRes, 0), r(Act::FchGelu, l)])?;
-            let [mut dw, mut db] = grads.views_mut([g(ParamTensor::FcProjW, l), g(ParamTensor::FcProjB, l)])?;
+            let [mut dfch, dres, gelu] =
+                acts.views_mut([r(Act::DFch, 0), r(Act::DRes, 0), r(Act::FchGelu, l)])?;
+            let [mut dw, mut db] =
+                grads.views_mut([g(ParamTensor::FcProjW, l), g(ParamTensor::FcProjB, l)])?;
             let w = p(ParamTensor::FcProjW, l)?;
-            ops::matmul_backward(ctx, &mut dfch, &mut dw, Some(&mut db), dres.as_view(), gelu.as_view(), w, n, 4 * c, c)?;
+            ops::matmul_backward(
+                ctx,
+                &mut dfch,
+                &mut dw,
+                Some(&mut db),
+                dres.as_view(),
+                gelu.as_view(),
+                w,
+                n,
+                4 * c,
+                c,
+            )?;
             let [mut dfch, fch] = acts.views_mut([r(Act::DFch, 0), r(Act::Fch, l)])?;
             ops::gelu_backward(ctx, &mut dfch, fch.as_view(), n * 4 * c)?;
             let [mut dln, dfch, ln2] = acts.views_mut([r(Act::DLn, 0), r(Act::DFch, 0), r(Act::Ln2, l)])?;
             let [mut dw, mut db] = grads.views_mut([g(ParamTensor::FcW, l), g(ParamTensor::FcB, l)])?;
             let w = p(ParamTensor::FcW, l)?;
-            ops::matmul_backward(ctx, &mut dln, &mut dw, Some(&mut db), dfch.as_view(), ln2.as_view(), w, n, c, 4 * c)?;
-            let [mut dres, dln, x, mean, rstd] =
-                acts.views_mut([r(Act::DRes, 0), r(Act::DLn, 0), r(Act::Res2, l), r(Act::Ln2Mean, l), r(Act::Ln2Rstd, l)])?;
+            ops::matmul_backward(
+                ctx,
+                &mut dln,
+                &mut dw,
+                Some(&mut db),
+                dfch.as_view(),
+                ln2.as_view(),
+                w,
+                n,
+                c,
+                4 * c,
+            )?;
+            let [mut dres, dln, x, mean, rstd] = acts.views_mut([
+                r(Act::DRes, 0),
+                r(Act::DLn, 0),
+                r(Act::Res2, l),
+                r(Act::Ln2Mean, l),
+                r(Act::Ln2Rstd, l),
+            ])?;
             let [mut dw, mut db] = grads.views_mut([g(ParamTensor::Ln2W, l), g(ParamTensor::Ln2B, l)])?;
             let w = p(ParamTensor::Ln2W, l)?;
             let (dy, x, mean, rstd) = (dln.as_view(), x.as_view(), mean.as_view(), rstd.as_view());
             ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w, mean, rstd, n, c)?;
             // Attention block.
-            let [mut datty, dres, atty] = acts.views_mut([r(Act::DAtty, 0), r(Act::DRes, 0), r(Act::Atty, l)])?;
-            let [mut dw, mut db] = grads.views_mut([g(ParamTensor::AttnProjW, l), g(ParamTensor::AttnProjB, l)])?;
+            let [mut datty, dres, atty] =
+                acts.views_mut([r(Act::DAtty, 0), r(Act::DRes, 0), r(Act::Atty, l)])?;
+            let [mut dw, mut db] =
+                grads.views_mut([g(ParamTensor::AttnProjW, l), g(ParamTensor::AttnProjB, l)])?;
             let w = p(ParamTensor::AttnProjW, l)?;
-            ops::matmul_backward(ctx, &mut datty, &mut dw, Some(&mut db), dres.as_view(), atty.as_view(), w, n, c, c)?;
-            let [mut dqkv, datty, qkv, atty, lse] =
-                acts.views_mut([r(Act::DQkv, 0), r(Act::DAtty, 0), r(Act::Qkv, l), r(Act::Atty, l), r(Act::AttLse, l)])?;
+            ops::matmul_backward(
+                ctx,
+                &mut datty,
+                &mut dw,
+                Some(&mut db),
+                dres.as_view(),
+                atty.as_view(),
+                w,
+                n,
+                c,
+                c,
+            )?;
+            let [mut dqkv, datty, qkv, atty, lse] = acts.views_mut([
+                r(Act::DQkv, 0),
+                r(Act::DAtty, 0),
+                r(Act::Qkv, l),
+                r(Act::Atty, l),
+                r(Act::AttLse, l),
+            ])?;
             let (dy, qkv, atty, lse) = (datty.as_view(), qkv.as_view(), atty.as_view(), lse.as_view());
             ops::attention_backward(ctx, &mut dqkv, dy, qkv, atty, lse, b, t, c, nh)?;
             let [mut dln, dqkv, ln1] = acts.views_mut([r(Act::DLn, 0), r(Act::DQkv, 0), r(Act::Ln1, l)])?;
             let [mut dw, mut db] = grads.views_mut([g(ParamTensor::QkvW, l), g(ParamTensor::QkvB, l)])?;
             let w = p(ParamTensor::QkvW, l)?;
-            ops::matmul_backward(ctx, &mut dln, &mut dw, Some(&mut db), dqkv.as_view(), ln1.as_view(), w, n, c, 3 * c)?;
-            let [mut dres, dln, x, mean, rstd] =
-                acts.views_mut([r(Act::DRes, 0), r(Act::DLn, 0), res_in, r(Act::Ln1Mean, l), r(Act::Ln1Rstd, l)])?;
+            ops::matmul_backward(
+                ctx,
+                &mut dln,
+                &mut dw,
+                Some(&mut db),
+                dqkv.as_view(),
+                ln1.as_view(),
+                w,
+                n,
+                c,
+                3 * c,
+            )?;
+            let [mut dres, dln, x, mean, rstd] = acts.views_mut([
+                r(Act::DRes, 0),
+                r(Act::DLn, 0),
+                res_in,
+                r(Act::Ln1Mean, l),
+                r(Act::Ln1Rstd, l),
+            ])?;
             let [mut dw, mut db] = grads.views_mut([g(ParamTensor::Ln1W, l), g(ParamTensor::Ln1B, l)])?;
             let w = p(ParamTensor::Ln1W, l)?;
             let (dy, x, mean, rstd) = (dln.as_view(), x.as_view(), mean.as_view(), rstd.as_view());
             ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w, mean, rstd, n, c)?;
         }
         let [dres] = acts.views_mut([r(Act::DRes, 0)])?;
-        let [mut dwte, mut dwpe] = grads.views_mut([layout.range(ParamTensor::Wte), layout.range(ParamTensor::Wpe)])?;
+        let [mut dwte, mut dwpe] =
+            grads.views_mut([layout.range(ParamTensor::Wte), layout.range(ParamTensor::Wpe)])?;
         ops::encoder_backward(ctx, &mut dwte, &mut dwpe, dres.as_view(), tok, b, t, c)?;
         ws.dlogits_ready = false;
         Ok(())

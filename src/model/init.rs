@@ -93,7 +93,11 @@ mod tests {
             (v.iter().map(|&x| (x as f64).powi(2)).sum::<f64>() / v.len() as f64).sqrt()
         };
         assert!((std_of(ParamTensor::FcW) - 0.02).abs() < 0.001, "fcw std {}", std_of(ParamTensor::FcW));
-        assert!((std_of(ParamTensor::FcProjW) - 0.01).abs() < 0.0005, "fcprojw std {}", std_of(ParamTensor::FcProjW));
+        assert!(
+            (std_of(ParamTensor::FcProjW) - 0.01).abs() < 0.0005,
+            "fcprojw std {}",
+            std_of(ParamTensor::FcProjW)
+        );
         assert!(p[layout.range(ParamTensor::LnfW)].iter().all(|&x| x == 1.0));
         assert!(p[layout.range(ParamTensor::QkvB)].iter().all(|&x| x == 0.0));
         let wte = &p[layout.range(ParamTensor::Wte)];

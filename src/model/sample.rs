@@ -15,7 +15,8 @@ pub struct SamplingParams {
 
 /// Picks a token from `logits` (`u` uniform in (0, 1]).
 pub fn pick_token(logits: &[f32], params: SamplingParams, u: f64) -> u32 {
-    let argmax = || logits.iter().enumerate().fold(0, |best, (i, &x)| if x > logits[best] { i } else { best });
+    let argmax =
+        || logits.iter().enumerate().fold(0, |best, (i, &x)| if x > logits[best] { i } else { best });
     if params.temperature <= 0.0 {
         return argmax() as u32;
     }
@@ -25,7 +26,8 @@ pub fn pick_token(logits: &[f32], params: SamplingParams, u: f64) -> u32 {
         order.truncate(params.top_k);
     }
     let m = order.iter().map(|&i| logits[i]).fold(f32::NEG_INFINITY, f32::max);
-    let weights: Vec<f64> = order.iter().map(|&i| (((logits[i] - m) / params.temperature) as f64).exp()).collect();
+    let weights: Vec<f64> =
+        order.iter().map(|&i| (((logits[i] - m) / params.temperature) as f64).exp()).collect();
     let mut target = u * weights.iter().sum::<f64>();
     for (&i, w) in order.iter().zip(&weights) {
         target -= w;

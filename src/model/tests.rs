@@ -16,7 +16,15 @@ fn tokens(seed: u64, n: usize, vocab: usize) -> Vec<u32> {
     (0..n).map(|_| (r.next_u64() % vocab as u64) as u32).collect()
 }
 
-fn loss_of(model: &Gpt, ctx: &OpsContext, ws: &mut Workspace, x: &[u32], y: &[u32], b: usize, t: usize) -> f32 {
+fn loss_of(
+    model: &Gpt,
+    ctx: &OpsContext,
+    ws: &mut Workspace,
+    x: &[u32],
+    y: &[u32],
+    b: usize,
+    t: usize,
+) -> f32 {
     model.forward(ctx, ws, x, b, t).unwrap();
     model.loss(ctx, ws, y, None).unwrap()
 }
@@ -50,7 +58,8 @@ fn gradients_match_finite_differences() {
             p[i] = params[i] + h;
             let up = loss_of(&Gpt::from_params(&Device::Cpu, cfg, &p).unwrap(), &ctx, &mut ws, &x, &y, b, t);
             p[i] = params[i] - h;
-            let down = loss_of(&Gpt::from_params(&Device::Cpu, cfg, &p).unwrap(), &ctx, &mut ws, &x, &y, b, t);
+            let down =
+                loss_of(&Gpt::from_params(&Device::Cpu, cfg, &p).unwrap(), &ctx, &mut ws, &x, &y, b, t);
             pairs.push((tensor, i, grads[i], (up - down) as f64 / (2.0 * h as f64)));
         }
     }
@@ -144,7 +153,10 @@ fn bad_inputs_are_refused() {
     let cfg = tiny();
     let ctx = OpsContext::new(&Device::Cpu).unwrap();
     let mut model = Gpt::new(&Device::Cpu, cfg, 25).unwrap();
-    assert!(matches!(Workspace::new(&Device::Cpu, &cfg, 1, 7, true), Err(ModelError::SeqTooLong { seq: 7, max: 6 })));
+    assert!(matches!(
+        Workspace::new(&Device::Cpu, &cfg, 1, 7, true),
+        Err(ModelError::SeqTooLong { seq: 7, max: 6 })
+    ));
     let mut ws = Workspace::new(&Device::Cpu, &cfg, 1, 4, true).unwrap();
     let err = model.forward(&ctx, &mut ws, &[1, 2, 11, 3], 1, 4).unwrap_err();
     assert!(err.to_string().contains("token 11"), "{err}");

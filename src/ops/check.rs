@@ -5,7 +5,13 @@ use trident_runtime::{Device, View, ViewMut};
 use super::{OpsContext, OpsError, Result};
 
 /// Fails unless `got == expected`.
-pub(super) fn len(op: &'static str, arg: &'static str, got: usize, expected: usize, shape: &str) -> Result<()> {
+pub(super) fn len(
+    op: &'static str,
+    arg: &'static str,
+    got: usize,
+    expected: usize,
+    shape: &str,
+) -> Result<()> {
     if got == expected {
         Ok(())
     } else {
@@ -46,7 +52,10 @@ pub(super) fn host<'a, T: bytemuck::Pod>(op: &'static str, v: View<'a, T>) -> Re
 }
 
 /// The host slice behind a mutable view of a host device (`Cpu`).
-pub(super) fn host_mut<'a, T: bytemuck::Pod>(op: &'static str, v: &'a mut ViewMut<'_, T>) -> Result<&'a mut [T]> {
+pub(super) fn host_mut<'a, T: bytemuck::Pod>(
+    op: &'static str,
+    v: &'a mut ViewMut<'_, T>,
+) -> Result<&'a mut [T]> {
     let device = v.device().kind();
     v.host_mut().ok_or(OpsError::Unsupported { op, device })
 }

@@ -13,7 +13,10 @@ impl OpsContext {
     /// A context for `device`; loads the kernel module where the device runs kernels.
     pub fn new(device: &Device) -> Result<Self> {
         let module = match device {
-            Device::Cpu => None,
+            Device::Cpu => {
+                super::cpu::retain_freed_memory();
+                None
+            }
             Device::Emu | Device::Cuda(_) => Some(device.load_module(&crate::kernels::module_source())?),
         };
         Ok(Self { device: device.clone(), module })

@@ -35,6 +35,8 @@ pub fn softmax_cross_entropy(
             cpu::softmax_cross_entropy(check::host_mut(OP, logits)?, losses, tgt, v, vp, dloss);
             Ok(())
         }
-        Device::Emu | Device::Cuda(_) => gpu::softmax_cross_entropy(ctx, logits, losses, targets, n, v, vp, dloss),
+        Device::Emu | Device::Cuda(_) => {
+            gpu::softmax_cross_entropy(ctx, logits, losses, targets, n, v, vp, dloss)
+        }
     }
 }

@@ -39,7 +39,13 @@ pub fn gelu_backward(ctx: &OpsContext, d: &mut ViewMut<f32>, inp: View<f32>, n: 
 
 /// Residual connection: `out = a + b` over `n` elements. (Its backward is the identity: the
 /// model passes the residual stream's gradient on unchanged.)
-pub fn residual_forward(ctx: &OpsContext, out: &mut ViewMut<f32>, a: View<f32>, b: View<f32>, n: usize) -> Result<()> {
+pub fn residual_forward(
+    ctx: &OpsContext,
+    out: &mut ViewMut<f32>,
+    a: View<f32>,
+    b: View<f32>,
+    n: usize,
+) -> Result<()> {
     const OP: &str = "residual_forward";
     check::len(OP, "out", out.len(), n, &format!("[n={n}]"))?;
     check::len(OP, "a", a.len(), n, &format!("[n={n}]"))?;

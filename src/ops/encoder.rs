@@ -17,7 +17,8 @@ pub fn encoder_forward(
 ) -> Result<()> {
     const OP: &str = "encoder_forward";
     check_shapes(OP, out.len(), tokens, wte.len(), wpe.len(), b, t, c)?;
-    let devices = [("out", out.device()), ("tokens", tokens.device()), ("wte", wte.device()), ("wpe", wpe.device())];
+    let devices =
+        [("out", out.device()), ("tokens", tokens.device()), ("wte", wte.device()), ("wpe", wpe.device())];
     check::devices(ctx, OP, &devices)?;
     match ctx.device() {
         Device::Cpu => {
@@ -44,8 +45,12 @@ pub fn encoder_backward(
 ) -> Result<()> {
     const OP: &str = "encoder_backward";
     check_shapes(OP, dout.len(), tokens, dwte.len(), dwpe.len(), b, t, c)?;
-    let devices =
-        [("dwte", dwte.device()), ("dwpe", dwpe.device()), ("dout", dout.device()), ("tokens", tokens.device())];
+    let devices = [
+        ("dwte", dwte.device()),
+        ("dwpe", dwpe.device()),
+        ("dout", dout.device()),
+        ("tokens", tokens.device()),
+    ];
     check::devices(ctx, OP, &devices)?;
     match ctx.device() {
         Device::Cpu => {

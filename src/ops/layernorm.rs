@@ -40,7 +40,9 @@ pub fn layernorm_forward(
             cpu::layernorm_forward(check::host_mut(OP, out)?, mean, rstd, x, w, b, c);
             Ok(())
         }
-        Device::Emu | Device::Cuda(_) => gpu::layernorm_forward(ctx, out, mean, rstd, inp, weight, bias, n, c),
+        Device::Emu | Device::Cuda(_) => {
+            gpu::layernorm_forward(ctx, out, mean, rstd, inp, weight, bias, n, c)
+        }
     }
 }
 

@@ -37,7 +37,8 @@ pub fn adamw_update(
     check::len(OP, "m", m.len(), n, "the parameters' length")?;
     check::len(OP, "v", v.len(), n, "the parameters' length")?;
     check::that(OP, hp.step >= 1, || "the step number is 1-based".into())?;
-    let devices = [("params", params.device()), ("grads", grads.device()), ("m", m.device()), ("v", v.device())];
+    let devices =
+        [("params", params.device()), ("grads", grads.device()), ("m", m.device()), ("v", v.device())];
     check::devices(ctx, OP, &devices)?;
     match ctx.device() {
         Device::Cpu => {

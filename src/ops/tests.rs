@@ -208,7 +208,8 @@ fn layernorm_matches_reference_and_finite_differences() {
 
         let dout = randn(&mut r, n * c, 1.0);
         let dinp0 = randn(&mut r, n * c, 1.0);
-        let (mut dinp, mut dw, mut db, dy) = (buf(&dinp0), buf(&vec![0.5; c]), buf(&vec![-0.5; c]), buf(&dout));
+        let (mut dinp, mut dw, mut db, dy) =
+            (buf(&dinp0), buf(&vec![0.5; c]), buf(&vec![-0.5; c]), buf(&dout));
         layernorm_backward(
             &ctx,
             &mut dinp.view_mut(..).unwrap(),
@@ -251,11 +252,18 @@ fn matmul_matches_reference_and_finite_differences() {
         matmul_forward(&ctx, &mut out.view_mut(..).unwrap(), xv, wv, bias_view, n, ic, oc).unwrap();
         let (xd, wd, bd) = (f64s(&x), f64s(&w), f64s(&bias));
         let bias_ref = with_bias.then_some(bd.as_slice());
-        assert_close("matmul_forward", seed, &out.to_vec().unwrap(), &ref_matmul(&xd, &wd, bias_ref, ic, oc), 1e-5);
+        assert_close(
+            "matmul_forward",
+            seed,
+            &out.to_vec().unwrap(),
+            &ref_matmul(&xd, &wd, bias_ref, ic, oc),
+            1e-5,
+        );
 
         let dout = randn(&mut r, n * oc, 1.0);
         let dw0 = randn(&mut r, oc * ic, 1.0);
-        let (mut dinp, mut dw, mut db, dy) = (buf(&vec![9.0; n * ic]), buf(&dw0), buf(&vec![0.25; oc]), buf(&dout));
+        let (mut dinp, mut dw, mut db, dy) =
+            (buf(&vec![9.0; n * ic]), buf(&dw0), buf(&vec![0.25; oc]), buf(&dout));
         let mut dbv = db.view_mut(..).unwrap();
         let dbias = if with_bias { Some(&mut dbv) } else { None };
         matmul_backward(
@@ -273,11 +281,12 @@ fn matmul_matches_reference_and_finite_differences() {
         .unwrap();
         // The layer is bilinear: the exact gradients are dout @ W, dout^T @ x, colsum(dout).
         let dd = f64s(&dout);
-        let gx: Vec<f64> = (0..n * ic)
-            .map(|i| (0..oc).map(|o| dd[(i / ic) * oc + o] * wd[o * ic + i % ic]).sum())
-            .collect();
+        let gx: Vec<f64> =
+            (0..n * ic).map(|i| (0..oc).map(|o| dd[(i / ic) * oc + o] * wd[o * ic + i % ic]).sum()).collect();
         let gw: Vec<f64> = (0..oc * ic)
-            .map(|i| dw0[i] as f64 + (0..n).map(|row| dd[row * oc + i / ic] * xd[row * ic + i % ic]).sum::<f64>())
+            .map(|i| {
+                dw0[i] as f64 + (0..n).map(|row| dd[row * oc + i / ic] * xd[row * ic + i % ic]).sum::<f64>()
+            })
             .collect();
         let gb: Vec<f64> = (0..oc).map(|o| 0.25 + (0..n).map(|row| dd[row * oc + o]).sum::<f64>()).collect();
         assert_close("matmul dinp", seed, &dinp.to_vec().unwrap(), &gx, 1e-5);
@@ -304,8 +313,17 @@ fn attention_matches_reference_and_finite_differences() {
         let qkv = randn(&mut r, b * t * 3 * c, 1.5);
         let qb = buf(&qkv);
         let (mut out, mut lse) = (buf(&vec![5.0; b * t * c]), buf(&vec![5.0; b * nh * t]));
-        attention_forward(&ctx, &mut out.view_mut(..).unwrap(), &mut lse.view_mut(..).unwrap(), qb.view(..).unwrap(), b, t, c, nh)
-            .unwrap();
+        attention_forward(
+            &ctx,
+            &mut out.view_mut(..).unwrap(),
+            &mut lse.view_mut(..).unwrap(),
+            qb.view(..).unwrap(),
+            b,
+            t,
+            c,
+            nh,
+        )
+        .unwrap();
         let qd = f64s(&qkv);
         let (want, want_lse) = ref_attention(&qd, b, t, c, nh);
         assert_close("attention out", seed, &out.to_vec().unwrap(), &want, 1e-5);
@@ -351,13 +369,17 @@ fn gelu_and_residual_match_reference_and_finite_differences() {
     let mut d = buf(&dout);
     gelu_backward(&ctx, &mut d.view_mut(..).unwrap(), xb.view(..).unwrap(), n).unwrap();
     let h = 1e-5;
-    let g: Vec<f64> =
-        x.iter().zip(&dout).map(|(&v, &dy)| dy as f64 * (ref_gelu(v as f64 + h) - ref_gelu(v as f64 - h)) / (2.0 * h)).collect();
+    let g: Vec<f64> = x
+        .iter()
+        .zip(&dout)
+        .map(|(&v, &dy)| dy as f64 * (ref_gelu(v as f64 + h) - ref_gelu(v as f64 - h)) / (2.0 * h))
+        .collect();
     assert_close("gelu_backward", seed, &d.to_vec().unwrap(), &g, 1e-5);
 
     let y = randn(&mut r, n, 1.0);
     let yb = buf(&y);
-    residual_forward(&ctx, &mut out.view_mut(..).unwrap(), xb.view(..).unwrap(), yb.view(..).unwrap(), n).unwrap();
+    residual_forward(&ctx, &mut out.view_mut(..).unwrap(), xb.view(..).unwrap(), yb.view(..).unwrap(), n)
+        .unwrap();
     let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| *a as f64 + *b as f64).collect();
     assert_close("residual_forward", seed, &out.to_vec().unwrap(), &want, 1e-7);
 }
@@ -374,16 +396,34 @@ fn cross_entropy_matches_reference_and_finite_differences() {
         let mut lg = buf(&logits);
         let mut losses = buf(&vec![2.0; n]);
         let t = tb.view(..).unwrap();
-        softmax_cross_entropy(&ctx, &mut lg.view_mut(..).unwrap(), &mut losses.view_mut(..).unwrap(), t, n, v, vp, None)
-            .unwrap();
+        softmax_cross_entropy(
+            &ctx,
+            &mut lg.view_mut(..).unwrap(),
+            &mut losses.view_mut(..).unwrap(),
+            t,
+            n,
+            v,
+            vp,
+            None,
+        )
+        .unwrap();
         let ld = f64s(&logits);
         let want = ref_cross_entropy(&ld, &targets, v, vp);
         assert_close("cross-entropy losses", seed, &losses.to_vec().unwrap(), &want, 1e-5);
         assert_eq!(lg.to_vec().unwrap(), logits, "logits untouched without dloss");
 
         let g = 0.37f32;
-        softmax_cross_entropy(&ctx, &mut lg.view_mut(..).unwrap(), &mut losses.view_mut(..).unwrap(), t, n, v, vp, Some(g))
-            .unwrap();
+        softmax_cross_entropy(
+            &ctx,
+            &mut lg.view_mut(..).unwrap(),
+            &mut losses.view_mut(..).unwrap(),
+            t,
+            n,
+            v,
+            vp,
+            Some(g),
+        )
+        .unwrap();
         assert_close("cross-entropy losses (with grad)", seed, &losses.to_vec().unwrap(), &want, 1e-5);
         let fd = numeric_grad(&ld, |l| g as f64 * ref_cross_entropy(l, &targets, v, vp).iter().sum::<f64>());
         let got = lg.to_vec().unwrap();
@@ -404,9 +444,24 @@ fn adamw_and_sum_of_squares_match_reference() {
     for step in 1..=3u64 {
         let g = randn(&mut r, n, 0.1);
         let gb = buf(&g);
-        let hp = AdamWParams { lr: 1e-2, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, grad_scale: 0.5, step };
-        adamw_update(&ctx, &mut p.view_mut(..).unwrap(), gb.view(..).unwrap(), &mut m.view_mut(..).unwrap(), &mut v.view_mut(..).unwrap(), &hp)
-            .unwrap();
+        let hp = AdamWParams {
+            lr: 1e-2,
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.1,
+            grad_scale: 0.5,
+            step,
+        };
+        adamw_update(
+            &ctx,
+            &mut p.view_mut(..).unwrap(),
+            gb.view(..).unwrap(),
+            &mut m.view_mut(..).unwrap(),
+            &mut v.view_mut(..).unwrap(),
+            &hp,
+        )
+        .unwrap();
         for i in 0..n {
             let gi = g[i] as f64 * 0.5;
             md[i] = 0.9 * md[i] + 0.1 * gi;
@@ -442,13 +497,31 @@ fn bad_arguments_are_refused_with_clear_errors() {
     let tokens = Buffer::from_slice(&Device::Cpu, &[0u32, 5]).unwrap();
     let (wte, wpe) = (buf(&[0.0; 8]), buf(&[0.0; 8]));
     let mut o = buf(&[0.0; 8]);
-    let err = encoder_forward(&ctx, &mut o.view_mut(..).unwrap(), tokens.view(..).unwrap(), wte.view(..).unwrap(), wpe.view(..).unwrap(), 1, 2, 4)
-        .unwrap_err();
+    let err = encoder_forward(
+        &ctx,
+        &mut o.view_mut(..).unwrap(),
+        tokens.view(..).unwrap(),
+        wte.view(..).unwrap(),
+        wpe.view(..).unwrap(),
+        1,
+        2,
+        4,
+    )
+    .unwrap_err();
     assert!(matches!(err, OpsError::TokenOutOfRange { token: 5, position: 1, vocab: 2, .. }), "{err}");
 
     let qkv = buf(&[0.0; 3 * 12]);
     let (mut o, mut l) = (buf(&[0.0; 12]), buf(&[0.0; 4]));
-    let err = attention_forward(&ctx, &mut o.view_mut(..).unwrap(), &mut l.view_mut(..).unwrap(), qkv.view(..).unwrap(), 1, 2, 6, 4)
-        .unwrap_err();
+    let err = attention_forward(
+        &ctx,
+        &mut o.view_mut(..).unwrap(),
+        &mut l.view_mut(..).unwrap(),
+        qkv.view(..).unwrap(),
+        1,
+        2,
+        6,
+        4,
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("heads do not divide"), "{err}");
 }

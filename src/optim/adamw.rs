@@ -30,7 +30,12 @@ pub struct AdamW {
 
 impl AdamW {
     pub fn new(device: &Device, num_params: usize, config: AdamWConfig) -> Result<Self, OpsError> {
-        Ok(Self { config, m: Buffer::zeros(device, num_params)?, v: Buffer::zeros(device, num_params)?, step: 0 })
+        Ok(Self {
+            config,
+            m: Buffer::zeros(device, num_params)?,
+            v: Buffer::zeros(device, num_params)?,
+            step: 0,
+        })
     }
 
     /// Steps taken so far.
@@ -53,7 +58,13 @@ impl AdamW {
 
     /// One update of every parameter with learning rate `lr`, gradients multiplied by
     /// `grad_scale` first (clipping). Weight decay only where the tensor decays.
-    pub fn step(&mut self, ctx: &OpsContext, model: &mut Gpt, lr: f32, grad_scale: f32) -> Result<(), OpsError> {
+    pub fn step(
+        &mut self,
+        ctx: &OpsContext,
+        model: &mut Gpt,
+        lr: f32,
+        grad_scale: f32,
+    ) -> Result<(), OpsError> {
         self.step += 1;
         let layout = model.layout().clone();
         let (params, grads) = model.params_and_grads();

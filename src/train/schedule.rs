@@ -59,7 +59,13 @@ mod tests {
 
     #[test]
     fn warmup_then_decay_to_min() {
-        let s = LrSchedule { max_lr: 1.0, min_lr: 0.1, warmup_iters: 10, decay_iters: 110, style: DecayStyle::Cosine };
+        let s = LrSchedule {
+            max_lr: 1.0,
+            min_lr: 0.1,
+            warmup_iters: 10,
+            decay_iters: 110,
+            style: DecayStyle::Cosine,
+        };
         assert!((s.lr(0) - 0.1).abs() < 1e-6);
         assert!((s.lr(9) - 1.0).abs() < 1e-6);
         assert!((s.lr(60) - 0.55).abs() < 1e-5);

@@ -81,7 +81,8 @@ impl Trainer {
     pub fn new(ctx: OpsContext, model: Gpt, settings: TrainSettings) -> Result<Self, TrainError> {
         settings.accumulation_steps()?;
         let device = ctx.device().clone();
-        let workspace = Workspace::new(&device, model.config(), settings.micro_batch, settings.seq_len, true)?;
+        let workspace =
+            Workspace::new(&device, model.config(), settings.micro_batch, settings.seq_len, true)?;
         let optimizer = AdamW::new(&device, model.num_params(), settings.adamw)?;
         Ok(Self { ctx, model, optimizer, settings, workspace, iter: 0 })
     }

@@ -16,7 +16,14 @@ pub fn encoder_forward(out: &mut [f32], tokens: &[u32], wte: &[f32], wpe: &[f32]
 }
 
 /// `dwte[tokens[b, t], :] += dout[b, t, :]` and `dwpe[t, :] += dout[b, t, :]`.
-pub fn encoder_backward(dwte: &mut [f32], dwpe: &mut [f32], dout: &[f32], tokens: &[u32], t: usize, c: usize) {
+pub fn encoder_backward(
+    dwte: &mut [f32],
+    dwpe: &mut [f32],
+    dout: &[f32],
+    tokens: &[u32],
+    t: usize,
+    c: usize,
+) {
     let rows = tokens.len();
     rayon::join(
         || {

@@ -24,8 +24,7 @@ pub fn exp(x: f32) -> f32 {
     let n = (x * LOG2E + ROUND) - ROUND;
     let r = x - n * LN2_HI - n * LN2_LO;
     let p = 1.0
-        + r * (1.0
-            + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+        + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
     let scale = f32::from_bits(((n as i32 + 127) << 23) as u32);
     p * scale
 }
@@ -157,6 +156,18 @@ impl<T> DisjointMut<T> {
         assert!(start + len <= self.len, "{start}+{len} past {} elements", self.len);
         // SAFETY: in bounds (checked above); exclusivity is the caller's contract.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), len) }
+    }
+
+    /// A raw pointer to element `start`, for strided writes that no slice can describe.
+    ///
+    /// # Safety
+    /// Writes through it must stay inside the slice and touch no element that another live
+    /// slice or thread uses.
+    #[inline(always)]
+    pub unsafe fn ptr(&self, start: usize) -> *mut T {
+        assert!(start < self.len, "{start} past {} elements", self.len);
+        // SAFETY: in bounds (checked above).
+        unsafe { self.ptr.add(start) }
     }
 }
 
