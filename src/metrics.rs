@@ -48,9 +48,16 @@ mod nan_as_null {
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}:{line}: not a metrics record ({source})")]
-    Parse { path: PathBuf, line: usize, source: serde_json::Error },
+    Parse {
+        path: PathBuf,
+        line: usize,
+        source: serde_json::Error,
+    },
     #[error(transparent)]
     Rewrite(#[from] CheckpointError),
 }
@@ -64,15 +71,25 @@ pub struct MetricsWriter {
 impl MetricsWriter {
     /// Starts a new log (an existing file is truncated).
     pub fn create(path: &Path) -> Result<Self, MetricsError> {
-        let file = File::create(path).map_err(|source| MetricsError::Io { path: path.into(), source })?;
-        Ok(Self { path: path.into(), file })
+        let file = File::create(path).map_err(|source| MetricsError::Io {
+            path: path.into(),
+            source,
+        })?;
+        Ok(Self {
+            path: path.into(),
+            file,
+        })
     }
 
     /// Continues the log of a run resumed after iteration `last_iter`: records past it (written
     /// after the checkpoint, before a crash) are dropped. Returns the records kept, e.g. for the
     /// loss plot.
     pub fn resume(path: &Path, last_iter: u64) -> Result<(Self, Vec<IterMetrics>), MetricsError> {
-        let mut kept = if path.exists() { read_metrics(path)? } else { Vec::new() };
+        let mut kept = if path.exists() {
+            read_metrics(path)?
+        } else {
+            Vec::new()
+        };
         kept.retain(|m| m.iter <= last_iter);
         let mut text = Vec::new();
         for m in &kept {
@@ -82,8 +99,17 @@ impl MetricsWriter {
         let file = OpenOptions::new()
             .append(true)
             .open(path)
-            .map_err(|source| MetricsError::Io { path: path.into(), source })?;
-        Ok((Self { path: path.into(), file }, kept))
+            .map_err(|source| MetricsError::Io {
+                path: path.into(),
+                source,
+            })?;
+        Ok((
+            Self {
+                path: path.into(),
+                file,
+            },
+            kept,
+        ))
     }
 
     /// Writes one record as one line, in one write, and flushes it.
@@ -91,7 +117,10 @@ impl MetricsWriter {
         self.file
             .write_all(&to_line(m))
             .and_then(|()| self.file.flush())
-            .map_err(|source| MetricsError::Io { path: self.path.clone(), source })
+            .map_err(|source| MetricsError::Io {
+                path: self.path.clone(),
+                source,
+            })
     }
 }
 
@@ -104,9 +133,14 @@ fn to_line(m: &IterMetrics) -> Vec<u8> {
 /// Reads a metrics log. A last line cut short by a crash is ignored; any other bad line is an
 /// error naming it.
 pub fn read_metrics(path: &Path) -> Result<Vec<IterMetrics>, MetricsError> {
-    let io = |source| MetricsError::Io { path: path.into(), source };
-    let lines: Vec<String> =
-        BufReader::new(File::open(path).map_err(io)?).lines().collect::<Result<_, _>>().map_err(io)?;
+    let io = |source| MetricsError::Io {
+        path: path.into(),
+        source,
+    };
+    let lines: Vec<String> = BufReader::new(File::open(path).map_err(io)?)
+        .lines()
+        .collect::<Result<_, _>>()
+        .map_err(io)?;
     let mut out = Vec::with_capacity(lines.len());
     for (i, line) in lines.iter().enumerate() {
         if line.trim().is_empty() {
@@ -115,7 +149,13 @@ pub fn read_metrics(path: &Path) -> Result<Vec<IterMetrics>, MetricsError> {
         match serde_json::from_str(line) {
             Ok(m) => out.push(m),
             Err(e) if i + 1 == lines.len() && e.is_eof() => break,
-            Err(source) => return Err(MetricsError::Parse { path: path.into(), line: i + 1, source }),
+            Err(source) => {
+                return Err(MetricsError::Parse {
+                    path: path.into(),
+                    line: i + 1,
+                    source,
+                })
+            }
         }
     }
     Ok(out)

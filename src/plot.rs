@@ -33,21 +33,32 @@ pub enum PlotError {
 
 /// Writes the loss curves of `metrics` to `path` (atomically).
 pub fn plot_metrics(path: &Path, metrics: &[IterMetrics]) -> Result<(), PlotError> {
-    let train: Vec<(f64, f64)> = metrics.iter().map(|m| (m.iter as f64, f64::from(m.loss))).collect();
-    let val: Vec<(f64, f64)> =
-        metrics.iter().filter_map(|m| Some((m.iter as f64, f64::from(m.val_loss?)))).collect();
+    let train: Vec<(f64, f64)> = metrics
+        .iter()
+        .map(|m| (m.iter as f64, f64::from(m.loss)))
+        .collect();
+    let val: Vec<(f64, f64)> = metrics
+        .iter()
+        .filter_map(|m| Some((m.iter as f64, f64::from(m.val_loss?))))
+        .collect();
     write_loss_plot(path, &train, &val)
 }
 
 /// Writes `(iteration, loss)` series to a PNG at `path`. Non-finite points are skipped.
-pub fn write_loss_plot(path: &Path, train: &[(f64, f64)], val: &[(f64, f64)]) -> Result<(), PlotError> {
+pub fn write_loss_plot(
+    path: &Path,
+    train: &[(f64, f64)],
+    val: &[(f64, f64)],
+) -> Result<(), PlotError> {
     let canvas = render(train, val);
     write_file_atomically(path, |w| {
         let mut encoder = png::Encoder::new(&mut *w, WIDTH as u32, HEIGHT as u32);
         encoder.set_color(png::ColorType::Rgb);
         encoder.set_depth(png::BitDepth::Eight);
         let mut writer = encoder.write_header().map_err(std::io::Error::other)?;
-        writer.write_image_data(&canvas.pixels).map_err(std::io::Error::other)?;
+        writer
+            .write_image_data(&canvas.pixels)
+            .map_err(std::io::Error::other)?;
         writer.finish().map_err(std::io::Error::other)?;
         w.flush()
     })?;
@@ -156,7 +167,11 @@ fn glyph(ch: char) -> Option<[u8; 5]> {
 fn ticks(lo: f64, hi: f64, target: usize) -> (Vec<f64>, usize) {
     let raw = (hi - lo) / target as f64;
     let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
     let decimals = (-step.log10().floor()).max(0.0) as usize;
     let first = (lo / step).ceil() as i64;
     let last = (hi / step).floor() as i64;
@@ -164,18 +179,28 @@ fn ticks(lo: f64, hi: f64, target: usize) -> (Vec<f64>, usize) {
 }
 
 fn finite(points: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> + '_ {
-    points.iter().copied().filter(|(x, y)| x.is_finite() && y.is_finite())
+    points
+        .iter()
+        .copied()
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
 }
 
 fn render(train: &[(f64, f64)], val: &[(f64, f64)]) -> Canvas {
-    let mut c = Canvas { pixels: WHITE.repeat(WIDTH * HEIGHT) };
+    let mut c = Canvas {
+        pixels: WHITE.repeat(WIDTH * HEIGHT),
+    };
     let all: Vec<(f64, f64)> = finite(train).chain(finite(val)).collect();
-    let fold =
-        |f: fn(f64, f64) -> f64, init: f64, pick: fn(&(f64, f64)) -> f64| all.iter().map(pick).fold(init, f);
-    let (mut x0, mut x1) =
-        (fold(f64::min, f64::INFINITY, |p| p.0), fold(f64::max, f64::NEG_INFINITY, |p| p.0));
-    let (mut y0, mut y1) =
-        (fold(f64::min, f64::INFINITY, |p| p.1), fold(f64::max, f64::NEG_INFINITY, |p| p.1));
+    let fold = |f: fn(f64, f64) -> f64, init: f64, pick: fn(&(f64, f64)) -> f64| {
+        all.iter().map(pick).fold(init, f)
+    };
+    let (mut x0, mut x1) = (
+        fold(f64::min, f64::INFINITY, |p| p.0),
+        fold(f64::max, f64::NEG_INFINITY, |p| p.0),
+    );
+    let (mut y0, mut y1) = (
+        fold(f64::min, f64::INFINITY, |p| p.1),
+        fold(f64::max, f64::NEG_INFINITY, |p| p.1),
+    );
     if all.is_empty() {
         (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
     }
@@ -185,11 +210,18 @@ fn render(train: &[(f64, f64)], val: &[(f64, f64)]) -> Canvas {
     let pad = ((y1 - y0) * 0.05).max(1e-3);
     (y0, y1) = (y0 - pad, y1 + pad);
 
-    let (pw, ph) = ((WIDTH - LEFT - RIGHT) as f64, (HEIGHT - TOP - BOTTOM) as f64);
+    let (pw, ph) = (
+        (WIDTH - LEFT - RIGHT) as f64,
+        (HEIGHT - TOP - BOTTOM) as f64,
+    );
     let px = |x: f64| LEFT as i64 + ((x - x0) / (x1 - x0) * pw).round() as i64;
     let py = |y: f64| TOP as i64 + ((y1 - y) / (y1 - y0) * ph).round() as i64;
-    let (left, right, top, bottom) =
-        (LEFT as i64, (WIDTH - RIGHT) as i64, TOP as i64, (HEIGHT - BOTTOM) as i64);
+    let (left, right, top, bottom) = (
+        LEFT as i64,
+        (WIDTH - RIGHT) as i64,
+        TOP as i64,
+        (HEIGHT - BOTTOM) as i64,
+    );
 
     let (yticks, ydec) = ticks(y0, y1, 6);
     for y in yticks {
@@ -235,7 +267,8 @@ mod tests {
     use super::*;
 
     fn decode(path: &Path) -> (u32, u32, Vec<u8>) {
-        let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+        let decoder =
+            png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
         let mut reader = decoder.read_info().unwrap();
         let mut buf = vec![0; reader.output_buffer_size().unwrap()];
         let info = reader.next_frame(&mut buf).unwrap();
@@ -251,8 +284,9 @@ mod tests {
     fn draws_both_curves_where_the_data_is() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("loss.png");
-        let train: Vec<(f64, f64)> =
-            (0..200).map(|i| (i as f64, 3.0 * (-(i as f64) / 50.0).exp() + 0.5)).collect();
+        let train: Vec<(f64, f64)> = (0..200)
+            .map(|i| (i as f64, 3.0 * (-(i as f64) / 50.0).exp() + 0.5))
+            .collect();
         let val = vec![(50.0, 1.4), (100.0, 0.95), (150.0, f64::NAN), (199.0, 0.6)];
         write_loss_plot(&path, &train, &val).unwrap();
         let (w, h, px) = decode(&path);
@@ -297,7 +331,10 @@ mod tests {
         assert_eq!(dec, 0);
         let (t, dec) = ticks(1.93, 2.31, 6);
         assert_eq!(t.len(), 4);
-        assert!((t[0] - 2.0).abs() < 1e-12 && (t[3] - 2.3).abs() < 1e-12, "{t:?}");
+        assert!(
+            (t[0] - 2.0).abs() < 1e-12 && (t[3] - 2.3).abs() < 1e-12,
+            "{t:?}"
+        );
         assert_eq!(dec, 1);
         let (t, dec) = ticks(0.0, 5000.0, 8);
         assert_eq!((t[1], dec), (1000.0, 0));

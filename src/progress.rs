@@ -25,7 +25,10 @@ impl Progress {
     /// drawn as a bar when stderr is a terminal.
     pub fn new(start_step: u64, total_steps: u64) -> Self {
         let output = if std::io::stderr().is_terminal() {
-            let bar = ProgressBar::with_draw_target(Some(total_steps), ProgressDrawTarget::stderr_with_hz(4));
+            let bar = ProgressBar::with_draw_target(
+                Some(total_steps),
+                ProgressDrawTarget::stderr_with_hz(4),
+            );
             bar.set_style(
                 ProgressStyle::with_template("{bar:30.cyan/blue} {pos}/{len} {msg}")
                     .expect("the template is valid")
@@ -46,7 +49,13 @@ impl Progress {
     }
 
     fn with_output(output: Output, start_step: u64, total_steps: u64) -> Self {
-        Self { output, start_step, total_steps, started: Instant::now(), plain_every: 1 }
+        Self {
+            output,
+            start_step,
+            total_steps,
+            started: Instant::now(),
+            plain_every: 1,
+        }
     }
 
     /// In plain mode, prints every `n`-th step (and the last) instead of every step.
@@ -62,7 +71,11 @@ impl Progress {
             step.saturating_sub(self.start_step),
             self.total_steps.saturating_sub(step),
         );
-        let stats = format!("loss {loss:.4} | {} | eta {}", format_rate(tokens_per_s), format_duration(eta));
+        let stats = format!(
+            "loss {loss:.4} | {} | eta {}",
+            format_rate(tokens_per_s),
+            format_duration(eta)
+        );
         match &mut self.output {
             Output::Bar(bar) => {
                 bar.set_position(step);
@@ -159,7 +172,11 @@ mod tests {
         let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4, "{text}");
-        assert!(lines[0].starts_with("step 10/25 | loss 0.3000 | 12.3k tok/s | eta "), "{}", lines[0]);
+        assert!(
+            lines[0].starts_with("step 10/25 | loss 0.3000 | 12.3k tok/s | eta "),
+            "{}",
+            lines[0]
+        );
         assert!(lines[2].starts_with("step 25/25"));
         assert!(lines[2].ends_with("eta 0s"), "{}", lines[2]);
         assert_eq!(lines[3], "val loss 1.0");
@@ -168,7 +185,10 @@ mod tests {
     #[test]
     fn eta_and_formats() {
         assert_eq!(eta(Duration::from_secs(10), 0, 5), None);
-        assert_eq!(eta(Duration::from_secs(10), 20, 50), Some(Duration::from_secs(25)));
+        assert_eq!(
+            eta(Duration::from_secs(10), 20, 50),
+            Some(Duration::from_secs(25))
+        );
         assert_eq!(format_duration(None), "?");
         assert_eq!(format_duration(Some(Duration::from_secs(59))), "59s");
         assert_eq!(format_duration(Some(Duration::from_secs(125))), "2m05s");

@@ -9,7 +9,9 @@ use super::CheckpointError;
 
 /// Flushes a directory's entries (new names, renames) to disk.
 pub fn sync_dir(dir: &Path) -> Result<(), CheckpointError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| CheckpointError::io(dir, e))
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| CheckpointError::io(dir, e))
 }
 
 fn parent_of(path: &Path) -> PathBuf {
@@ -21,7 +23,9 @@ fn parent_of(path: &Path) -> PathBuf {
 
 /// A sibling of `path` named `.NAME.SUFFIX-PID`, for temporary files.
 fn sibling(path: &Path, suffix: &str) -> PathBuf {
-    let name = path.file_name().map_or_else(|| "unnamed".into(), |n| n.to_string_lossy().into_owned());
+    let name = path
+        .file_name()
+        .map_or_else(|| "unnamed".into(), |n| n.to_string_lossy().into_owned());
     parent_of(path).join(format!(".{name}.{suffix}-{}", std::process::id()))
 }
 
@@ -48,7 +52,9 @@ where
 
 /// Fsyncs a file that was written by other code (e.g. a library writing to a path).
 pub(crate) fn sync_file(path: &Path) -> Result<(), CheckpointError> {
-    File::open(path).and_then(|f| f.sync_all()).map_err(|e| CheckpointError::io(path, e))
+    File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| CheckpointError::io(path, e))
 }
 
 /// Fills a fresh temporary directory through `fill` (which must fsync its files), then
@@ -101,23 +107,31 @@ mod tests {
         .unwrap_err();
         assert!(err.to_string().contains("disk on fire"));
         assert_eq!(fs::read(&path).unwrap(), b"first");
-        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary left");
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary left"
+        );
     }
 
     #[test]
     fn directory_is_replaced_whole() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("nested").join("ckpt");
-        write_dir_atomically(&dir, |d| fs::write(d.join("a"), b"1").map_err(|e| CheckpointError::io(d, e)))
-            .unwrap();
+        write_dir_atomically(&dir, |d| {
+            fs::write(d.join("a"), b"1").map_err(|e| CheckpointError::io(d, e))
+        })
+        .unwrap();
         let failed = write_dir_atomically(&dir, |d| {
             fs::write(d.join("a"), b"2").map_err(|e| CheckpointError::io(d, e))?;
             Err(CheckpointError::io(d, std::io::Error::other("crash")))
         });
         assert!(failed.is_err());
         assert_eq!(fs::read(dir.join("a")).unwrap(), b"1");
-        write_dir_atomically(&dir, |d| fs::write(d.join("b"), b"3").map_err(|e| CheckpointError::io(d, e)))
-            .unwrap();
+        write_dir_atomically(&dir, |d| {
+            fs::write(d.join("b"), b"3").map_err(|e| CheckpointError::io(d, e))
+        })
+        .unwrap();
         assert!(!dir.join("a").exists());
         assert_eq!(fs::read(dir.join("b")).unwrap(), b"3");
         assert_eq!(fs::read_dir(dir.parent().unwrap()).unwrap().count(), 1);

@@ -30,8 +30,12 @@ pub fn export_hf(
         });
     }
     std::fs::create_dir_all(dir).map_err(|e| CheckpointError::io(dir, e))?;
-    let json = serde_json::to_vec_pretty(&hf_config(config, eos_token_id))
-        .map_err(|source| CheckpointError::Json { path: dir.join("config.json"), source })?;
+    let json = serde_json::to_vec_pretty(&hf_config(config, eos_token_id)).map_err(|source| {
+        CheckpointError::Json {
+            path: dir.join("config.json"),
+            source,
+        }
+    })?;
     let tensors = hf_tensors(&layout, params);
     // safetensors writes the file itself; write it beside the target and rename it over.
     let target = dir.join("model.safetensors");
@@ -106,15 +110,30 @@ fn hf_tensors<'a>(layout: &ParamLayout, params: &'a [f32]) -> Vec<(String, F32Vi
     let ch = c.channels;
     let whole = |t: ParamTensor| &params[layout.range(t)];
     let layer = |t: ParamTensor, l: usize| &params[layout.layer_range(t, l)];
-    let borrowed = |shape: Vec<usize>, data: &'a [f32]| F32View { shape, data: data.into() };
+    let borrowed = |shape: Vec<usize>, data: &'a [f32]| F32View {
+        shape,
+        data: data.into(),
+    };
     let mut out = vec![
         (
             "wte.weight".to_owned(),
-            borrowed(vec![c.vocab_size, ch], &whole(ParamTensor::Wte)[..c.vocab_size * ch]),
+            borrowed(
+                vec![c.vocab_size, ch],
+                &whole(ParamTensor::Wte)[..c.vocab_size * ch],
+            ),
         ),
-        ("wpe.weight".to_owned(), borrowed(vec![c.max_seq_len, ch], whole(ParamTensor::Wpe))),
-        ("ln_f.weight".to_owned(), borrowed(vec![ch], whole(ParamTensor::LnfW))),
-        ("ln_f.bias".to_owned(), borrowed(vec![ch], whole(ParamTensor::LnfB))),
+        (
+            "wpe.weight".to_owned(),
+            borrowed(vec![c.max_seq_len, ch], whole(ParamTensor::Wpe)),
+        ),
+        (
+            "ln_f.weight".to_owned(),
+            borrowed(vec![ch], whole(ParamTensor::LnfW)),
+        ),
+        (
+            "ln_f.bias".to_owned(),
+            borrowed(vec![ch], whole(ParamTensor::LnfB)),
+        ),
     ];
     for l in 0..c.num_layers {
         for &(name, t, matrix) in &LAYER_TENSORS {
@@ -122,7 +141,10 @@ fn hf_tensors<'a>(layout: &ParamLayout, params: &'a [f32]) -> Vec<(String, F32Vi
             let view = match matrix {
                 Some((out_mult, in_mult)) => {
                     let (rows, cols) = (out_mult * ch, in_mult * ch);
-                    F32View { shape: vec![cols, rows], data: transpose(data, rows, cols).into() }
+                    F32View {
+                        shape: vec![cols, rows],
+                        data: transpose(data, rows, cols).into(),
+                    }
                 }
                 None => borrowed(vec![data.len()], data),
             };
@@ -166,7 +188,10 @@ mod tests {
         assert_eq!(st.len(), 4 + 12 * 2);
         let get = |name: &str, idx: &[usize]| {
             let t = st.tensor(name).unwrap();
-            let flat = idx.iter().zip(t.shape()).fold(0, |acc, (&i, &d)| acc * d + i);
+            let flat = idx
+                .iter()
+                .zip(t.shape())
+                .fold(0, |acc, (&i, &d)| acc * d + i);
             f32::from_le_bytes(t.data()[4 * flat..4 * flat + 4].try_into().unwrap())
         };
         let shape = |name: &str| st.tensor(name).unwrap().shape().to_vec();
@@ -206,7 +231,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         export_hf(dir.path(), &config, &params, Some(50256)).unwrap();
         let json: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.path().join("config.json")).unwrap()).unwrap();
+            serde_json::from_slice(&std::fs::read(dir.path().join("config.json")).unwrap())
+                .unwrap();
         assert_eq!(json["eos_token_id"], 50256);
         assert!(export_hf(dir.path(), &config, &params[1..], None).is_err());
     }

@@ -17,7 +17,11 @@ const HEADER_BYTES: usize = 256 * 4;
 const WHAT: &str = "an llm.c model file";
 
 /// Writes `params` (in [`ParamLayout`] order for `config`) as an llm.c version-3 model file.
-pub fn write_llmc_model(path: &Path, config: &GptConfig, params: &[f32]) -> Result<(), CheckpointError> {
+pub fn write_llmc_model(
+    path: &Path,
+    config: &GptConfig,
+    params: &[f32],
+) -> Result<(), CheckpointError> {
     let layout = ParamLayout::new(*config);
     if params.len() != layout.len() {
         return Err(CheckpointError::WrongLength {
@@ -92,14 +96,25 @@ pub fn read_llmc_model(path: &Path) -> Result<(GptConfig, Vec<f32>), CheckpointE
         channels: dim(6),
         padded_vocab_size: dim(7),
     };
-    config.validate().map_err(|source| CheckpointError::Config { path: path.into(), source })?;
+    config
+        .validate()
+        .map_err(|source| CheckpointError::Config {
+            path: path.into(),
+            source,
+        })?;
     let n = ParamLayout::new(config).len();
     let expected = HEADER_BYTES as u64 + 4 * n as u64;
     if bytes.len() as u64 != expected {
-        return Err(CheckpointError::WrongSize { path: path.into(), expected, found: bytes.len() as u64 });
+        return Err(CheckpointError::WrongSize {
+            path: path.into(),
+            expected,
+            found: bytes.len() as u64,
+        });
     }
-    let params =
-        bytes[HEADER_BYTES..].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let params = bytes[HEADER_BYTES..]
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
     Ok((config, params))
 }
 
@@ -111,7 +126,9 @@ mod tests {
     fn model(seed: u64) -> (GptConfig, Vec<f32>) {
         let config = GptConfig::new(32, 50, 2, 4, 16, 64).unwrap();
         let mut rng = SplitMix64::new(seed);
-        let params = (0..ParamLayout::new(config).len()).map(|_| rng.next_f32() - 0.5).collect();
+        let params = (0..ParamLayout::new(config).len())
+            .map(|_| rng.next_f32() - 0.5)
+            .collect();
         (config, params)
     }
 
@@ -124,11 +141,21 @@ mod tests {
         write_llmc_model(&path, &config, &params).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         let word = |i: usize| i32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
-        assert_eq!((0..8).map(word).collect::<Vec<_>>(), vec![20240326, 3, 32, 50, 2, 4, 16, 64]);
+        assert_eq!(
+            (0..8).map(word).collect::<Vec<_>>(),
+            vec![20240326, 3, 32, 50, 2, 4, 16, 64]
+        );
         assert!((8..256).all(|i| word(i) == 0));
         // The first parameter is wte[0][0], right after the header.
-        assert_eq!(f32::from_le_bytes(bytes[1024..1028].try_into().unwrap()), params[0]);
-        assert_eq!(read_llmc_model(&path).unwrap(), (config, params), "seed {seed}");
+        assert_eq!(
+            f32::from_le_bytes(bytes[1024..1028].try_into().unwrap()),
+            params[0]
+        );
+        assert_eq!(
+            read_llmc_model(&path).unwrap(),
+            (config, params),
+            "seed {seed}"
+        );
     }
 
     #[test]
@@ -148,7 +175,10 @@ mod tests {
         let mut longer = good.clone();
         longer.push(0);
         assert!(matches!(with(&longer), CheckpointError::WrongSize { .. }));
-        assert!(matches!(with(&good[..100]), CheckpointError::WrongSize { .. }));
+        assert!(matches!(
+            with(&good[..100]),
+            CheckpointError::WrongSize { .. }
+        ));
 
         let mut bad = good.clone();
         bad[0..4].copy_from_slice(&20240520i32.to_le_bytes());

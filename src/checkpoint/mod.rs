@@ -12,4 +12,6 @@ pub use atomic::{sync_dir, write_file_atomically};
 pub use error::CheckpointError;
 pub use hf::export_hf;
 pub use llmc::{read_llmc_model, write_llmc_model};
-pub use state::{latest_checkpoint, list_checkpoints, prune_checkpoints, step_dir, AdamWMoments, Checkpoint};
+pub use state::{
+    latest_checkpoint, list_checkpoints, prune_checkpoints, step_dir, AdamWMoments, Checkpoint,
+};

@@ -75,7 +75,9 @@ pub fn list_checkpoints(out_dir: &Path) -> Result<Vec<(u64, PathBuf)>, Checkpoin
     let mut found = Vec::new();
     for entry in entries {
         let path = entry.map_err(|e| CheckpointError::io(out_dir, e))?.path();
-        let step = path.file_name().and_then(|n| n.to_str()?.strip_prefix("step_")?.parse::<u64>().ok());
+        let step = path
+            .file_name()
+            .and_then(|n| n.to_str()?.strip_prefix("step_")?.parse::<u64>().ok());
         if let Some(step) = step {
             if path.join(TRAINER_FILE).is_file() {
                 found.push((step, path));
@@ -118,14 +120,20 @@ fn views<'a>(layout: &ParamLayout, prefix: &str, values: &'a [f32]) -> Vec<(Stri
     layout_entries(layout, prefix)
         .into_iter()
         .map(|e| {
-            let view = F32View { shape: e.shape, data: values[e.range].into() };
+            let view = F32View {
+                shape: e.shape,
+                data: values[e.range].into(),
+            };
             (e.name, view)
         })
         .collect()
 }
 
 fn step_metadata(step: u64) -> HashMap<String, String> {
-    HashMap::from([("format".to_owned(), "pt".to_owned()), ("step".to_owned(), step.to_string())])
+    HashMap::from([
+        ("format".to_owned(), "pt".to_owned()),
+        ("step".to_owned(), step.to_string()),
+    ])
 }
 
 impl<S: Serialize + DeserializeOwned> Checkpoint<S> {
@@ -137,7 +145,11 @@ impl<S: Serialize + DeserializeOwned> Checkpoint<S> {
         }
         for (what, found) in buffers {
             if found != layout.len() {
-                return Err(CheckpointError::WrongLength { what, expected: layout.len(), found });
+                return Err(CheckpointError::WrongLength {
+                    what,
+                    expected: layout.len(),
+                    found,
+                });
             }
         }
         Ok(())
@@ -148,7 +160,11 @@ impl<S: Serialize + DeserializeOwned> Checkpoint<S> {
         let layout = ParamLayout::new(self.config);
         self.check_lengths(&layout)?;
         write_dir_atomically(dir, |tmp| {
-            write_tensors(&tmp.join(MODEL_FILE), views(&layout, "", &self.params), step_metadata(self.step))?;
+            write_tensors(
+                &tmp.join(MODEL_FILE),
+                views(&layout, "", &self.params),
+                step_metadata(self.step),
+            )?;
             if let Some(o) = &self.optimizer {
                 let mut tensors = views(&layout, "adamw.m.", &o.m);
                 tensors.extend(views(&layout, "adamw.v.", &o.v));
@@ -163,8 +179,11 @@ impl<S: Serialize + DeserializeOwned> Checkpoint<S> {
                 loader: self.loader,
                 state: &self.state,
             };
-            let json = serde_json::to_vec_pretty(&file)
-                .map_err(|source| CheckpointError::Json { path: trainer.clone(), source })?;
+            let json =
+                serde_json::to_vec_pretty(&file).map_err(|source| CheckpointError::Json {
+                    path: trainer.clone(),
+                    source,
+                })?;
             fs::File::create(&trainer)
                 .and_then(|mut f| f.write_all(&json))
                 .map_err(|e| CheckpointError::io(&trainer, e))?;
@@ -176,7 +195,10 @@ impl<S: Serialize + DeserializeOwned> Checkpoint<S> {
     pub fn load(dir: &Path) -> Result<Self, CheckpointError> {
         let trainer_path = dir.join(TRAINER_FILE);
         let json = fs::read(&trainer_path).map_err(|e| CheckpointError::io(&trainer_path, e))?;
-        let json_err = |source| CheckpointError::Json { path: trainer_path.clone(), source };
+        let json_err = |source| CheckpointError::Json {
+            path: trainer_path.clone(),
+            source,
+        };
         let file: TrainerFile<S> = serde_json::from_slice(&json).map_err(json_err)?;
         if file.format_version != FORMAT_VERSION {
             return Err(CheckpointError::BadVersion {
@@ -188,7 +210,10 @@ impl<S: Serialize + DeserializeOwned> Checkpoint<S> {
         }
         file.config
             .validate()
-            .map_err(|source| CheckpointError::Config { path: trainer_path.clone(), source })?;
+            .map_err(|source| CheckpointError::Config {
+                path: trainer_path.clone(),
+                source,
+            })?;
         let layout = ParamLayout::new(file.config);
         let read = |name: &str, entries: Vec<Expected>, len: usize| {
             let path = dir.join(name);
@@ -209,10 +234,14 @@ impl<S: Serialize + DeserializeOwned> Checkpoint<S> {
         let optimizer = if file.has_optimizer {
             let n = layout.len();
             let mut entries = layout_entries(&layout, "adamw.m.");
-            entries.extend(layout_entries(&layout, "adamw.v.").into_iter().map(|mut e| {
-                e.range = e.range.start + n..e.range.end + n;
-                e
-            }));
+            entries.extend(
+                layout_entries(&layout, "adamw.v.")
+                    .into_iter()
+                    .map(|mut e| {
+                        e.range = e.range.start + n..e.range.end + n;
+                        e
+                    }),
+            );
             let mut both = read(OPTIMIZER_FILE, entries, 2 * n)?;
             let v = both.split_off(n);
             Some(AdamWMoments { m: both, v })
@@ -253,8 +282,10 @@ mod tests {
             config,
             step: 1234,
             params: random(n, &mut rng),
-            optimizer: with_optimizer
-                .then(|| AdamWMoments { m: random(n, &mut rng), v: random(n, &mut rng) }),
+            optimizer: with_optimizer.then(|| AdamWMoments {
+                m: random(n, &mut rng),
+                v: random(n, &mut rng),
+            }),
             loader: Some(LoaderState {
                 seed,
                 shuffle: true,
@@ -264,7 +295,10 @@ mod tests {
                 part: 0,
                 sample: 17,
             }),
-            state: MyState { lr_step: 7, rng: SplitMix64::new(seed ^ 1) },
+            state: MyState {
+                lr_step: 7,
+                rng: SplitMix64::new(seed ^ 1),
+            },
         }
     }
 
@@ -279,7 +313,10 @@ mod tests {
             let back = Checkpoint::<MyState>::load(&dir).unwrap();
             assert_eq!(back, ck, "seed {seed}");
         }
-        assert_eq!(latest_checkpoint(root.path()).unwrap(), Some((1234, step_dir(root.path(), 1234))));
+        assert_eq!(
+            latest_checkpoint(root.path()).unwrap(),
+            Some((1234, step_dir(root.path(), 1234)))
+        );
     }
 
     #[test]
@@ -295,9 +332,16 @@ mod tests {
         assert_eq!(latest_checkpoint(root.path()).unwrap().unwrap().0, 100);
         let removed = prune_checkpoints(root.path(), 2).unwrap();
         assert_eq!(removed, vec![step_dir(root.path(), 3)]);
-        let left: Vec<u64> = list_checkpoints(root.path()).unwrap().into_iter().map(|(s, _)| s).collect();
+        let left: Vec<u64> = list_checkpoints(root.path())
+            .unwrap()
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect();
         assert_eq!(left, vec![20, 100]);
-        assert!(step_dir(root.path(), 500).exists(), "incomplete directories are left alone");
+        assert!(
+            step_dir(root.path(), 500).exists(),
+            "incomplete directories are left alone"
+        );
     }
 
     #[test]
@@ -311,14 +355,22 @@ mod tests {
         let load = || Checkpoint::<MyState>::load(&dir).unwrap_err();
 
         fs::write(&model, &good[..good.len() - 100]).unwrap();
-        assert!(matches!(load(), CheckpointError::SafeTensors { .. }), "{}", load());
+        assert!(
+            matches!(load(), CheckpointError::SafeTensors { .. }),
+            "{}",
+            load()
+        );
 
         // Another save's model file.
         let mut other = ck.clone();
         other.step = 1;
         other.save(&root.path().join("other")).unwrap();
         fs::copy(root.path().join("other").join(MODEL_FILE), &model).unwrap();
-        assert!(matches!(load(), CheckpointError::StepMismatch { found: 1, .. }), "{}", load());
+        assert!(
+            matches!(load(), CheckpointError::StepMismatch { found: 1, .. }),
+            "{}",
+            load()
+        );
 
         // A model of another shape.
         let mut wide = sample(9, false);
@@ -327,7 +379,10 @@ mod tests {
         wide.save(&root.path().join("wide")).unwrap();
         fs::copy(root.path().join("wide").join(MODEL_FILE), &model).unwrap();
         let err = load();
-        assert!(matches!(&err, CheckpointError::WrongShape { name, .. } if name == "wte"), "{err}");
+        assert!(
+            matches!(&err, CheckpointError::WrongShape { name, .. } if name == "wte"),
+            "{err}"
+        );
 
         // A missing tensor.
         fs::write(&model, &good).unwrap();
@@ -351,7 +406,16 @@ mod tests {
         ck.optimizer.as_mut().unwrap().v.pop();
         let root = tempfile::tempdir().unwrap();
         let err = ck.save(&root.path().join("x")).unwrap_err();
-        assert!(matches!(err, CheckpointError::WrongLength { what: "AdamW's v", .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                CheckpointError::WrongLength {
+                    what: "AdamW's v",
+                    ..
+                }
+            ),
+            "{err}"
+        );
         assert!(!root.path().join("x").exists());
     }
 }

@@ -46,8 +46,12 @@ pub(crate) fn write_tensors(
     tensors: Vec<(String, F32View<'_>)>,
     metadata: HashMap<String, String>,
 ) -> Result<(), CheckpointError> {
-    safetensors::serialize_to_file(tensors, Some(metadata), path)
-        .map_err(|source| CheckpointError::SafeTensors { path: path.into(), source })?;
+    safetensors::serialize_to_file(tensors, Some(metadata), path).map_err(|source| {
+        CheckpointError::SafeTensors {
+            path: path.into(),
+            source,
+        }
+    })?;
     sync_file(path)
 }
 
@@ -66,17 +70,26 @@ pub(crate) fn read_tensors(
     out: &mut [f32],
 ) -> Result<HashMap<String, String>, CheckpointError> {
     let bytes = std::fs::read(path).map_err(|e| CheckpointError::io(path, e))?;
-    let st_err = |source| CheckpointError::SafeTensors { path: path.into(), source };
+    let st_err = |source| CheckpointError::SafeTensors {
+        path: path.into(),
+        source,
+    };
     let (_, metadata) = SafeTensors::read_metadata(&bytes).map_err(st_err)?;
     let file = SafeTensors::deserialize(&bytes).map_err(st_err)?;
     let wanted: BTreeSet<&str> = expected.iter().map(|e| e.name.as_str()).collect();
     if let Some(extra) = file.names().into_iter().find(|n| !wanted.contains(n)) {
-        return Err(CheckpointError::UnexpectedTensor { path: path.into(), name: extra.to_owned() });
+        return Err(CheckpointError::UnexpectedTensor {
+            path: path.into(),
+            name: extra.to_owned(),
+        });
     }
     for e in expected {
         let view = file
             .tensor(&e.name)
-            .map_err(|_| CheckpointError::MissingTensor { path: path.into(), name: e.name.clone() })?;
+            .map_err(|_| CheckpointError::MissingTensor {
+                path: path.into(),
+                name: e.name.clone(),
+            })?;
         if view.dtype() != Dtype::F32 {
             return Err(CheckpointError::WrongDtype {
                 path: path.into(),
@@ -92,7 +105,10 @@ pub(crate) fn read_tensors(
                 found: view.shape().to_vec(),
             });
         }
-        for (dst, src) in out[e.range.clone()].iter_mut().zip(view.data().chunks_exact(4)) {
+        for (dst, src) in out[e.range.clone()]
+            .iter_mut()
+            .zip(view.data().chunks_exact(4))
+        {
             *dst = f32::from_le_bytes([src[0], src[1], src[2], src[3]]);
         }
     }

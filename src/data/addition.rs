@@ -160,11 +160,20 @@ impl AdditionTask {
     /// Reads a completed answer: digits up to the first newline, reversed back. `None` when the
     /// completion is not `answer_len()` digits.
     pub fn parse_answer(&self, completion: &[u32]) -> Option<u64> {
-        let digits: Vec<u32> = completion.iter().copied().take_while(|&t| t != NEWLINE).collect();
+        let digits: Vec<u32> = completion
+            .iter()
+            .copied()
+            .take_while(|&t| t != NEWLINE)
+            .collect();
         if digits.len() != self.answer_len() || digits.iter().any(|&t| t > 9) {
             return None;
         }
-        Some(digits.iter().rev().fold(0, |acc, &d| acc * 10 + u64::from(d)))
+        Some(
+            digits
+                .iter()
+                .rev()
+                .fold(0, |acc, &d| acc * 10 + u64::from(d)),
+        )
     }
 
     /// Exact-match accuracy over `problems` held-out problems drawn with `seed`.
@@ -182,12 +191,19 @@ impl AdditionTask {
         for _ in 0..problems {
             let (a, b) = self.sample_problem(&mut rng, Split::Validation);
             let completion = complete(&self.prompt(a, b));
-            let answer: Vec<u32> = completion.iter().copied().take_while(|&t| t != NEWLINE).collect();
+            let answer: Vec<u32> = completion
+                .iter()
+                .copied()
+                .take_while(|&t| t != NEWLINE)
+                .collect();
             if answer == self.answer(a, b) {
                 correct += 1;
             }
         }
-        Accuracy { correct, total: problems }
+        Accuracy {
+            correct,
+            total: problems,
+        }
     }
 }
 
@@ -243,7 +259,10 @@ mod tests {
             .flat_map(|a| (0..100).map(move |b| (a, b)))
             .filter(|&(a, b)| task.split_of(a, b) == Split::Validation)
             .count();
-        assert!((700..1300).contains(&held_out), "{held_out} of 10000 held out");
+        assert!(
+            (700..1300).contains(&held_out),
+            "{held_out} of 10000 held out"
+        );
         let one = AdditionTask::new(1).unwrap();
         let one_held = (0..10)
             .flat_map(|a| (0..10).map(move |b| (a, b)))
@@ -263,7 +282,13 @@ mod tests {
             out.extend([NEWLINE, 4, 2]);
             out
         };
-        assert_eq!(task.score(50, 1, solve), Accuracy { correct: 50, total: 50 });
+        assert_eq!(
+            task.score(50, 1, solve),
+            Accuracy {
+                correct: 50,
+                total: 50
+            }
+        );
         // Wrong in the last digit half the time.
         let mut calls = 0;
         let half = task.score(40, 1, |p| {

@@ -50,7 +50,10 @@ impl TokenSet {
         let range = 0..tokens.len();
         Ok(Self {
             name,
-            parts: vec![Part { source: PartSource::Memory(Arc::new(tokens)), range }],
+            parts: vec![Part {
+                source: PartSource::Memory(Arc::new(tokens)),
+                range,
+            }],
             vocab_size,
         })
     }
@@ -140,14 +143,23 @@ impl Dataset {
 
     /// The addition task: `train_problems` training lines drawn with `seed`, and
     /// `val_problems` held-out lines.
-    pub fn addition(task: AdditionTask, train_problems: usize, val_problems: usize, seed: u64) -> Self {
+    pub fn addition(
+        task: AdditionTask,
+        train_problems: usize,
+        val_problems: usize,
+        seed: u64,
+    ) -> Self {
         let vocab = task.vocab_size();
         let make = |name: &str, tokens| {
-            TokenSet::from_tokens(name, tokens, vocab).expect("generated tokens are in the vocabulary")
+            TokenSet::from_tokens(name, tokens, vocab)
+                .expect("generated tokens are in the vocabulary")
         };
         Self {
             tokenizer: TokenizerKind::Addition,
-            train: make("addition (train)", task.generate(Split::Train, train_problems, seed)),
+            train: make(
+                "addition (train)",
+                task.generate(Split::Train, train_problems, seed),
+            ),
             val: make(
                 "addition (held out)",
                 task.generate(Split::Validation, val_problems, ADDITION_VAL_SEED),
@@ -170,7 +182,10 @@ impl Dataset {
         let all = Arc::new(tokens);
         let set = |suffix: &str, range: Range<usize>| TokenSet {
             name: format!("{name} ({suffix})"),
-            parts: vec![Part { source: PartSource::Memory(all.clone()), range }],
+            parts: vec![Part {
+                source: PartSource::Memory(all.clone()),
+                range,
+            }],
             vocab_size: vocab,
         };
         Ok(Self {
@@ -182,7 +197,11 @@ impl Dataset {
     }
 
     /// A UTF-8 text file, tokenized whole; its last `val_fraction` is the validation set.
-    pub fn text_file(path: &Path, tokenizer: TokenizerKind, val_fraction: f64) -> Result<Self, DataError> {
+    pub fn text_file(
+        path: &Path,
+        tokenizer: TokenizerKind,
+        val_fraction: f64,
+    ) -> Result<Self, DataError> {
         let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
         let text = String::from_utf8(bytes).map_err(|e| {
             DataError::InvalidArgument(format!(
@@ -202,15 +221,24 @@ impl Dataset {
     /// llm.c token shards. Files with `_val_` in their name form the validation set; when there
     /// are none, the last `val_fraction` of the last training shard is held out instead.
     /// Headers and sizes are checked now; tokens when the loader reads each shard.
-    pub fn shards(paths: &[PathBuf], tokenizer: TokenizerKind, val_fraction: f64) -> Result<Self, DataError> {
+    pub fn shards(
+        paths: &[PathBuf],
+        tokenizer: TokenizerKind,
+        val_fraction: f64,
+    ) -> Result<Self, DataError> {
         check_fraction(val_fraction)?;
         let vocab = tokenizer.vocab_size();
         let mut train = Vec::new();
         let mut val = Vec::new();
         for path in paths {
             let header = read_shard_header(path)?;
-            let part = Part { source: PartSource::Shard(path.clone()), range: 0..header.tokens as usize };
-            let is_val = path.file_name().is_some_and(|n| n.to_string_lossy().contains("_val_"));
+            let part = Part {
+                source: PartSource::Shard(path.clone()),
+                range: 0..header.tokens as usize,
+            };
+            let is_val = path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().contains("_val_"));
             if is_val {
                 val.push(part);
             } else {
@@ -225,14 +253,25 @@ impl Dataset {
         };
         if val.is_empty() {
             let cut = split_point(last.range.len(), val_fraction);
-            val.push(Part { source: last.source.clone(), range: cut..last.range.end });
+            val.push(Part {
+                source: last.source.clone(),
+                range: cut..last.range.end,
+            });
             last.range.end = cut;
         }
         let name = |what: &str, n: usize| format!("{n} {what} shard(s)");
         Ok(Self {
             tokenizer,
-            train: TokenSet { name: name("training", train.len()), parts: train, vocab_size: vocab },
-            val: TokenSet { name: name("validation", val.len()), parts: val, vocab_size: vocab },
+            train: TokenSet {
+                name: name("training", train.len()),
+                parts: train,
+                vocab_size: vocab,
+            },
+            val: TokenSet {
+                name: name("validation", val.len()),
+                parts: val,
+                vocab_size: vocab,
+            },
             addition: None,
         })
     }
@@ -269,13 +308,18 @@ mod tests {
         let (tokens, range) = ds.val.load_part(0).unwrap();
         assert_eq!(
             &tokens[range],
-            &text.as_bytes()[90..].iter().map(|&b| u16::from(b)).collect::<Vec<_>>()[..]
+            &text.as_bytes()[90..]
+                .iter()
+                .map(|&b| u16::from(b))
+                .collect::<Vec<_>>()[..]
         );
 
         std::fs::write(&path, [0x61, 0xff, 0x62]).unwrap();
         let err = Dataset::text_file(&path, TokenizerKind::Bytes, 0.1).unwrap_err();
         assert!(err.to_string().contains("offset 1"), "{err}");
-        assert!(Dataset::text_file(&dir.path().join("nope.txt"), TokenizerKind::Bytes, 0.1).is_err());
+        assert!(
+            Dataset::text_file(&dir.path().join("nope.txt"), TokenizerKind::Bytes, 0.1).is_err()
+        );
     }
 
     #[test]
@@ -288,11 +332,17 @@ mod tests {
         write_shard(&train_path, &tr).unwrap();
         write_shard(&val_path, &va).unwrap();
 
-        let ds = Dataset::shards(&[val_path.clone(), train_path.clone()], TokenizerKind::Bytes, 0.1).unwrap();
+        let ds = Dataset::shards(
+            &[val_path.clone(), train_path.clone()],
+            TokenizerKind::Bytes,
+            0.1,
+        )
+        .unwrap();
         assert_eq!(ds.train.total_tokens(), 500);
         assert_eq!(ds.val.total_tokens(), 100);
 
-        let ds = Dataset::shards(std::slice::from_ref(&train_path), TokenizerKind::Bytes, 0.1).unwrap();
+        let ds =
+            Dataset::shards(std::slice::from_ref(&train_path), TokenizerKind::Bytes, 0.1).unwrap();
         assert_eq!(ds.train.total_tokens(), 450);
         assert_eq!(ds.val.total_tokens(), 50);
         let (tokens, range) = ds.val.load_part(0).unwrap();
@@ -304,7 +354,18 @@ mod tests {
 
     #[test]
     fn out_of_vocabulary_tokens_are_rejected() {
-        let err = Dataset::from_tokens("t", TokenizerKind::Addition, vec![1, 2, 13], 0.1).unwrap_err();
-        assert!(matches!(err, DataError::TokenOutOfRange { position: 2, token: 13, .. }), "{err}");
+        let err =
+            Dataset::from_tokens("t", TokenizerKind::Addition, vec![1, 2, 13], 0.1).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DataError::TokenOutOfRange {
+                    position: 2,
+                    token: 13,
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 }

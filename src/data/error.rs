@@ -4,7 +4,10 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
     #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path} is not an llm.c token shard: magic number {found}, expected 20240520")]
     ShardMagic { path: PathBuf, found: i32 },
     #[error("{path}: token shard version {found} is not supported (only version 1, u16 tokens)")]
@@ -13,11 +16,26 @@ pub enum DataError {
         "{path}: header says {header_tokens} tokens ({expected_bytes} bytes with the header) but \
          the file has {file_bytes} bytes; the shard is truncated or corrupt, regenerate it"
     )]
-    ShardSize { path: PathBuf, header_tokens: u64, expected_bytes: u64, file_bytes: u64 },
+    ShardSize {
+        path: PathBuf,
+        header_tokens: u64,
+        expected_bytes: u64,
+        file_bytes: u64,
+    },
     #[error("{what}: token {token} at position {position} is outside the vocabulary of {vocab_size} tokens; was it written with another tokenizer?")]
-    TokenOutOfRange { what: String, position: usize, token: u32, vocab_size: usize },
+    TokenOutOfRange {
+        what: String,
+        position: usize,
+        token: u32,
+        vocab_size: usize,
+    },
     #[error("{what} has {tokens} tokens, fewer than the {needed} needed for one sequence of --seq-length {seq_len} plus its target; use more data or a shorter sequence")]
-    TooFewTokens { what: String, tokens: usize, needed: usize, seq_len: usize },
+    TooFewTokens {
+        what: String,
+        tokens: usize,
+        needed: usize,
+        seq_len: usize,
+    },
     #[error("no llm.c token shards (*.bin) in {0}")]
     NoShards(PathBuf),
     #[error("{0}")]
@@ -26,14 +44,19 @@ pub enum DataError {
     BadState(String),
     #[error("the GPT-2 BPE tokenizer failed: {0}")]
     Bpe(String),
-    #[error(
-        "cannot encode {text:?} with the {tokenizer} tokenizer: character {ch:?} is not in its vocabulary"
-    )]
-    Unencodable { tokenizer: &'static str, text: String, ch: char },
+    #[error("cannot encode {text:?} with the {tokenizer} tokenizer: character {ch:?} is not in its vocabulary")]
+    Unencodable {
+        tokenizer: &'static str,
+        text: String,
+        ch: char,
+    },
 }
 
 impl DataError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Self::Io { path: path.into(), source }
+        Self::Io {
+            path: path.into(),
+            source,
+        }
     }
 }

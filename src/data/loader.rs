@@ -95,8 +95,9 @@ impl DataLoader {
                 "batch size and sequence length must be at least 1 (got {batch_size} and {seq_len})"
             )));
         }
-        let windows_at_zero: usize =
-            (0..set.num_parts()).map(|i| windows(set.part_len(i), seq_len, 0).1).sum();
+        let windows_at_zero: usize = (0..set.num_parts())
+            .map(|i| windows(set.part_len(i), seq_len, 0).1)
+            .sum();
         if windows_at_zero == 0 {
             let longest = (0..set.num_parts()).map(|i| set.part_len(i)).max();
             return Err(DataError::TooFewTokens {
@@ -152,7 +153,9 @@ impl DataLoader {
 
     /// Windows in an epoch that starts at offset 0 (other offsets may give one fewer per part).
     pub fn samples_per_epoch(&self) -> usize {
-        (0..self.set.num_parts()).map(|i| windows(self.set.part_len(i), self.seq_len, 0).1).sum()
+        (0..self.set.num_parts())
+            .map(|i| windows(self.set.part_len(i), self.seq_len, 0).1)
+            .sum()
     }
 
     pub fn state(&self) -> LoaderState {
@@ -202,7 +205,10 @@ impl DataLoader {
             let p = self.part_order[state.part];
             let (_, count) = windows(self.set.part_len(p), self.seq_len, self.offset);
             if state.sample > count {
-                return bad(format!("sample {} is past the {count} windows of part {p}", state.sample));
+                return bad(format!(
+                    "sample {} is past the {count} windows of part {p}",
+                    state.sample
+                ));
             }
         }
         self.part = state.part;
@@ -242,7 +248,8 @@ impl DataLoader {
                 let w = if self.shuffle {
                     if self.window_order.as_ref().is_none_or(|(q, _)| *q != p) {
                         let mut order: Vec<u32> = (0..count as u32).collect();
-                        SplitMix64::new(derive_seed(self.seed, &[self.epoch, p as u64])).shuffle(&mut order);
+                        SplitMix64::new(derive_seed(self.seed, &[self.epoch, p as u64]))
+                            .shuffle(&mut order);
                         self.window_order = Some((p, order));
                     }
                     self.window_order.as_ref().unwrap().1[self.sample] as usize
@@ -271,7 +278,11 @@ impl DataLoader {
         };
         if !reuse {
             let (tokens, range) = self.set.load_part(part)?;
-            self.loaded = Some(Loaded { part, tokens, range });
+            self.loaded = Some(Loaded {
+                part,
+                tokens,
+                range,
+            });
         }
         let l = self.loaded.as_ref().unwrap();
         Ok((&l.tokens[l.range.clone()], l.range.start))
@@ -302,7 +313,12 @@ impl DataLoader {
             inputs.extend(window[..t].iter().map(|&x| u32::from(x)));
             targets.extend(window[1..].iter().map(|&x| u32::from(x)));
         }
-        Ok(Batch { batch_size: b, seq_len: t, inputs, targets })
+        Ok(Batch {
+            batch_size: b,
+            seq_len: t,
+            inputs,
+            targets,
+        })
     }
 }
 
@@ -379,7 +395,11 @@ mod tests {
         b.restore(serde_json::from_str(&json).unwrap()).unwrap();
         // 60 more batches cross at least one epoch boundary (93 windows per epoch).
         for i in 0..60 {
-            assert_eq!(a.next_batch().unwrap(), b.next_batch().unwrap(), "seed {seed} batch {i}");
+            assert_eq!(
+                a.next_batch().unwrap(),
+                b.next_batch().unwrap(),
+                "seed {seed} batch {i}"
+            );
         }
         assert!(a.epoch() >= 2);
     }
@@ -389,7 +409,12 @@ mod tests {
         let seed = 77;
         let mut single = DataLoader::new(counting_set(5000), 4, 20, seed, true).unwrap();
         let mut ranks: Vec<DataLoader> = (0..2)
-            .map(|r| DataLoader::new(counting_set(5000), 2, 20, seed, true).unwrap().with_rank(r, 2).unwrap())
+            .map(|r| {
+                DataLoader::new(counting_set(5000), 2, 20, seed, true)
+                    .unwrap()
+                    .with_rank(r, 2)
+                    .unwrap()
+            })
             .collect();
         for step in 0..100 {
             let whole = single.next_batch().unwrap();
@@ -446,7 +471,10 @@ mod tests {
             }
         }
         let (err, state) = err.expect("the corrupt shard is reached");
-        assert!(matches!(err, DataError::TokenOutOfRange { token: 65535, .. }), "{err}");
+        assert!(
+            matches!(err, DataError::TokenOutOfRange { token: 65535, .. }),
+            "{err}"
+        );
         assert!(err.to_string().contains("d_train_000001.bin"), "{err}");
         assert!(loader.next_batch().is_err());
         assert_eq!(loader.state(), state);
@@ -468,7 +496,12 @@ mod tests {
         let mut other = DataLoader::new(counting_set(120), 1, 8, 0, true).unwrap();
         assert!(other.restore(state).is_err());
         let mut same = DataLoader::new(counting_set(100), 1, 8, 0, true).unwrap();
-        assert!(same.restore(LoaderState { sample: 50, ..state }).is_err());
+        assert!(same
+            .restore(LoaderState {
+                sample: 50,
+                ..state
+            })
+            .is_err());
         assert!(same.restore(LoaderState { part: 2, ..state }).is_err());
         same.restore(state).unwrap();
     }

@@ -20,7 +20,9 @@ pub fn mix64(mut z: u64) -> u64 {
 
 /// A seed for the sub-stream named by `path` (e.g. `[epoch, part]`) of the stream `seed`.
 pub fn derive_seed(seed: u64, path: &[u64]) -> u64 {
-    path.iter().fold(mix64(seed), |acc, &x| mix64(acc ^ mix64(x.wrapping_add(GOLDEN_GAMMA))))
+    path.iter().fold(mix64(seed), |acc, &x| {
+        mix64(acc ^ mix64(x.wrapping_add(GOLDEN_GAMMA)))
+    })
 }
 
 impl SplitMix64 {
@@ -72,7 +74,10 @@ mod tests {
             counts[rng.below(7) as usize] += 1;
         }
         for (v, &c) in counts.iter().enumerate() {
-            assert!((9_000..11_000).contains(&c), "seed {seed}: value {v} drawn {c} times of 70000");
+            assert!(
+                (9_000..11_000).contains(&c),
+                "seed {seed}: value {v} drawn {c} times of 70000"
+            );
         }
     }
 
@@ -92,7 +97,8 @@ mod tests {
     fn state_round_trips_through_json() {
         let mut rng = SplitMix64::new(42);
         rng.next_u64();
-        let mut restored: SplitMix64 = serde_json::from_str(&serde_json::to_string(&rng).unwrap()).unwrap();
+        let mut restored: SplitMix64 =
+            serde_json::from_str(&serde_json::to_string(&rng).unwrap()).unwrap();
         assert_eq!(rng.next_u64(), restored.next_u64());
     }
 

@@ -21,10 +21,16 @@ fn parse_header(path: &Path, bytes: &[u8], file_bytes: u64) -> Result<ShardHeade
     let word = |i: usize| i32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
     if bytes.len() < SHARD_HEADER_BYTES as usize || word(0) != SHARD_MAGIC {
         let found = if bytes.len() >= 4 { word(0) } else { 0 };
-        return Err(DataError::ShardMagic { path: path.into(), found });
+        return Err(DataError::ShardMagic {
+            path: path.into(),
+            found,
+        });
     }
     if word(1) != SHARD_VERSION {
-        return Err(DataError::ShardVersion { path: path.into(), found: word(1) });
+        return Err(DataError::ShardVersion {
+            path: path.into(),
+            found: word(1),
+        });
     }
     let tokens = word(2).max(0) as u64;
     let expected_bytes = SHARD_HEADER_BYTES + 2 * tokens;
@@ -44,7 +50,8 @@ pub fn read_shard_header(path: &Path) -> Result<ShardHeader, DataError> {
     let mut file = File::open(path).map_err(|e| DataError::io(path, e))?;
     let file_bytes = file.metadata().map_err(|e| DataError::io(path, e))?.len();
     let mut header = vec![0u8; SHARD_HEADER_BYTES.min(file_bytes) as usize];
-    file.read_exact(&mut header).map_err(|e| DataError::io(path, e))?;
+    file.read_exact(&mut header)
+        .map_err(|e| DataError::io(path, e))?;
     parse_header(path, &header, file_bytes)
 }
 
@@ -156,8 +163,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let toks = tokens(13, 2500, 256);
         let paths = write_shards(dir.path(), "tiny", &toks, 300, 1000).unwrap();
-        let names: Vec<String> =
-            paths.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        let names: Vec<String> = paths
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
         assert_eq!(
             names,
             [
@@ -167,7 +176,10 @@ mod tests {
                 "tiny_train_000003.bin"
             ]
         );
-        let back: Vec<u16> = paths.iter().flat_map(|p| read_shard(p, 256).unwrap()).collect();
+        let back: Vec<u16> = paths
+            .iter()
+            .flat_map(|p| read_shard(p, 256).unwrap())
+            .collect();
         assert_eq!(back, toks);
         assert!(write_shards(dir.path(), "x", &toks, 0, 1000).is_err());
     }
@@ -189,21 +201,42 @@ mod tests {
         let mut bad = good.clone();
         bad[0] ^= 1;
         std::fs::write(&path, &bad).unwrap();
-        assert!(matches!(read_shard(&path, 300), Err(DataError::ShardMagic { .. })));
+        assert!(matches!(
+            read_shard(&path, 300),
+            Err(DataError::ShardMagic { .. })
+        ));
 
         let mut bad = good.clone();
         bad[4] = 2;
         std::fs::write(&path, &bad).unwrap();
-        assert!(matches!(read_shard(&path, 300), Err(DataError::ShardVersion { found: 2, .. })));
+        assert!(matches!(
+            read_shard(&path, 300),
+            Err(DataError::ShardVersion { found: 2, .. })
+        ));
 
         std::fs::write(&path, &good[..10]).unwrap();
-        assert!(matches!(read_shard_header(&path), Err(DataError::ShardMagic { .. })));
+        assert!(matches!(
+            read_shard_header(&path),
+            Err(DataError::ShardMagic { .. })
+        ));
 
         std::fs::write(&path, &good).unwrap();
         let err = read_shard(&path, 200).unwrap_err();
-        assert!(matches!(err, DataError::TokenOutOfRange { vocab_size: 200, .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                DataError::TokenOutOfRange {
+                    vocab_size: 200,
+                    ..
+                }
+            ),
+            "{err}"
+        );
 
         let missing = dir.path().join("missing.bin");
-        assert!(matches!(read_shard(&missing, 300), Err(DataError::Io { .. })));
+        assert!(matches!(
+            read_shard(&missing, 300),
+            Err(DataError::Io { .. })
+        ));
     }
 }

@@ -15,9 +15,17 @@ pub const ADDITION_DEFAULT_DIGITS: u32 = 3;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DataSpec {
-    Addition { digits: u32 },
-    Text { path: PathBuf, tokenizer: TokenizerKind },
-    Shards { paths: Vec<PathBuf>, tokenizer: TokenizerKind },
+    Addition {
+        digits: u32,
+    },
+    Text {
+        path: PathBuf,
+        tokenizer: TokenizerKind,
+    },
+    Shards {
+        paths: Vec<PathBuf>,
+        tokenizer: TokenizerKind,
+    },
 }
 
 impl DataSpec {
@@ -59,7 +67,10 @@ impl DataSpec {
                 return Err(DataError::NoShards(path.into()));
             }
             paths.sort();
-            return Ok(Self::Shards { paths, tokenizer: tokenizer.unwrap_or(TokenizerKind::Gpt2) });
+            return Ok(Self::Shards {
+                paths,
+                tokenizer: tokenizer.unwrap_or(TokenizerKind::Gpt2),
+            });
         }
         if spec.split(',').all(|p| p.ends_with(".bin")) {
             return Ok(Self::Shards {
@@ -73,7 +84,10 @@ impl DataSpec {
                  directory of .bin shards, or a comma-separated list of .bin files)"
             )));
         }
-        Ok(Self::Text { path: path.into(), tokenizer: tokenizer.unwrap_or(TokenizerKind::Bytes) })
+        Ok(Self::Text {
+            path: path.into(),
+            tokenizer: tokenizer.unwrap_or(TokenizerKind::Bytes),
+        })
     }
 
     pub fn tokenizer(&self) -> TokenizerKind {
@@ -92,8 +106,12 @@ impl DataSpec {
                 ADDITION_VAL_PROBLEMS,
                 seed,
             )),
-            Self::Text { path, tokenizer } => Dataset::text_file(path, *tokenizer, DEFAULT_VAL_FRACTION),
-            Self::Shards { paths, tokenizer } => Dataset::shards(paths, *tokenizer, DEFAULT_VAL_FRACTION),
+            Self::Text { path, tokenizer } => {
+                Dataset::text_file(path, *tokenizer, DEFAULT_VAL_FRACTION)
+            }
+            Self::Shards { paths, tokenizer } => {
+                Dataset::shards(paths, *tokenizer, DEFAULT_VAL_FRACTION)
+            }
         }
     }
 }
@@ -104,14 +122,23 @@ mod tests {
 
     #[test]
     fn parses_each_form() {
-        assert_eq!(DataSpec::parse("addition", None).unwrap(), DataSpec::Addition { digits: 3 });
-        assert_eq!(DataSpec::parse("addition:5", None).unwrap(), DataSpec::Addition { digits: 5 });
+        assert_eq!(
+            DataSpec::parse("addition", None).unwrap(),
+            DataSpec::Addition { digits: 3 }
+        );
+        assert_eq!(
+            DataSpec::parse("addition:5", None).unwrap(),
+            DataSpec::Addition { digits: 5 }
+        );
         assert!(DataSpec::parse("addition:x", None).is_err());
         assert!(DataSpec::parse("addition:12", None).is_err());
         assert!(DataSpec::parse("addition", Some(TokenizerKind::Gpt2)).is_err());
 
         let dir = tempfile::tempdir().unwrap();
-        assert!(matches!(DataSpec::parse(dir.path().to_str().unwrap(), None), Err(DataError::NoShards(_))));
+        assert!(matches!(
+            DataSpec::parse(dir.path().to_str().unwrap(), None),
+            Err(DataError::NoShards(_))
+        ));
         std::fs::write(dir.path().join("b.bin"), b"").unwrap();
         std::fs::write(dir.path().join("a.bin"), b"").unwrap();
         std::fs::write(dir.path().join("notes.txt"), b"hi").unwrap();
@@ -127,11 +154,17 @@ mod tests {
         let txt = dir.path().join("notes.txt");
         assert_eq!(
             DataSpec::parse(txt.to_str().unwrap(), None).unwrap(),
-            DataSpec::Text { path: txt.clone(), tokenizer: TokenizerKind::Bytes }
+            DataSpec::Text {
+                path: txt.clone(),
+                tokenizer: TokenizerKind::Bytes
+            }
         );
         assert!(DataSpec::parse("no/such/file.txt", None).is_err());
         // An empty shard is rejected when opened, with the file named.
-        let err = DataSpec::parse(dir.path().to_str().unwrap(), None).unwrap().open(0).unwrap_err();
+        let err = DataSpec::parse(dir.path().to_str().unwrap(), None)
+            .unwrap()
+            .open(0)
+            .unwrap_err();
         assert!(err.to_string().contains("a.bin"), "{err}");
     }
 }

@@ -69,16 +69,18 @@ pub struct Tokenizer {
 
 impl fmt::Debug for Tokenizer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tokenizer").field("kind", &self.kind).finish()
+        f.debug_struct("Tokenizer")
+            .field("kind", &self.kind)
+            .finish()
     }
 }
 
 impl Tokenizer {
     pub fn new(kind: TokenizerKind) -> Result<Self, DataError> {
         let bpe = match kind {
-            TokenizerKind::Gpt2 => {
-                Some(Arc::new(tiktoken_rs::r50k_base().map_err(|e| DataError::Bpe(e.to_string()))?))
-            }
+            TokenizerKind::Gpt2 => Some(Arc::new(
+                tiktoken_rs::r50k_base().map_err(|e| DataError::Bpe(e.to_string()))?,
+            )),
             _ => None,
         };
         Ok(Self { kind, bpe })
@@ -146,7 +148,10 @@ impl Tokenizer {
 
 fn addition_token(ch: char) -> Option<u32> {
     let b = u8::try_from(ch).ok()?;
-    ADDITION_ALPHABET.iter().position(|&a| a == b).map(|i| i as u32)
+    ADDITION_ALPHABET
+        .iter()
+        .position(|&a| a == b)
+        .map(|i| i as u32)
 }
 
 #[cfg(test)]
@@ -166,7 +171,10 @@ mod tests {
     fn addition_rejects_foreign_characters() {
         let t = Tokenizer::new(TokenizerKind::Addition).unwrap();
         assert_eq!(t.encode("12+3=\n").unwrap(), vec![1, 2, 10, 3, 11, 12]);
-        assert!(matches!(t.encode("1-2"), Err(DataError::Unencodable { ch: '-', .. })));
+        assert!(matches!(
+            t.encode("1-2"),
+            Err(DataError::Unencodable { ch: '-', .. })
+        ));
         assert_eq!(t.decode(&[9, 10, 0, 11, 12]), "9+0=\n");
     }
 

@@ -85,6 +85,7 @@ pub fn matmul_forward(
 
 /// Gradients of `matmul_forward`: `dinp = dout @ weight` (overwritten), `dweight += dout^T @
 /// inp`, `dbias += column sums of dout`.
+#[allow(clippy::too_many_arguments)]
 pub fn matmul_backward(
     dinp: &mut [f32],
     dweight: &mut [f32],
