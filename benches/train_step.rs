@@ -120,9 +120,47 @@ fn bench(c: &mut Criterion) {
             ));
         }
     }
+    summary.push(gemm_calibration(c));
     for line in summary {
         println!("{line}");
     }
+}
+
+/// The GPT-2 MLP's first matmul alone (1024 x 768 -> 3072), to read the step numbers against
+/// what GEMM reaches on the machine at the time (about 350 GFLOP/s on 2 idle cores).
+fn gemm_calibration(c: &mut Criterion) -> String {
+    use trident::ops::matmul_forward;
+    use trident_runtime::Buffer;
+    let (n, ic, oc) = (1024, 768, 3072);
+    let ctx = OpsContext::new(&Device::Cpu).unwrap();
+    let mut rng = NormalRng::new(3);
+    let mut fill = |len: usize| -> Vec<f32> { (0..len).map(|_| rng.next_normal() as f32).collect() };
+    let (x, w, bias) = (fill(n * ic), fill(oc * ic), fill(oc));
+    let (x, w, bias) = (
+        Buffer::from_slice(&Device::Cpu, &x).unwrap(),
+        Buffer::from_slice(&Device::Cpu, &w).unwrap(),
+        Buffer::from_slice(&Device::Cpu, &bias).unwrap(),
+    );
+    let mut out = Buffer::<f32>::zeros(&Device::Cpu, n * oc).unwrap();
+    let flops = 2 * n * ic * oc;
+    let mut measured = (0u64, Duration::ZERO);
+    let mut group = c.benchmark_group("gemm");
+    group.sample_size(20).throughput(Throughput::Elements(flops as u64));
+    group.bench_function("matmul_forward 1024x768->3072", |b| {
+        b.iter_custom(|iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                let (xv, wv, bv) = (x.view(..).unwrap(), w.view(..).unwrap(), bias.view(..).unwrap());
+                matmul_forward(&ctx, &mut out.view_mut(..).unwrap(), xv, wv, Some(bv), n, ic, oc).unwrap();
+            }
+            let took = t0.elapsed();
+            measured = (measured.0 + iters, measured.1 + took);
+            took
+        })
+    });
+    group.finish();
+    let gflops = (measured.0 as f64 * flops as f64) / measured.1.as_secs_f64().max(1e-9) / 1e9;
+    format!("gemm calibration: {gflops:.0} GFLOP/s ({:.2}x of 350 GFLOP/s on 2 idle cores)", gflops / 350.0)
 }
 
 /// User + system CPU seconds of this process so far (Linux; 0 elsewhere).
