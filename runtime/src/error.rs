@@ -13,7 +13,7 @@ pub enum RuntimeError {
     #[error("kernel `{kernel}` takes {expected} arguments ({params}), the launch passed {got}")]
     ArgCount { kernel: &'static str, expected: usize, got: usize, params: String },
     #[error("{0}")]
-    Emulator(#[from] trident_simt::EmuError),
+    Emulator(Box<trident_simt::EmuError>),
     #[error("buffer on {buffer:?} used with a {device:?} operation; copy it to that device first")]
     WrongDevice { buffer: DeviceKind, device: DeviceKind },
     #[error("range {start}..{end} is out of bounds for a buffer of {len} elements")]
@@ -29,5 +29,11 @@ pub enum RuntimeError {
 impl From<cudarc::driver::DriverError> for RuntimeError {
     fn from(e: cudarc::driver::DriverError) -> Self {
         RuntimeError::Cuda(e.to_string())
+    }
+}
+
+impl From<trident_simt::EmuError> for RuntimeError {
+    fn from(e: trident_simt::EmuError) -> Self {
+        RuntimeError::Emulator(Box::new(e))
     }
 }

@@ -20,14 +20,14 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Train a GPT-2 model (Megatron-LM flag names).
-    Train(train::TrainArgs),
+    Train(Box<train::TrainArgs>),
     /// Generate text from a checkpoint; on the built-in data set, also score the task.
     Sample(sample::SampleArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Train(args) => train::run(args),
+        Command::Train(args) => train::run(*args),
         Command::Sample(args) => sample::run(args),
     }
 }

@@ -22,43 +22,52 @@ pub struct TrainArgs {
     /// Model shape preset; the shape flags below override its fields.
     #[arg(long, value_enum, default_value = "tiny")]
     pub model: Preset,
+    /// Transformer blocks (default: the preset's).
     #[arg(long)]
     pub num_layers: Option<usize>,
+    /// Hidden size (default: the preset's).
     #[arg(long)]
     pub hidden_size: Option<usize>,
+    /// Attention heads; must divide --hidden-size (default: the preset's).
     #[arg(long)]
     pub num_attention_heads: Option<usize>,
-    /// Positions the model has (default: the preset's, or --seq-length if larger is asked for
-    /// explicitly here).
+    /// Positions the model has (default: the preset's).
     #[arg(long)]
     pub max_position_embeddings: Option<usize>,
     /// Tokens per training sequence (default: the model's positions).
     #[arg(long)]
     pub seq_length: Option<usize>,
+    /// Sequences per forward/backward pass.
     #[arg(long, default_value_t = 8)]
     pub micro_batch_size: usize,
     /// Sequences per optimizer step; a multiple of --micro-batch-size (default: equal to it).
     #[arg(long)]
     pub global_batch_size: Option<usize>,
+    /// Peak learning rate.
     #[arg(long, default_value_t = 1e-3)]
     pub lr: f32,
+    /// Learning rate at the end of the decay.
     #[arg(long, default_value_t = 0.0)]
     pub min_lr: f32,
+    /// Iterations of linear warmup from 0 to --lr.
     #[arg(long, default_value_t = 0)]
     pub lr_warmup_iters: u64,
     /// constant, linear or cosine
     #[arg(long, default_value = "cosine")]
     pub lr_decay_style: DecayStyle,
+    /// AdamW weight decay, on weight matrices and embeddings only.
     #[arg(long, default_value_t = 0.1)]
     pub weight_decay: f32,
     /// Global gradient-norm limit (0: no clipping).
     #[arg(long, default_value_t = 1.0)]
     pub clip_grad: f32,
+    /// Optimizer steps to train for (the schedule decays over them).
     #[arg(long, default_value_t = 200)]
     pub train_iters: u64,
     /// Validation every N iterations (0: only at the end).
     #[arg(long, default_value_t = 0)]
     pub eval_interval: u64,
+    /// Validation micro-batches per evaluation.
     #[arg(long, default_value_t = 10)]
     pub eval_iters: usize,
     /// Directory for checkpoints (step_XXXXXXXX/ inside it).
@@ -70,6 +79,7 @@ pub struct TrainArgs {
     /// Resume from a checkpoint directory (or the latest one inside it).
     #[arg(long)]
     pub load: Option<PathBuf>,
+    /// Seeds the initialisation, the data order and the built-in data set.
     #[arg(long, default_value_t = 1234)]
     pub seed: u64,
     #[arg(long, value_enum, default_value = "auto")]

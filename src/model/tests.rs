@@ -167,3 +167,26 @@ fn bad_inputs_are_refused() {
     let err = model.loss(&ctx, &mut ws, &[1, 2, 3, 99], Some(0.25)).unwrap_err();
     assert!(err.to_string().contains("outside the vocabulary"), "{err}");
 }
+
+#[test]
+fn logits_depend_only_on_earlier_tokens() {
+    let cfg = GptConfig::new(70, 11, 2, 2, 8, 16).unwrap();
+    let ctx = OpsContext::new(&Device::Cpu).unwrap();
+    let model = Gpt::new(&Device::Cpu, cfg, 26).unwrap();
+    let t = 70; // two attention tiles
+    let x = tokens(26, t, cfg.vocab_size);
+    let mut y = x.clone();
+    y[40] = (y[40] + 1) % cfg.vocab_size as u32;
+    let mut ws = Workspace::new(&Device::Cpu, &cfg, 1, t, false).unwrap();
+    model.forward(&ctx, &mut ws, &x, 1, t).unwrap();
+    let before: Vec<Vec<f32>> = (0..t).map(|p| model.logits_at(&ws, 0, p).unwrap()).collect();
+    model.forward(&ctx, &mut ws, &y, 1, t).unwrap();
+    for (p, want) in before.iter().enumerate() {
+        let got = model.logits_at(&ws, 0, p).unwrap();
+        if p < 40 {
+            assert_eq!(&got, want, "position {p} saw the change at position 40");
+        } else {
+            assert_ne!(&got, want, "position {p} ignored the change at position 40");
+        }
+    }
+}

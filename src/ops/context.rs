@@ -18,7 +18,10 @@ impl OpsContext {
     /// A context for `device`; loads the kernels where the device runs kernels.
     pub fn new(device: &Device) -> Result<Self> {
         let kernels = match device {
-            Device::Cpu => None,
+            Device::Cpu => {
+                super::cpu::retain_freed_memory();
+                None
+            }
             Device::Emu | Device::Cuda(_) => Some(Kernels::load(device)?),
         };
         Ok(Self { device: device.clone(), kernels, scratch: Mutex::new(None) })

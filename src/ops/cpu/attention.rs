@@ -1,18 +1,67 @@
-//! Causal self-attention, flash style: each query row runs an online softmax over blocks of
-//! keys, so no `T x T` matrix is ever held; the backward pass recomputes the probabilities from
-//! the saved per-row log-sum-exp. Parallel over (batch, head).
+//! Causal self-attention, flash style: for each (batch, head), query blocks run an online
+//! softmax over key blocks, so only `BLOCK x BLOCK` score tiles are ever held; the backward pass
+//! recomputes the probabilities from the saved per-row log-sum-exp (FlashAttention-2 order: key
+//! blocks outside, query blocks inside). Tiles are multiplied with `gemm` straight out of the
+//! strided `qkv` rows. Parallel over (batch, head).
 //!
 //! `qkv` is `[B, T, 3C]` (Q, K, V, each with head `h` in channels `h*hs..(h+1)*hs`), `out` is
 //! `[B, T, C]`, `lse` is `[B, NH, T]`.
 
+use gemm::Parallelism;
 use rayon::prelude::*;
 
-use super::math::{axpy, dot, exp, max, scale, simd, DisjointMut};
+use super::math::{exp, simd, DisjointMut};
 
-/// Longest head the CPU kernels hold on the stack.
-pub const MAX_HEAD_DIM: usize = 256;
-/// Keys scored per online-softmax step.
-const KEY_BLOCK: usize = 64;
+/// Longest head the CPU kernels hold in their tiles.
+pub const MAX_HEAD_DIM: usize = 128;
+/// Query rows and keys per tile.
+const BLOCK: usize = 64;
+
+/// A row-major matrix operand: first element, row stride, column stride (in elements).
+#[derive(Clone, Copy)]
+struct Mat(*const f32, isize, isize);
+
+/// `dst[m, n] (row stride ld) = (accumulate ? dst : 0) + lhs[m, k] @ rhs[k, n]`, one thread.
+///
+/// # Safety
+/// Every element the strides reach must be valid for reads (`lhs`, `rhs`) and for writes
+/// (`dst`), and `dst` must not overlap the operands or be written by another thread meanwhile.
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_gemm(
+    dst: *mut f32,
+    ld: usize,
+    accumulate: bool,
+    lhs: Mat,
+    rhs: Mat,
+    m: usize,
+    n: usize,
+    k: usize,
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            ld as isize,
+            accumulate,
+            lhs.0,
+            lhs.2,
+            lhs.1,
+            rhs.0,
+            rhs.2,
+            rhs.1,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            Parallelism::None,
+        )
+    }
+}
 
 pub fn attention_forward(
     out: &mut [f32],
@@ -25,45 +74,71 @@ pub fn attention_forward(
 ) {
     assert!(out.len() == b * t * c && lse.len() == b * nh * t && qkv.len() == 3 * out.len());
     let hs = c / nh;
+    assert!(hs <= MAX_HEAD_DIM);
     let sc = 1.0 / (hs as f32).sqrt();
     let out = DisjointMut::new(out);
     lse.par_chunks_mut(t).enumerate().for_each(|(bh, lse)| {
         let (bi, h) = (bh / nh, bh % nh);
-        let base = bi * t * 3 * c;
-        let row = |j: usize, part: usize| &qkv[base + j * 3 * c + part * c + h * hs..][..hs];
-        simd(|| {
-            let mut acc = [0.0f32; MAX_HEAD_DIM];
-            let acc = &mut acc[..hs];
-            let mut s = [0.0f32; KEY_BLOCK];
-            for (i, lse) in lse.iter_mut().enumerate() {
-                let q = row(i, 0);
-                let (mut m, mut l) = (f32::NEG_INFINITY, 0.0f32);
-                acc.fill(0.0);
-                for j0 in (0..=i).step_by(KEY_BLOCK) {
-                    let s = &mut s[..(i + 1 - j0).min(KEY_BLOCK)];
-                    for (jj, s) in s.iter_mut().enumerate() {
-                        *s = dot(q, row(j0 + jj, 1)) * sc;
+        let at = |row: usize, part: usize| bi * t * 3 * c + row * 3 * c + part * c + h * hs;
+        let ld = (3 * c) as isize;
+        let mut s = [0.0f32; BLOCK * BLOCK];
+        let mut acc = [0.0f32; BLOCK * MAX_HEAD_DIM];
+        let (mut m, mut l) = ([0.0f32; BLOCK], [0.0f32; BLOCK]);
+        for i0 in (0..t).step_by(BLOCK) {
+            let mq = BLOCK.min(t - i0);
+            m.fill(f32::NEG_INFINITY);
+            l.fill(0.0);
+            acc[..mq * hs].fill(0.0);
+            for j0 in (0..i0 + mq).step_by(BLOCK) {
+                let nk = BLOCK.min(i0 + mq - j0);
+                let q = Mat(qkv[at(i0, 0)..].as_ptr(), ld, 1);
+                let kt = Mat(qkv[at(j0, 1)..].as_ptr(), 1, ld);
+                // SAFETY: Q rows i0..i0+mq and K rows j0..j0+nk of this head lie in `qkv`; `s`
+                // holds mq x nk at row stride BLOCK.
+                unsafe { tile_gemm(s.as_mut_ptr(), BLOCK, false, q, kt, mq, nk, hs) };
+                simd(|| {
+                    for r in 0..mq {
+                        let row = &mut s[r * BLOCK..r * BLOCK + nk];
+                        // Keys after the query are masked (only in the diagonal tile).
+                        let visible = (i0 + r + 1).saturating_sub(j0).min(nk);
+                        let mut block_max = f32::NEG_INFINITY;
+                        for x in row[..visible].iter_mut() {
+                            *x *= sc;
+                            block_max = block_max.max(*x);
+                        }
+                        let m_new = m[r].max(block_max);
+                        let correction = exp(m[r] - m_new);
+                        let mut sum = 0.0;
+                        for x in row[..visible].iter_mut() {
+                            *x = exp(*x - m_new);
+                            sum += *x;
+                        }
+                        row[visible..].fill(0.0);
+                        l[r] = l[r] * correction + sum;
+                        m[r] = m_new;
+                        for a in acc[r * hs..(r + 1) * hs].iter_mut() {
+                            *a *= correction;
+                        }
                     }
-                    let m_new = m.max(max(s));
-                    let correction = exp(m - m_new);
-                    l *= correction;
-                    scale(correction, acc);
-                    for (jj, &s) in s.iter().enumerate() {
-                        let p = exp(s - m_new);
-                        l += p;
-                        axpy(p, row(j0 + jj, 2), acc);
-                    }
-                    m = m_new;
-                }
-                // SAFETY: task (bi, h) alone writes head h's columns of batch bi's rows.
-                let o = unsafe { out.slice((bi * t + i) * c + h * hs, hs) };
-                let inv = 1.0 / l;
-                for (o, a) in o.iter_mut().zip(acc.iter()) {
-                    *o = a * inv;
-                }
-                *lse = m + l.ln();
+                });
+                let v = Mat(qkv[at(j0, 2)..].as_ptr(), ld, 1);
+                // SAFETY: P is mq x nk in `s`; V rows j0..j0+nk lie in `qkv`; acc is mq x hs.
+                unsafe {
+                    tile_gemm(acc.as_mut_ptr(), hs, true, Mat(s.as_ptr(), BLOCK as isize, 1), v, mq, hs, nk)
+                };
             }
-        })
+            simd(|| {
+                for r in 0..mq {
+                    // SAFETY: task (bi, h) alone writes head h's columns of batch bi's rows.
+                    let o = unsafe { out.slice((bi * t + i0 + r) * c + h * hs, hs) };
+                    let inv = 1.0 / l[r];
+                    for (o, a) in o.iter_mut().zip(&acc[r * hs..(r + 1) * hs]) {
+                        *o = a * inv;
+                    }
+                    lse[i0 + r] = m[r] + l[r].ln();
+                }
+            });
+        }
     });
 }
 
@@ -80,43 +155,108 @@ pub fn attention_backward(
     c: usize,
     nh: usize,
 ) {
+    assert!(out.len() == b * t * c && dout.len() == out.len() && lse.len() == b * nh * t);
+    assert!(qkv.len() == 3 * out.len() && dqkv.len() == qkv.len());
     let hs = c / nh;
+    assert!(hs <= MAX_HEAD_DIM);
     let sc = 1.0 / (hs as f32).sqrt();
     let dqkv = DisjointMut::new(dqkv);
     (0..b * nh).into_par_iter().for_each(|bh| {
         let (bi, h) = (bh / nh, bh % nh);
-        let base = bi * t * 3 * c;
-        let offset = |j: usize, part: usize| base + j * 3 * c + part * c + h * hs;
-        let row = |j: usize, part: usize| &qkv[offset(j, part)..][..hs];
+        let at = |row: usize, part: usize| bi * t * 3 * c + row * 3 * c + part * c + h * hs;
+        let at_out = |row: usize| (bi * t + row) * c + h * hs;
+        let (ld, ldo) = ((3 * c) as isize, c as isize);
         let lse = &lse[bh * t..][..t];
-        simd(|| {
-            for j in 0..t {
-                for part in 1..3 {
-                    // SAFETY: task (bi, h) alone touches head h's columns of batch bi's rows.
-                    unsafe { dqkv.slice(offset(j, part), hs) }.fill(0.0);
+        for i in 0..t {
+            // SAFETY: task (bi, h) alone touches head h's columns of batch bi's rows.
+            unsafe { dqkv.slice(at(i, 0), hs) }.fill(0.0);
+        }
+        let mut p = [0.0f32; BLOCK * BLOCK];
+        let mut dp = [0.0f32; BLOCK * BLOCK];
+        let mut dk = [0.0f32; BLOCK * MAX_HEAD_DIM];
+        let mut dv = [0.0f32; BLOCK * MAX_HEAD_DIM];
+        let mut delta = [0.0f32; BLOCK];
+        for j0 in (0..t).step_by(BLOCK) {
+            let nk = BLOCK.min(t - j0);
+            dk[..nk * hs].fill(0.0);
+            dv[..nk * hs].fill(0.0);
+            for i0 in (j0 / BLOCK * BLOCK..t).step_by(BLOCK) {
+                let mq = BLOCK.min(t - i0);
+                let q = Mat(qkv[at(i0, 0)..].as_ptr(), ld, 1);
+                let d_o = Mat(dout[at_out(i0)..].as_ptr(), ldo, 1);
+                // SAFETY (all tile products below): the Q, K, V rows of this head and the dout
+                // rows lie in their slices at the given strides; p, dp, dk, dv are local tiles
+                // of BLOCK x BLOCK and BLOCK x hs; dq rows belong to this task alone.
+                unsafe {
+                    tile_gemm(
+                        p.as_mut_ptr(),
+                        BLOCK,
+                        false,
+                        q,
+                        Mat(qkv[at(j0, 1)..].as_ptr(), 1, ld),
+                        mq,
+                        nk,
+                        hs,
+                    )
+                };
+                unsafe {
+                    tile_gemm(
+                        dp.as_mut_ptr(),
+                        BLOCK,
+                        false,
+                        d_o,
+                        Mat(qkv[at(j0, 2)..].as_ptr(), 1, ld),
+                        mq,
+                        nk,
+                        hs,
+                    )
+                };
+                simd(|| {
+                    for r in 0..mq {
+                        let o = &out[at_out(i0 + r)..][..hs];
+                        let dy = &dout[at_out(i0 + r)..][..hs];
+                        delta[r] = o.iter().zip(dy).map(|(a, b)| a * b).sum();
+                    }
+                    for r in 0..mq {
+                        let visible = (i0 + r + 1).saturating_sub(j0).min(nk);
+                        let (pr, dpr) =
+                            (&mut p[r * BLOCK..r * BLOCK + nk], &mut dp[r * BLOCK..r * BLOCK + nk]);
+                        let shift = lse[i0 + r];
+                        for (x, d) in pr[..visible].iter_mut().zip(dpr[..visible].iter_mut()) {
+                            *x = exp(*x * sc - shift);
+                            *d = *x * (*d - delta[r]) * sc;
+                        }
+                        pr[visible..].fill(0.0);
+                        dpr[visible..].fill(0.0);
+                    }
+                });
+                let (pm, dsm) = (p.as_ptr(), dp.as_ptr());
+                let bl = BLOCK as isize;
+                unsafe {
+                    // dV += P^T dO, dK += dS^T Q, dQ += dS K.
+                    tile_gemm(dv.as_mut_ptr(), hs, true, Mat(pm, 1, bl), d_o, nk, hs, mq);
+                    tile_gemm(dk.as_mut_ptr(), hs, true, Mat(dsm, 1, bl), q, nk, hs, mq);
+                    let dq = dqkv.ptr(at(i0, 0));
+                    tile_gemm(
+                        dq,
+                        3 * c,
+                        true,
+                        Mat(dsm, bl, 1),
+                        Mat(qkv[at(j0, 1)..].as_ptr(), ld, 1),
+                        mq,
+                        hs,
+                        nk,
+                    );
                 }
             }
-            let mut dq = [0.0f32; MAX_HEAD_DIM];
-            let dq = &mut dq[..hs];
-            for i in 0..t {
-                let q = row(i, 0);
-                let o_at = (bi * t + i) * c + h * hs;
-                let (o, d_o) = (&out[o_at..][..hs], &dout[o_at..][..hs]);
-                let delta = dot(d_o, o);
-                dq.fill(0.0);
-                for j in 0..=i {
-                    let (k, v) = (row(j, 1), row(j, 2));
-                    let p = exp(dot(q, k) * sc - lse[i]);
-                    let ds = p * (dot(d_o, v) - delta) * sc;
-                    axpy(ds, k, dq);
-                    // SAFETY: as above; the K and V rows are disjoint from each other and from dq.
-                    axpy(ds, q, unsafe { dqkv.slice(offset(j, 1), hs) });
+            simd(|| {
+                for r in 0..nk {
                     // SAFETY: as above.
-                    axpy(p, d_o, unsafe { dqkv.slice(offset(j, 2), hs) });
+                    unsafe { dqkv.slice(at(j0 + r, 1), hs) }.copy_from_slice(&dk[r * hs..(r + 1) * hs]);
+                    // SAFETY: as above.
+                    unsafe { dqkv.slice(at(j0 + r, 2), hs) }.copy_from_slice(&dv[r * hs..(r + 1) * hs]);
                 }
-                // SAFETY: as above.
-                unsafe { dqkv.slice(offset(i, 0), hs) }.copy_from_slice(dq);
-            }
-        })
+            });
+        }
     });
 }

@@ -2,7 +2,7 @@ use rayon::prelude::*;
 
 use super::math::{simd, tanh};
 
-const SQRT_2_OVER_PI: f32 = 0.797_884_56;
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 const COEFF: f32 = 0.044_715;
 const CHUNK: usize = 4096;
 

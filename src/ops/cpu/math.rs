@@ -157,6 +157,18 @@ impl<T> DisjointMut<T> {
         // SAFETY: in bounds (checked above); exclusivity is the caller's contract.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), len) }
     }
+
+    /// A raw pointer to element `start`, for strided writes that no slice can describe.
+    ///
+    /// # Safety
+    /// Writes through it must stay inside the slice and touch no element that another live
+    /// slice or thread uses.
+    #[inline(always)]
+    pub unsafe fn ptr(&self, start: usize) -> *mut T {
+        assert!(start < self.len, "{start} past {} elements", self.len);
+        // SAFETY: in bounds (checked above).
+        unsafe { self.ptr.add(start) }
+    }
 }
 
 #[cfg(test)]

@@ -5,17 +5,19 @@ use rayon::prelude::*;
 
 use super::math::simd;
 
-fn parallelism(flops: usize) -> Parallelism {
-    // Below ~1 MFLOP the fork/join costs more than it saves.
-    if flops < 1 << 20 || rayon::current_num_threads() == 1 {
-        Parallelism::None
-    } else {
-        Parallelism::Rayon(rayon::current_num_threads())
+/// Rows of `dst` per parallel task: enough tasks to balance the cores, each big enough to
+/// amortise packing its operands.
+fn rows_per_task(m: usize, n: usize, k: usize) -> usize {
+    let threads = rayon::current_num_threads();
+    if threads == 1 || 2 * m * n * k < 1 << 22 {
+        return m.max(1);
     }
+    m.div_ceil(threads * 4).next_multiple_of(16).max(64)
 }
 
 /// `dst[m, n] = (accumulate ? dst : 0) + lhs[m, k] @ rhs[k, n]` for row-major `dst`, with
-/// `lhs` and `rhs` given by (row, column) strides.
+/// `lhs` and `rhs` given by (row, column) strides. Rows of `dst` are split across rayon tasks,
+/// each a single-threaded `gemm` call, so no task waits on another's progress.
 ///
 /// # Safety
 /// Every element the strides reach must lie inside the slices' allocations.
@@ -30,30 +32,36 @@ unsafe fn gemm_strided(
     k: usize,
 ) {
     assert!(dst.len() >= m * n, "gemm destination holds {} < {m}x{n}", dst.len());
-    // SAFETY: `dst` is row-major m x n (checked); the caller vouches for `lhs` and `rhs`.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            accumulate,
-            lhs.0.as_ptr(),
-            lhs.2,
-            lhs.1,
-            rhs.0.as_ptr(),
-            rhs.2,
-            rhs.1,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            parallelism(2 * m * n * k),
-        )
-    }
+    let rows = rows_per_task(m, n, k);
+    let (lhs_ptr, rhs_ptr) = (lhs.0.as_ptr() as usize, rhs.0.as_ptr() as usize);
+    dst[..m * n].par_chunks_mut(rows * n.max(1)).enumerate().for_each(|(task, out)| {
+        let (r0, mr) = (task * rows, out.len() / n.max(1));
+        // SAFETY: `out` is rows r0..r0+mr of the row-major destination; the lhs rows start
+        // r0 row strides in, inside the caller-vouched operand; rhs is shared read-only.
+        unsafe {
+            gemm::gemm(
+                mr,
+                n,
+                k,
+                out.as_mut_ptr(),
+                1,
+                n as isize,
+                accumulate,
+                (lhs_ptr as *const f32).offset(r0 as isize * lhs.1),
+                lhs.2,
+                lhs.1,
+                rhs_ptr as *const f32,
+                rhs.2,
+                rhs.1,
+                1.0,
+                1.0,
+                false,
+                false,
+                false,
+                Parallelism::None,
+            )
+        }
+    });
 }
 
 /// `out[n, oc] = inp[n, ic] @ weight[oc, ic]^T + bias[oc]`
@@ -77,6 +85,7 @@ pub fn matmul_forward(
 
 /// Gradients of `matmul_forward`: `dinp = dout @ weight` (overwritten), `dweight += dout^T @
 /// inp`, `dbias += column sums of dout`.
+#[allow(clippy::too_many_arguments)]
 pub fn matmul_backward(
     dinp: &mut [f32],
     dweight: &mut [f32],

@@ -22,3 +22,20 @@ pub use layernorm::{layernorm_backward, layernorm_forward, LAYERNORM_EPS};
 pub use matmul::{matmul_backward, matmul_forward};
 pub use norm::sum_of_squares;
 pub use residual::residual_forward;
+
+/// Keeps the allocator from handing freed memory back to the OS. `gemm` allocates its packing
+/// buffers on every call; with glibc's defaults, buffers past the mmap threshold are mapped and
+/// unmapped each time, and every step pays page faults and TLB shootdowns for them.
+pub fn retain_freed_memory() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: mallopt only changes allocator tuning parameters; it is called once, before
+        // the ops allocate anything large.
+        unsafe {
+            // 32 MiB is the largest threshold glibc accepts on 64-bit targets.
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+        }
+    });
+}
