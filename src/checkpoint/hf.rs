@@ -64,10 +64,10 @@ fn hf_config(c: &GptConfig, eos_token_id: Option<u32>) -> serde_json::Value {
         "tie_word_embeddings": true,
         "torch_dtype": "float32",
     });
-    if let Some(eos) = eos_token_id {
-        config["bos_token_id"] = eos.into();
-        config["eos_token_id"] = eos.into();
-    }
+    // Explicit nulls where the tokenizer has no end-of-text token: left out, transformers
+    // would assume GPT-2's 50256, outside a small vocabulary.
+    config["bos_token_id"] = eos_token_id.into();
+    config["eos_token_id"] = eos_token_id.into();
     config
 }
 
@@ -157,7 +157,7 @@ mod tests {
         assert_eq!(json["n_embd"], 8);
         assert_eq!(json["n_layer"], 2);
         assert_eq!(json["n_head"], 2);
-        assert!(json.get("eos_token_id").is_none());
+        assert!(json["eos_token_id"].is_null());
 
         let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
         let (_, meta) = SafeTensors::read_metadata(&bytes).unwrap();

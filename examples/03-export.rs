@@ -1,0 +1,43 @@
+//! Exports a trained checkpoint for other tools: a Hugging Face `transformers` directory
+//! (`GPT2LMHeadModel`) and an llm.c model file, plus the model's own logits on a token sequence
+//! so that the export can be checked against them (`scripts/check_hf_export.py` does).
+//!
+//! `cargo run --release --example 03-export -- CHECKPOINT OUT_DIR [TOKEN ...]`
+
+use std::path::PathBuf;
+
+use trident::checkpoint::{export_hf, latest_checkpoint, write_llmc_model, Checkpoint};
+use trident::model::{Gpt, Workspace};
+use trident::ops::OpsContext;
+use trident::runtime::Device;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let (Some(ck), Some(out)) = (args.next(), args.next()) else {
+        return Err("usage: 03-export CHECKPOINT OUT_DIR [TOKEN ...]".into());
+    };
+    let mut ck = PathBuf::from(ck);
+    if let Some((_, latest)) = latest_checkpoint(&ck)? {
+        ck = latest;
+    }
+    let tokens: Vec<u32> = args.map(|t| t.parse()).collect::<Result<_, _>>()?;
+    let checkpoint = Checkpoint::<serde_json::Value>::load(&ck)?;
+    let out = PathBuf::from(out);
+    export_hf(&out.join("hf"), &checkpoint.config, &checkpoint.params, None)?;
+    write_llmc_model(&out.join("model.bin"), &checkpoint.config, &checkpoint.params)?;
+
+    let tokens = if tokens.is_empty() { vec![0, 1, 2, 3] } else { tokens };
+    let device = Device::Cpu;
+    let ctx = OpsContext::new(&device)?;
+    let model = Gpt::from_params(&device, checkpoint.config, &checkpoint.params)?;
+    let mut ws = Workspace::new(&device, &checkpoint.config, 1, tokens.len(), false)?;
+    model.forward(&ctx, &mut ws, &tokens, 1, tokens.len())?;
+    let logits: Vec<Vec<f32>> =
+        (0..tokens.len()).map(|p| model.logits_at(&ws, 0, p)).collect::<Result<_, _>>()?;
+    std::fs::write(
+        out.join("logits.json"),
+        serde_json::to_string(&serde_json::json!({ "tokens": tokens, "logits": logits }))?,
+    )?;
+    println!("wrote {0}/hf, {0}/model.bin and {0}/logits.json", out.display());
+    Ok(())
+}
