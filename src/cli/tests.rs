@@ -8,7 +8,7 @@ fn train(extra: &[&str]) -> anyhow::Result<()> {
         argv.extend(["--train-iters", "2"]);
     }
     argv.extend_from_slice(extra);
-    run(Cli::try_parse_from(argv)?)
+    run(Cli::try_parse_from(argv)?).map(|_| ())
 }
 
 const SMALL: [&str; 8] =
@@ -66,4 +66,25 @@ fn train_saves_a_checkpoint_that_sample_and_resume_read() {
         "3",
     ];
     run(Cli::try_parse_from(argv).unwrap()).unwrap();
+}
+
+#[test]
+fn launch_needs_a_command_and_passes_exit_codes_through() {
+    let err = Cli::try_parse_from(["trident", "launch", "--nproc-per-node", "2"]).unwrap_err();
+    assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+    let ok = ["trident", "launch", "--nproc-per-node", "2", "--", "sh", "-c", "test -n \"$RANK\""];
+    assert_eq!(run(Cli::try_parse_from(ok).unwrap()).unwrap(), 0);
+    let fail = ["trident", "launch", "--nproc-per-node", "2", "--", "sh", "-c", "exit $((RANK + 3))"];
+    let code = run(Cli::try_parse_from(fail).unwrap()).unwrap();
+    assert!(code == 3 || code == 4, "exit code {code}");
+}
+
+#[test]
+fn bench_collectives_runs_in_process_and_refuses_unknown_ops() {
+    let argv = ["trident", "bench", "collectives", "--transport", "inproc", "--world-size", "2"];
+    let small = ["--min-bytes", "4096", "--max-bytes", "8192", "--iters", "3"];
+    assert_eq!(run(Cli::try_parse_from([&argv[..], &small[..]].concat()).unwrap()).unwrap(), 0);
+    let bad = [&argv[..], &["--op", "all_to_all"]].concat();
+    let err = run(Cli::try_parse_from(bad).unwrap()).unwrap_err();
+    assert!(format!("{err:#}").contains("unknown collective"), "{err:#}");
 }
