@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod common;
 pub mod launch;
+pub mod parallel_train;
 pub mod sample;
 pub mod train;
 
