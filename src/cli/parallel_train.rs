@@ -73,7 +73,10 @@ pub fn run(
     let init = gpt2_init(&ParamLayout::new(config), args.seed);
     let schedule = Schedule::one_f_one_b(par.pp, micro_batches);
     let tokens_per_step = (global_batch * settings.seq_len) as f64;
-    eprintln!(
+    // Under a launcher every process reads the flags; only rank 0 describes the run.
+    let describes = !launched() || std::env::var("RANK").map_or(true, |r| r == "0");
+    if describes {
+        eprintln!(
         "trident train: {} parameters on {world_size} ranks (tensor {} x pipeline {} x data {}), {} on {}; \
          micro-batch {} x {} tokens, {micro_batches} micro-batches per step, global batch {global_batch}{}{}",
         ParamLayout::new(config).len(),
@@ -90,8 +93,9 @@ pub fn run(
             crate::parallel::Recompute::Full => ", full recomputation",
             crate::parallel::Recompute::Selective => ", selective recomputation",
         },
-    );
-    if args.eval_interval > 0 {
+        );
+    }
+    if args.eval_interval > 0 && describes {
         eprintln!(
             "note: parallel runs do not evaluate on the validation split yet; --eval-interval is ignored"
         );
