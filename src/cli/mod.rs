@@ -21,6 +21,7 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum Command {
     /// Train a GPT-2 model (Megatron-LM flag names).
     Train(train::TrainArgs),

@@ -29,19 +29,38 @@ pub enum ParallelError {
     #[error("{0}")]
     Unsupported(String),
     #[error(transparent)]
-    Comm(#[from] CommError),
+    Comm(Box<CommError>),
     #[error(transparent)]
-    Model(#[from] ModelError),
+    Model(Box<ModelError>),
     #[error(transparent)]
-    Ops(#[from] OpsError),
+    Ops(Box<OpsError>),
     #[error(transparent)]
-    Data(#[from] DataError),
+    Data(Box<DataError>),
     #[error(transparent)]
-    Runtime(#[from] trident_runtime::RuntimeError),
+    Runtime(Box<trident_runtime::RuntimeError>),
     #[error("the loss became {loss} at iteration {iter}; lower --lr or set --clip-grad")]
     NonFinite { loss: f32, iter: u64 },
     #[error("a rank thread panicked: {0}")]
     Panicked(String),
 }
+
+/// The wrapped errors are large; boxing keeps every `Result` of this module small.
+macro_rules! boxed_from {
+    ($($variant:ident($t:ty)),*) => {$(
+        impl From<$t> for ParallelError {
+            fn from(e: $t) -> Self {
+                ParallelError::$variant(Box::new(e))
+            }
+        }
+    )*};
+}
+
+boxed_from!(
+    Comm(CommError),
+    Model(ModelError),
+    Ops(OpsError),
+    Data(DataError),
+    Runtime(trident_runtime::RuntimeError)
+);
 
 pub type Result<T> = std::result::Result<T, ParallelError>;

@@ -145,7 +145,7 @@ impl ShardLayout {
         if t.tp_replicated && self.place.tp_rank != 0 {
             return false;
         }
-        !(t.tensor == ParamTensor::Wte && !self.place.is_first_stage())
+        t.tensor != ParamTensor::Wte || self.place.is_first_stage()
     }
 
     /// Pairs of (full-buffer range, local offset) that make up `t`.
