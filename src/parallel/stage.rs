@@ -165,7 +165,10 @@ impl StageModel {
         recompute: Recompute,
     ) -> Result<Self> {
         let config = layout.config;
-        if t > config.max_seq_len || b == 0 || t == 0 {
+        if b == 0 || t == 0 {
+            return Err(ModelError::EmptyBatch { batch: b, seq: t }.into());
+        }
+        if t > config.max_seq_len {
             return Err(ModelError::SeqTooLong { seq: t, max: config.max_seq_len }.into());
         }
         let place = layout.place;

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use trident_collectives::{CommConfig, Communicator, InprocFabric};
+use trident_collectives::{CommConfig, CommError, Communicator, InprocFabric};
 
 use super::{ParallelError, Result};
 
