@@ -39,8 +39,11 @@ pub fn run_ranks<T: Send>(world: usize, f: impl Fn(Communicator) -> Result<T> + 
             })
             .collect()
     });
-    let is_peer_failure =
-        |e: &ParallelError| matches!(e, ParallelError::Comm(c) if c.to_string().contains("rank"));
+    // Ranks that only saw a peer fail (or stop answering) are echoes of the root cause.
+    let is_peer_failure = |e: &ParallelError| {
+        matches!(e, ParallelError::Comm(c) if matches!(**c,
+            CommError::PeerFailed { .. } | CommError::PeerLost { .. } | CommError::Timeout { .. } | CommError::Broken(_)))
+    };
     if let Some(i) = results.iter().position(|r| matches!(r, Err(e) if !is_peer_failure(e))) {
         return Err(results.into_iter().nth(i).and_then(|r| r.err()).expect("an error at i"));
     }
