@@ -57,17 +57,20 @@ fn run(
         clip_grad: 1.0,
     };
     // One warm-up step, then the timed ones.
-    let spec = RunSpec { config, par, settings, data_seed: 1, iters: steps + 1 };
+    let spec =
+        RunSpec { config, par, settings, data_seed: 1, iters: steps + 1, eval_interval: 0, eval_iters: 0 };
     let init = gpt2_init(&ParamLayout::new(config), 1);
     let set = data();
     let results = run_ranks(par.world_size(), |mut world| {
         let mut t0 = None;
-        let mut on_step = |t: &trident::parallel::PipelineTrainer, _: &trident::train::StepStats| {
-            if t.iter == 1 {
-                t0 = Some(Instant::now());
-            }
-        };
-        let r = train_rank(&mut world, &Device::Cpu, &spec, &init, set.clone(), &mut |_| {}, &mut on_step)?;
+        let mut on_step =
+            |t: &trident::parallel::PipelineTrainer, _: &trident::train::StepStats, _: Option<f32>| {
+                if t.iter == 1 {
+                    t0 = Some(Instant::now());
+                }
+            };
+        let r =
+            train_rank(&mut world, &Device::Cpu, &spec, &init, set.clone(), None, &mut |_| {}, &mut on_step)?;
         Ok((r, t0.map(|t| t.elapsed().as_secs_f64())))
     })
     .unwrap();

@@ -69,7 +69,15 @@ pub fn run(
     let global_batch = args.global_batch_size.unwrap_or(args.micro_batch_size * par.dp);
     let micro_batches = par.validate(&config, args.micro_batch_size, global_batch)?;
     let settings = TrainSettings { global_batch, ..settings };
-    let spec = RunSpec { config, par, settings, data_seed: args.seed, iters: args.train_iters };
+    let spec = RunSpec {
+        config,
+        par,
+        settings,
+        data_seed: args.seed,
+        iters: args.train_iters,
+        eval_interval: args.eval_interval,
+        eval_iters: args.eval_iters,
+    };
     let init = gpt2_init(&ParamLayout::new(config), args.seed);
     let schedule = Schedule::one_f_one_b(par.pp, micro_batches);
     let tokens_per_step = (global_batch * settings.seq_len) as f64;
@@ -95,11 +103,6 @@ pub fn run(
         },
         );
     }
-    if args.eval_interval > 0 && describes {
-        eprintln!(
-            "note: parallel runs do not evaluate on the validation split yet; --eval-interval is ignored"
-        );
-    }
     let metrics = match &args.metrics_file {
         Some(path) => Some(Mutex::new(MetricsWriter::create(path)?)),
         None => None,
@@ -121,30 +124,42 @@ pub fn run(
             );
             last.set(Instant::now());
         };
-        let mut on_step = |t: &crate::parallel::PipelineTrainer, s: &crate::train::StepStats| {
-            let Some(p) = progress.as_mut() else { return };
-            let now = Instant::now();
-            let tokens_per_s = tokens_per_step / now.duration_since(last.get()).as_secs_f64().max(1e-9);
-            last.set(now);
-            let iter = t.iter;
-            p.update(iter, s.loss, tokens_per_s);
-            if let Some(m) = &metrics {
-                let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
-                let line = IterMetrics {
-                    iter,
-                    loss: s.loss,
-                    lr: s.lr,
-                    grad_norm: s.grad_norm,
-                    tokens_per_s,
-                    val_loss: None,
-                };
-                if let Err(e) = m.write(&line) {
-                    p.println(&format!("warning: writing metrics: {e}"));
+        let mut on_step =
+            |t: &crate::parallel::PipelineTrainer, s: &crate::train::StepStats, val_loss: Option<f32>| {
+                let Some(p) = progress.as_mut() else { return };
+                let now = Instant::now();
+                let tokens_per_s = tokens_per_step / now.duration_since(last.get()).as_secs_f64().max(1e-9);
+                last.set(now);
+                let iter = t.iter;
+                if let Some(v) = val_loss {
+                    p.println(&format!("iter {iter}: val loss {v:.4}"));
                 }
-            }
-        };
-        let r =
-            train_rank(&mut world, &device, &spec, &init, dataset.train.clone(), &mut on_start, &mut on_step);
+                p.update(iter, s.loss, tokens_per_s);
+                if let Some(m) = &metrics {
+                    let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
+                    let line = IterMetrics {
+                        iter,
+                        loss: s.loss,
+                        lr: s.lr,
+                        grad_norm: s.grad_norm,
+                        tokens_per_s,
+                        val_loss: None,
+                    };
+                    if let Err(e) = m.write(&line) {
+                        p.println(&format!("warning: writing metrics: {e}"));
+                    }
+                }
+            };
+        let r = train_rank(
+            &mut world,
+            &device,
+            &spec,
+            &init,
+            dataset.train.clone(),
+            Some(dataset.val.clone()),
+            &mut on_start,
+            &mut on_step,
+        );
         if let Some(p) = progress.as_mut() {
             p.finish();
         }
@@ -165,8 +180,9 @@ fn report(results: &[RankResult], schedule: &Schedule, iters: u64, tokens_per_st
     if let Some(last) = first.steps.last() {
         if results.iter().any(|r| r.rank == 0) {
             println!(
-                "trained {iters} iterations in {elapsed:.1} s: final loss {:.4}, {:.0} tokens/s",
+                "trained {iters} iterations in {elapsed:.1} s: final loss {:.4}{}, {:.0} tokens/s",
                 last.loss,
+                first.val_losses.last().map_or(String::new(), |(_, v)| format!(", val loss {v:.4}")),
                 iters as f64 * tokens_per_step / elapsed.max(1e-9)
             );
         }

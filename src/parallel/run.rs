@@ -21,6 +21,10 @@ pub struct RunSpec {
     /// Seed of the data order.
     pub data_seed: u64,
     pub iters: u64,
+    /// Validation every this many steps (0: only after the last), over `eval_iters`
+    /// micro-batches; only when a validation set is given.
+    pub eval_interval: u64,
+    pub eval_iters: usize,
 }
 
 /// What one rank ends with.
@@ -31,6 +35,8 @@ pub struct RankResult {
     pub dp_rank: usize,
     /// Per step: the loss and gradient norm (the same on every rank).
     pub steps: Vec<StepStats>,
+    /// `(step, validation loss)` of each evaluation.
+    pub val_losses: Vec<(u64, f32)>,
     /// The rank's parameters in [`ShardLayout`] order.
     pub params: Vec<f32>,
     pub memory: MemoryReport,
@@ -46,20 +52,37 @@ pub fn train_rank(
     spec: &RunSpec,
     init: &[f32],
     data: TokenSet,
+    val: Option<TokenSet>,
     on_start: &mut dyn FnMut(&PipelineTrainer),
-    on_step: &mut dyn FnMut(&PipelineTrainer, &StepStats),
+    on_step: &mut dyn FnMut(&PipelineTrainer, &StepStats, Option<f32>),
 ) -> Result<RankResult> {
     let groups = RankGroups::new(world, &spec.par)?;
     let (rank, place, dp_rank) = (groups.rank, groups.place, groups.dp_rank);
     let s = &spec.settings;
     let mut loader = DataLoader::new(data, s.micro_batch, s.seq_len, spec.data_seed, true)?
         .with_rank(dp_rank, spec.par.dp)?;
+    let mut val_loader = val
+        .map(|v| {
+            DataLoader::new(v, s.micro_batch, s.seq_len, spec.data_seed, false)?
+                .with_rank(dp_rank, spec.par.dp)
+        })
+        .transpose()?;
     let mut trainer = PipelineTrainer::new(device, spec.config, init, spec.par, *s, groups)?;
     on_start(&trainer);
-    let mut steps = Vec::new();
+    let (mut steps, mut val_losses) = (Vec::new(), Vec::new());
     while trainer.iter < spec.iters {
         let stats = trainer.step(&mut loader)?;
-        on_step(&trainer, &stats);
+        let iter = trainer.iter;
+        let mut val_loss = None;
+        if let Some(v) = val_loader.as_mut() {
+            if (spec.eval_interval > 0 && iter % spec.eval_interval == 0) || iter == spec.iters {
+                v.reset();
+                let loss = trainer.evaluate(v, spec.eval_iters)?;
+                val_losses.push((iter, loss));
+                val_loss = Some(loss);
+            }
+        }
+        on_step(&trainer, &stats, val_loss);
         steps.push(stats);
     }
     Ok(RankResult {
@@ -67,6 +90,7 @@ pub fn train_rank(
         place,
         dp_rank,
         steps,
+        val_losses,
         params: trainer.local_params()?,
         memory: trainer.memory(),
         timing: trainer.timing,

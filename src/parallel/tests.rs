@@ -45,7 +45,7 @@ fn settings(micro_batch: usize, global_batch: usize) -> TrainSettings {
 
 /// The single-rank run: micro-batch B x DP (the union of the DP ranks' batches), the same
 /// micro-batches per step.
-fn reference(seed: u64, dp: usize, micro_batches: usize, init: &[f32]) -> (Vec<(f32, f32)>, Vec<f32>) {
+fn reference(seed: u64, dp: usize, micro_batches: usize, init: &[f32]) -> Reference {
     let device = Device::Cpu;
     let s = settings(MICRO * dp, MICRO * dp * micro_batches);
     let model = Gpt::from_params(&device, config(), init).unwrap();
@@ -53,8 +53,15 @@ fn reference(seed: u64, dp: usize, micro_batches: usize, init: &[f32]) -> (Vec<(
     let mut loader = DataLoader::new(data(seed), MICRO * dp, SEQ, seed, true).unwrap();
     let stats =
         (0..STEPS).map(|_| trainer.step(&mut loader).unwrap()).map(|s| (s.loss, s.grad_norm)).collect();
-    (stats, trainer.model.params().to_vec().unwrap())
+    let mut val = DataLoader::new(data(seed + 1), MICRO * dp, SEQ, seed, false).unwrap();
+    let val_loss = trainer.evaluate(&mut val, EVAL_ITERS).unwrap();
+    (stats, trainer.model.params().to_vec().unwrap(), val_loss)
 }
+
+/// Per-step (loss, gradient norm), final parameters, final validation loss.
+type Reference = (Vec<(f32, f32)>, Vec<f32>, f32);
+
+const EVAL_ITERS: usize = 2;
 
 fn parallel(
     seed: u64,
@@ -69,9 +76,12 @@ fn parallel(
         settings: settings(MICRO, MICRO * par.dp * micro_batches),
         data_seed: seed,
         iters: STEPS,
+        eval_interval: 0,
+        eval_iters: EVAL_ITERS,
     };
     run_ranks(par.world_size(), |mut world| {
-        train_rank(&mut world, device, &spec, init, data(seed), &mut |_| {}, &mut |_, _| {})
+        let val = Some(data(seed + 1));
+        train_rank(&mut world, device, &spec, init, data(seed), val, &mut |_| {}, &mut |_, _, _| {})
     })
     .unwrap_or_else(|e| panic!("{par:?} (seed {seed}): {e}"))
 }
@@ -82,13 +92,8 @@ fn rel(a: f64, b: f64) -> f64 {
 
 /// Losses within 1e-5 relative per step; final parameters within 1e-5 of the reference's
 /// norm (relative L2) and elementwise within a small fraction of one learning-rate step.
-fn assert_equivalent(
-    label: &str,
-    seed: u64,
-    results: &[RankResult],
-    reference: &(Vec<(f32, f32)>, Vec<f32>),
-) {
-    let (ref_stats, ref_params) = reference;
+fn assert_equivalent(label: &str, seed: u64, results: &[RankResult], reference: &Reference) {
+    let (ref_stats, ref_params, ref_val) = reference;
     for r in results {
         for (step, (got, want)) in r.steps.iter().zip(ref_stats).enumerate() {
             let e = rel(got.loss as f64, want.0 as f64);
@@ -109,6 +114,13 @@ fn assert_equivalent(
             );
         }
         assert_eq!(r.steps.len(), ref_stats.len());
+        let (at, val) = *r.val_losses.last().expect("a validation after the last step");
+        let e = rel(val as f64, *ref_val as f64);
+        assert!(
+            at == STEPS && e <= 1e-5,
+            "{label} (seed {seed}) rank {}: validation loss {val} vs {ref_val}",
+            r.rank
+        );
     }
     let (e, worst) = agreement(&assemble(config(), results), ref_params);
     assert!(

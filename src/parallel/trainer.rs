@@ -350,6 +350,40 @@ impl PipelineTrainer {
         Ok(())
     }
 
+    /// Mean loss over `iters` micro-batches of `data` (forward only, stage after stage), the
+    /// same on every rank.
+    pub fn evaluate(&mut self, data: &mut dyn BatchSource, iters: usize) -> Result<f32> {
+        let iters = iters.max(1);
+        let place = self.groups.place;
+        let (prev, next) = (place.stage.wrapping_sub(1), place.stage + 1);
+        let mut total = 0.0f64;
+        for _ in 0..iters {
+            let batch = self.checked_batch(data)?;
+            let acts = &mut self.slots[0];
+            let (tp, pipe) = (&mut self.groups.tp, &mut self.groups.pipe);
+            if place.is_first_stage() {
+                self.model.embed(&self.ctx, tp, acts, &batch.inputs)?;
+            } else {
+                on_host(&mut acts.input.view_mut(..)?, |h| pipe.exchange(None, Some((h, prev))))?;
+            }
+            if let Some(loss) = self.model.forward(&self.ctx, tp, acts, Some(&batch.targets), None)? {
+                total += loss as f64;
+            }
+            if !place.is_last_stage() {
+                let out = acts.output().to_vec()?;
+                pipe.exchange(Some((&out, next)), None)?;
+            }
+        }
+        let mut mean = [total / iters as f64];
+        if self.par.dp > 1 {
+            let mut v = mean;
+            v = self.dp.run(move |c| c.all_reduce(&mut v, ReduceOp::Sum).map(|()| v))?;
+            mean = [v[0] / self.par.dp as f64];
+        }
+        self.groups.pipe.all_reduce_f64(&mut mean)?;
+        Ok(mean[0] as f32)
+    }
+
     fn checked_batch(&self, data: &mut dyn BatchSource) -> Result<Batch> {
         let batch = data.next_batch()?;
         let (b, t) = (self.settings.micro_batch, self.settings.seq_len);
