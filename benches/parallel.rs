@@ -9,7 +9,7 @@ use std::time::Instant;
 use trident::data::TokenSet;
 use trident::model::{gpt2_init, init::NormalRng, GptConfig, ParamLayout};
 use trident::optim::AdamWConfig;
-use trident::parallel::run::{train_rank, RunSpec};
+use trident::parallel::run::{train_rank, RankData, RunSpec};
 use trident::parallel::{run_ranks, simulate, ParallelConfig, Schedule};
 use trident::runtime::Device;
 use trident::train::{DecayStyle, LrSchedule, TrainSettings};
@@ -69,8 +69,15 @@ fn run(
                     t0 = Some(Instant::now());
                 }
             };
-        let r =
-            train_rank(&mut world, &Device::Cpu, &spec, &init, set.clone(), None, &mut |_| {}, &mut on_step)?;
+        let r = train_rank(
+            &mut world,
+            &Device::Cpu,
+            &spec,
+            &init,
+            RankData { train: set.clone(), val: None },
+            &mut |_| {},
+            &mut on_step,
+        )?;
         Ok((r, t0.map(|t| t.elapsed().as_secs_f64())))
     })
     .unwrap();

@@ -12,7 +12,7 @@ use super::train::TrainArgs;
 use crate::data::Dataset;
 use crate::metrics::{IterMetrics, MetricsWriter};
 use crate::model::{gpt2_init, GptConfig, ParamLayout};
-use crate::parallel::run::{train_rank, RankResult, RunSpec};
+use crate::parallel::run::{train_rank, RankData, RankResult, RunSpec};
 use crate::parallel::{run_ranks, ParallelConfig, ParallelError, Schedule};
 use crate::progress::Progress;
 use crate::train::TrainSettings;
@@ -155,8 +155,7 @@ pub fn run(
             &device,
             &spec,
             &init,
-            dataset.train.clone(),
-            Some(dataset.val.clone()),
+            RankData { train: dataset.train.clone(), val: Some(dataset.val.clone()) },
             &mut on_start,
             &mut on_step,
         );

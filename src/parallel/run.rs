@@ -27,6 +27,14 @@ pub struct RunSpec {
     pub eval_iters: usize,
 }
 
+/// The splits a rank reads (each rank takes its data-parallel share).
+#[derive(Clone, Debug)]
+pub struct RankData {
+    pub train: TokenSet,
+    /// Evaluated every `eval_interval` steps and after the last, when present.
+    pub val: Option<TokenSet>,
+}
+
 /// What one rank ends with.
 #[derive(Clone, Debug)]
 pub struct RankResult {
@@ -51,17 +59,17 @@ pub fn train_rank(
     device: &Device,
     spec: &RunSpec,
     init: &[f32],
-    data: TokenSet,
-    val: Option<TokenSet>,
+    data: RankData,
     on_start: &mut dyn FnMut(&PipelineTrainer),
     on_step: &mut dyn FnMut(&PipelineTrainer, &StepStats, Option<f32>),
 ) -> Result<RankResult> {
     let groups = RankGroups::new(world, &spec.par)?;
     let (rank, place, dp_rank) = (groups.rank, groups.place, groups.dp_rank);
     let s = &spec.settings;
-    let mut loader = DataLoader::new(data, s.micro_batch, s.seq_len, spec.data_seed, true)?
+    let mut loader = DataLoader::new(data.train, s.micro_batch, s.seq_len, spec.data_seed, true)?
         .with_rank(dp_rank, spec.par.dp)?;
-    let mut val_loader = val
+    let mut val_loader = data
+        .val
         .map(|v| {
             DataLoader::new(v, s.micro_batch, s.seq_len, spec.data_seed, false)?
                 .with_rank(dp_rank, spec.par.dp)

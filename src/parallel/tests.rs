@@ -2,7 +2,7 @@
 
 use trident_runtime::Device;
 
-use super::run::{assemble, train_rank, RankResult, RunSpec};
+use super::run::{assemble, train_rank, RankData, RankResult, RunSpec};
 use super::{run_ranks, ParallelConfig, Recompute, ShardLayout};
 use crate::data::{DataLoader, TokenSet};
 use crate::model::{gpt2_init, init::NormalRng, Gpt, GptConfig, ParamLayout, ParamTensor};
@@ -81,7 +81,15 @@ fn parallel(
     };
     run_ranks(par.world_size(), |mut world| {
         let val = Some(data(seed + 1));
-        train_rank(&mut world, device, &spec, init, data(seed), val, &mut |_| {}, &mut |_, _, _| {})
+        train_rank(
+            &mut world,
+            device,
+            &spec,
+            init,
+            RankData { train: data(seed), val },
+            &mut |_| {},
+            &mut |_, _, _| {},
+        )
     })
     .unwrap_or_else(|e| panic!("{par:?} (seed {seed}): {e}"))
 }
