@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod model;
 pub mod ops;
 pub mod optim;
+pub mod parallel;
 pub mod plot;
 pub mod progress;
 pub mod train;

@@ -3,7 +3,7 @@ use clap::Parser;
 fn main() -> std::process::ExitCode {
     let cli = trident::cli::Cli::parse();
     match trident::cli::run(cli) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => std::process::ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE

@@ -1,6 +1,9 @@
 //! The `trident` command line.
 
+pub mod bench;
 pub mod common;
+pub mod launch;
+pub mod parallel_train;
 pub mod sample;
 pub mod train;
 
@@ -18,17 +21,25 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum Command {
     /// Train a GPT-2 model (Megatron-LM flag names).
-    Train(Box<train::TrainArgs>),
+    Train(train::TrainArgs),
     /// Generate text from a checkpoint; on the built-in data set, also score the task.
     Sample(sample::SampleArgs),
+    /// Start local ranks of a command, as torchrun does: `trident launch --nproc-per-node N -- CMD...`.
+    Launch(launch::LaunchArgs),
+    /// Benchmarks: `trident bench collectives --transport shm --world-size 2`.
+    Bench(bench::BenchArgs),
 }
 
-pub fn run(cli: Cli) -> anyhow::Result<()> {
+/// Runs a command; returns the process exit code (launched ranks' codes pass through).
+pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
-        Command::Train(args) => train::run(*args),
-        Command::Sample(args) => sample::run(args),
+        Command::Train(args) => train::run(args).map(|()| 0),
+        Command::Sample(args) => sample::run(args).map(|()| 0),
+        Command::Launch(args) => launch::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }
 

@@ -8,7 +8,7 @@ fn train(extra: &[&str]) -> anyhow::Result<()> {
         argv.extend(["--train-iters", "2"]);
     }
     argv.extend_from_slice(extra);
-    run(Cli::try_parse_from(argv)?)
+    run(Cli::try_parse_from(argv)?).map(|_| ())
 }
 
 const SMALL: [&str; 8] =
@@ -66,4 +66,81 @@ fn train_saves_a_checkpoint_that_sample_and_resume_read() {
         "3",
     ];
     run(Cli::try_parse_from(argv).unwrap()).unwrap();
+}
+
+#[test]
+fn launch_needs_a_command_and_passes_exit_codes_through() {
+    let err = Cli::try_parse_from(["trident", "launch", "--nproc-per-node", "2"]).unwrap_err();
+    assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+    let ok = ["trident", "launch", "--nproc-per-node", "2", "--", "sh", "-c", "test -n \"$RANK\""];
+    assert_eq!(run(Cli::try_parse_from(ok).unwrap()).unwrap(), 0);
+    let fail = ["trident", "launch", "--nproc-per-node", "2", "--", "sh", "-c", "exit $((RANK + 3))"];
+    let code = run(Cli::try_parse_from(fail).unwrap()).unwrap();
+    assert!(code == 3 || code == 4, "exit code {code}");
+}
+
+#[test]
+fn bench_collectives_runs_in_process_and_refuses_unknown_ops() {
+    let argv = ["trident", "bench", "collectives", "--transport", "inproc", "--world-size", "2"];
+    let small = ["--min-bytes", "4096", "--max-bytes", "8192", "--iters", "3"];
+    assert_eq!(run(Cli::try_parse_from([&argv[..], &small[..]].concat()).unwrap()).unwrap(), 0);
+    let bad = [&argv[..], &["--op", "all_to_all"]].concat();
+    let err = run(Cli::try_parse_from(bad).unwrap()).unwrap_err();
+    assert!(format!("{err:#}").contains("unknown collective"), "{err:#}");
+}
+
+#[test]
+fn parallel_flags_are_validated_with_megatron_messages() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["--world-size", "6", "--tensor-model-parallel-size", "4"], "not a multiple of 4"),
+        (
+            &["--world-size", "4", "--tensor-model-parallel-size", "4", "--num-attention-heads", "2"],
+            "heads 2 is not divisible",
+        ),
+        (
+            &["--world-size", "2", "--pipeline-model-parallel-size", "2", "--num-layers", "3"],
+            "layers 3 is not divisible",
+        ),
+        (
+            &["--world-size", "2", "--global-batch-size", "6"],
+            "not divisible by --micro-batch-size 2 x data-parallel size 2",
+        ),
+        (
+            &["--world-size", "2", "--save", "/nonexistent/ck"],
+            "checkpoints of parallel runs are not supported",
+        ),
+    ];
+    for (flags, message) in cases {
+        let shape = ["--hidden-size", "32", "--seq-length", "16"];
+        let err = train(&[&shape[..], flags].concat()).unwrap_err();
+        assert!(format!("{err:#}").contains(message), "{flags:?}: {err:#}");
+    }
+    let err = Cli::try_parse_from(["trident", "train", "--recompute-granularity", "some"]).unwrap_err();
+    assert!(err.to_string().contains("full or selective"), "{err}");
+}
+
+#[test]
+fn train_runs_tensor_pipeline_and_data_parallel_as_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = dir.path().join("m.jsonl");
+    let flags = [
+        "--world-size",
+        "8",
+        "--tensor-model-parallel-size",
+        "2",
+        "--pipeline-model-parallel-size",
+        "2",
+        "--global-batch-size",
+        "8",
+        "--use-distributed-optimizer",
+        "--recompute-granularity",
+        "selective",
+        "--metrics-file",
+        metrics.to_str().unwrap(),
+    ];
+    let small =
+        ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "16"];
+    train(&[&small[..], &flags[..]].concat()).unwrap();
+    let lines = std::fs::read_to_string(&metrics).unwrap();
+    assert_eq!(lines.lines().count(), 2, "{lines}");
 }

@@ -94,6 +94,21 @@ pub struct TrainArgs {
     /// Append one JSON line of metrics per iteration here.
     #[arg(long)]
     pub metrics_file: Option<PathBuf>,
+    /// Ranks to run as threads of this process (under a launcher: the launcher's ranks).
+    #[arg(long, default_value_t = 1)]
+    pub world_size: usize,
+    /// Tensor-parallel ranks: attention heads and MLP columns split over them.
+    #[arg(long, default_value_t = 1)]
+    pub tensor_model_parallel_size: usize,
+    /// Pipeline stages: layers split over them, 1F1B schedule over micro-batches.
+    #[arg(long, default_value_t = 1)]
+    pub pipeline_model_parallel_size: usize,
+    /// ZeRO-1: shard the optimizer state over data-parallel ranks.
+    #[arg(long)]
+    pub use_distributed_optimizer: bool,
+    /// Activation recomputation: full (whole layers) or selective (attention).
+    #[arg(long)]
+    pub recompute_granularity: Option<crate::parallel::Recompute>,
 }
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
@@ -144,6 +159,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         adamw: AdamWConfig { weight_decay: args.weight_decay, ..AdamWConfig::default() },
         clip_grad: args.clip_grad,
     };
+    if super::parallel_train::wanted(&args) {
+        return super::parallel_train::run(&args, device, config, &dataset, settings);
+    }
     let accum = settings.accumulation_steps()?;
 
     let ctx = OpsContext::new(&device)?;
@@ -276,6 +294,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
 
 fn model_config(args: &TrainArgs, dataset: &Dataset) -> anyhow::Result<GptConfig> {
     let (layers, hidden, heads, positions) = args.model.shape();
+    // Megatron-LM pads the vocabulary to a multiple of 128 per tensor-parallel rank.
+    let multiple = 128 * args.tensor_model_parallel_size.max(1);
     let positions = args.max_position_embeddings.unwrap_or(positions);
     Ok(GptConfig::new(
         positions,
@@ -283,7 +303,7 @@ fn model_config(args: &TrainArgs, dataset: &Dataset) -> anyhow::Result<GptConfig
         args.num_layers.unwrap_or(layers),
         args.num_attention_heads.unwrap_or(heads),
         args.hidden_size.unwrap_or(hidden),
-        128,
+        multiple,
     )?)
 }
 

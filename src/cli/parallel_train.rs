@@ -1,0 +1,202 @@
+//! `trident train` on several ranks: threads of this process (`--world-size N`) or one
+//! process per rank under a launcher (`trident launch`, torchrun, srun, mpirun).
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use trident_collectives::Communicator;
+use trident_runtime::Device;
+
+use super::train::TrainArgs;
+use crate::data::Dataset;
+use crate::metrics::{IterMetrics, MetricsWriter};
+use crate::model::{gpt2_init, GptConfig, ParamLayout};
+use crate::parallel::run::{train_rank, RankData, RankResult, RunSpec};
+use crate::parallel::{run_ranks, ParallelConfig, ParallelError, Schedule};
+use crate::progress::Progress;
+use crate::train::TrainSettings;
+
+/// Whether a launcher started this process as one rank of a job.
+pub fn launched() -> bool {
+    ["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"].iter().any(|v| std::env::var(v).is_ok())
+}
+
+/// Whether the flags ask for the parallel trainer.
+pub fn wanted(args: &TrainArgs) -> bool {
+    args.world_size > 1
+        || args.tensor_model_parallel_size > 1
+        || args.pipeline_model_parallel_size > 1
+        || args.use_distributed_optimizer
+        || args.recompute_granularity.is_some()
+        || launched()
+}
+
+pub fn run(
+    args: &TrainArgs,
+    device: Device,
+    config: GptConfig,
+    dataset: &Dataset,
+    settings: TrainSettings,
+) -> anyhow::Result<()> {
+    if args.save.is_some() || args.load.is_some() {
+        bail!(
+            "checkpoints of parallel runs are not supported yet: drop --save/--load, or train with \
+             --world-size 1 and no parallel flags"
+        );
+    }
+    let world_size = if launched() {
+        let world: usize = std::env::var("WORLD_SIZE")
+            .or_else(|_| std::env::var("OMPI_COMM_WORLD_SIZE"))
+            .or_else(|_| std::env::var("SLURM_NTASKS"))
+            .context("a launched rank needs WORLD_SIZE (or OMPI_COMM_WORLD_SIZE, SLURM_NTASKS)")?
+            .parse()
+            .context("the launcher's world size is not a number")?;
+        if args.world_size > 1 && args.world_size != world {
+            bail!("--world-size {} disagrees with the launcher's {world} ranks", args.world_size);
+        }
+        world
+    } else {
+        args.world_size
+    };
+    let mut par = ParallelConfig::from_world(
+        world_size,
+        args.tensor_model_parallel_size,
+        args.pipeline_model_parallel_size,
+    )?;
+    par.distributed_optimizer = args.use_distributed_optimizer;
+    par.recompute = args.recompute_granularity.unwrap_or_default();
+    let global_batch = args.global_batch_size.unwrap_or(args.micro_batch_size * par.dp);
+    let micro_batches = par.validate(&config, args.micro_batch_size, global_batch)?;
+    let settings = TrainSettings { global_batch, ..settings };
+    let spec = RunSpec {
+        config,
+        par,
+        settings,
+        data_seed: args.seed,
+        iters: args.train_iters,
+        eval_interval: args.eval_interval,
+        eval_iters: args.eval_iters,
+    };
+    let init = gpt2_init(&ParamLayout::new(config), args.seed);
+    let schedule = Schedule::one_f_one_b(par.pp, micro_batches);
+    let tokens_per_step = (global_batch * settings.seq_len) as f64;
+    // Under a launcher every process reads the flags; only rank 0 describes the run.
+    let describes = !launched() || std::env::var("RANK").map_or(true, |r| r == "0");
+    if describes {
+        eprintln!(
+        "trident train: {} parameters on {world_size} ranks (tensor {} x pipeline {} x data {}), {} on {}; \
+         micro-batch {} x {} tokens, {micro_batches} micro-batches per step, global batch {global_batch}{}{}",
+        ParamLayout::new(config).len(),
+        par.tp,
+        par.pp,
+        par.dp,
+        dataset.train.name(),
+        device.kind(),
+        args.micro_batch_size,
+        settings.seq_len,
+        if par.distributed_optimizer { ", distributed optimizer" } else { "" },
+        match par.recompute {
+            crate::parallel::Recompute::None => "",
+            crate::parallel::Recompute::Full => ", full recomputation",
+            crate::parallel::Recompute::Selective => ", selective recomputation",
+        },
+        );
+    }
+    let metrics = match &args.metrics_file {
+        Some(path) => Some(Mutex::new(MetricsWriter::create(path)?)),
+        None => None,
+    };
+    let started = Instant::now();
+    let rank_main = |mut world: Communicator| -> Result<RankResult, ParallelError> {
+        let is_reporter = world.rank() == 0;
+        let mut progress = is_reporter.then(|| Progress::new(0, spec.iters));
+        let last = std::cell::Cell::new(Instant::now());
+        let mut on_start = |t: &crate::parallel::PipelineTrainer| {
+            let g = &t.groups;
+            eprintln!(
+                "rank {} (tensor {}, data {}, stage {}): {}",
+                g.rank,
+                g.place.tp_rank,
+                g.dp_rank,
+                g.place.stage,
+                t.memory()
+            );
+            last.set(Instant::now());
+        };
+        let mut on_step =
+            |t: &crate::parallel::PipelineTrainer, s: &crate::train::StepStats, val_loss: Option<f32>| {
+                let Some(p) = progress.as_mut() else { return };
+                let now = Instant::now();
+                let tokens_per_s = tokens_per_step / now.duration_since(last.get()).as_secs_f64().max(1e-9);
+                last.set(now);
+                let iter = t.iter;
+                if let Some(v) = val_loss {
+                    p.println(&format!("iter {iter}: val loss {v:.4}"));
+                }
+                p.update(iter, s.loss, tokens_per_s);
+                if let Some(m) = &metrics {
+                    let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
+                    let line = IterMetrics {
+                        iter,
+                        loss: s.loss,
+                        lr: s.lr,
+                        grad_norm: s.grad_norm,
+                        tokens_per_s,
+                        val_loss: None,
+                    };
+                    if let Err(e) = m.write(&line) {
+                        p.println(&format!("warning: writing metrics: {e}"));
+                    }
+                }
+            };
+        let r = train_rank(
+            &mut world,
+            &device,
+            &spec,
+            &init,
+            RankData { train: dataset.train.clone(), val: Some(dataset.val.clone()) },
+            &mut on_start,
+            &mut on_step,
+        );
+        if let Some(p) = progress.as_mut() {
+            p.finish();
+        }
+        r
+    };
+    let results = if launched() {
+        vec![rank_main(Communicator::from_env()?)?]
+    } else {
+        run_ranks(world_size, rank_main)?
+    };
+    let elapsed = started.elapsed().as_secs_f64();
+    report(&results, &schedule, args.train_iters, tokens_per_step, elapsed);
+    Ok(())
+}
+
+fn report(results: &[RankResult], schedule: &Schedule, iters: u64, tokens_per_step: f64, elapsed: f64) {
+    let Some(first) = results.iter().find(|r| r.rank == 0).or(results.first()) else { return };
+    if let Some(last) = first.steps.last() {
+        if results.iter().any(|r| r.rank == 0) {
+            println!(
+                "trained {iters} iterations in {elapsed:.1} s: final loss {:.4}{}, {:.0} tokens/s",
+                last.loss,
+                first.val_losses.last().map_or(String::new(), |(_, v)| format!(", val loss {v:.4}")),
+                iters as f64 * tokens_per_step / elapsed.max(1e-9)
+            );
+        }
+    }
+    if schedule.stages > 1 {
+        for r in results.iter().filter(|r| r.place.tp_rank == 0 && r.dp_rank == 0) {
+            println!(
+                "pipeline stage {}: idle {:.1}% of the schedule's time; 1F1B bubble (p-1)/(m+p-1) = {:.1}% \
+                 (p = {}, m = {})",
+                r.place.stage,
+                100.0 * r.timing.idle_fraction(),
+                100.0 * schedule.bubble_fraction(),
+                schedule.stages,
+                schedule.micro_batches
+            );
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The parallel layout of a run and Megatron-LM's checks on it.
+
+use super::{ParallelError, Result};
+use crate::model::GptConfig;
+
+/// How much of each parallelism a run uses, and its options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParallelConfig {
+    pub tp: usize,
+    pub pp: usize,
+    pub dp: usize,
+    /// ZeRO-1: gradients reduce-scattered, optimizer state sharded over DP, parameters
+    /// all-gathered (`--use-distributed-optimizer`).
+    pub distributed_optimizer: bool,
+    pub recompute: Recompute,
+}
+
+/// Activation recomputation (`--recompute-granularity`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Recompute {
+    #[default]
+    None,
+    /// Keep only each layer's input; rerun the whole layer's forward before its backward.
+    Full,
+    /// Keep everything but the attention output and its log-sum-exp; rerun attention.
+    Selective,
+}
+
+impl std::str::FromStr for Recompute {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "none" => Ok(Recompute::None),
+            "full" => Ok(Recompute::Full),
+            "selective" => Ok(Recompute::Selective),
+            _ => Err(format!("unknown --recompute-granularity {s:?}: use full or selective")),
+        }
+    }
+}
+
+impl ParallelConfig {
+    /// TP and PP given, DP = world / (TP x PP), as Megatron-LM derives it.
+    pub fn from_world(world: usize, tp: usize, pp: usize) -> Result<Self> {
+        for (what, v) in [
+            ("--world-size", world),
+            ("--tensor-model-parallel-size", tp),
+            ("--pipeline-model-parallel-size", pp),
+        ] {
+            if v == 0 {
+                return Err(ParallelError::Zero { what });
+            }
+        }
+        if world % (tp * pp) != 0 {
+            return Err(ParallelError::WorldSize { world, tp, pp });
+        }
+        Ok(Self { tp, pp, dp: world / (tp * pp), distributed_optimizer: false, recompute: Recompute::None })
+    }
+
+    pub fn world_size(&self) -> usize {
+        self.tp * self.pp * self.dp
+    }
+
+    /// The vocabulary multiple Megatron-LM pads to: 128 per tensor-parallel rank.
+    pub fn vocab_multiple(&self) -> usize {
+        128 * self.tp
+    }
+
+    /// Checks the model and batch against the layout; returns the micro-batches per step
+    /// (global batch / (micro-batch x DP)).
+    pub fn validate(&self, model: &GptConfig, micro_batch: usize, global_batch: usize) -> Result<usize> {
+        if micro_batch == 0 || global_batch == 0 {
+            return Err(ParallelError::Zero { what: "--micro-batch-size and --global-batch-size" });
+        }
+        if model.num_heads % self.tp != 0 {
+            return Err(ParallelError::HeadsNotDivisible { heads: model.num_heads, tp: self.tp });
+        }
+        if model.num_layers % self.pp != 0 {
+            return Err(ParallelError::LayersNotDivisible { layers: model.num_layers, pp: self.pp });
+        }
+        if model.padded_vocab_size % self.vocab_multiple() != 0 {
+            return Err(ParallelError::PaddedVocab { padded: model.padded_vocab_size, tp: self.tp });
+        }
+        if global_batch % (micro_batch * self.dp) != 0 {
+            return Err(ParallelError::GlobalBatch { global: global_batch, micro: micro_batch, dp: self.dp });
+        }
+        Ok(global_batch / (micro_batch * self.dp))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn megatron_checks_name_the_flag() {
+        let err = ParallelConfig::from_world(6, 4, 1).unwrap_err();
+        assert!(err.to_string().contains("not a multiple of 4"), "{err}");
+        let p = ParallelConfig::from_world(8, 2, 2).unwrap();
+        assert_eq!(p.dp, 2);
+        let model = GptConfig::new(16, 50, 4, 4, 32, 256).unwrap();
+        assert_eq!(p.validate(&model, 2, 8).unwrap(), 2);
+        let err = p.validate(&model, 2, 6).unwrap_err();
+        assert!(err.to_string().contains("not divisible by --micro-batch-size 2"), "{err}");
+        let three_heads = GptConfig::new(16, 50, 4, 3, 30, 256).unwrap();
+        assert!(p.validate(&three_heads, 2, 8).unwrap_err().to_string().contains("heads 3"));
+        let three_layers = GptConfig::new(16, 50, 3, 4, 32, 256).unwrap();
+        assert!(p.validate(&three_layers, 2, 8).unwrap_err().to_string().contains("layers 3"));
+        let pad128 = GptConfig::new(16, 50, 4, 4, 32, 128).unwrap();
+        assert!(matches!(p.validate(&pad128, 2, 8), Err(ParallelError::PaddedVocab { .. })));
+        assert_eq!("selective".parse::<Recompute>(), Ok(Recompute::Selective));
+        assert!("some".parse::<Recompute>().is_err());
+    }
+}

@@ -1,0 +1,66 @@
+use trident_collectives::CommError;
+
+use crate::data::DataError;
+use crate::model::ModelError;
+use crate::ops::OpsError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ParallelError {
+    #[error(
+        "--world-size {world} is not --tensor-model-parallel-size {tp} x --pipeline-model-parallel-size {pp} \
+         x a data-parallel size: {world} is not a multiple of {}",
+        tp * pp
+    )]
+    WorldSize { world: usize, tp: usize, pp: usize },
+    #[error("{what} must be at least 1")]
+    Zero { what: &'static str },
+    #[error("--num-attention-heads {heads} is not divisible by --tensor-model-parallel-size {tp}")]
+    HeadsNotDivisible { heads: usize, tp: usize },
+    #[error("--num-layers {layers} is not divisible by --pipeline-model-parallel-size {pp}")]
+    LayersNotDivisible { layers: usize, pp: usize },
+    #[error(
+        "--global-batch-size {global} is not divisible by --micro-batch-size {micro} x data-parallel size {dp} \
+         (= {})",
+        micro * dp
+    )]
+    GlobalBatch { global: usize, micro: usize, dp: usize },
+    #[error("the padded vocabulary {padded} is not a multiple of 128 x --tensor-model-parallel-size {tp}")]
+    PaddedVocab { padded: usize, tp: usize },
+    #[error("{0}")]
+    Unsupported(String),
+    #[error(transparent)]
+    Comm(Box<CommError>),
+    #[error(transparent)]
+    Model(Box<ModelError>),
+    #[error(transparent)]
+    Ops(Box<OpsError>),
+    #[error(transparent)]
+    Data(Box<DataError>),
+    #[error(transparent)]
+    Runtime(Box<trident_runtime::RuntimeError>),
+    #[error("the loss became {loss} at iteration {iter}; lower --lr or set --clip-grad")]
+    NonFinite { loss: f32, iter: u64 },
+    #[error("a rank thread panicked: {0}")]
+    Panicked(String),
+}
+
+/// The wrapped errors are large; boxing keeps every `Result` of this module small.
+macro_rules! boxed_from {
+    ($($variant:ident($t:ty)),*) => {$(
+        impl From<$t> for ParallelError {
+            fn from(e: $t) -> Self {
+                ParallelError::$variant(Box::new(e))
+            }
+        }
+    )*};
+}
+
+boxed_from!(
+    Comm(CommError),
+    Model(ModelError),
+    Ops(OpsError),
+    Data(DataError),
+    Runtime(trident_runtime::RuntimeError)
+);
+
+pub type Result<T> = std::result::Result<T, ParallelError>;

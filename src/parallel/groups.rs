@@ -1,0 +1,135 @@
+//! The communicators one rank uses, carved out of one rank grid, and the host staging that
+//! lets collectives run on device views.
+
+use trident_collectives::{Communicator, RankGrid, ReduceOp};
+use trident_runtime::ViewMut;
+
+use super::{ParallelConfig, Result, ShardPlace};
+
+/// Runs `f` on the view's elements in host memory: in place on `Cpu` and `Emu`, through a
+/// host copy on `Cuda`.
+pub fn on_host<R>(view: &mut ViewMut<f32>, f: impl FnOnce(&mut [f32]) -> Result<R>) -> Result<R> {
+    if let Some(host) = view.host_mut() {
+        return f(host);
+    }
+    let mut copy = view.as_view().to_vec()?;
+    let r = f(&mut copy)?;
+    view.copy_from_slice(&copy)?;
+    Ok(r)
+}
+
+/// The tensor-parallel group; a group of one makes every collective a no-op.
+pub struct TpGroup {
+    comm: Option<Communicator>,
+    pub rank: usize,
+    pub size: usize,
+}
+
+impl TpGroup {
+    pub fn new(comm: Communicator) -> Self {
+        let (rank, size) = (comm.rank(), comm.size());
+        Self { comm: (size > 1).then_some(comm), rank, size }
+    }
+
+    pub fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()> {
+        match &mut self.comm {
+            Some(c) => Ok(c.all_reduce(buf, op)?),
+            None => Ok(()),
+        }
+    }
+
+    /// Sums `view` over the group (Megatron's `g` forward and `f` backward).
+    pub fn all_reduce_view(&mut self, view: &mut ViewMut<f32>) -> Result<()> {
+        if self.comm.is_none() {
+            return Ok(());
+        }
+        on_host(view, |h| self.all_reduce(h, ReduceOp::Sum))
+    }
+
+    pub fn all_reduce_f64(&mut self, buf: &mut [f64]) -> Result<()> {
+        match &mut self.comm {
+            Some(c) => Ok(c.all_reduce(buf, ReduceOp::Sum)?),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Tag of every pipeline transfer. Transfers between two stages arrive in the order they were
+/// sent, and the schedule sends and receives micro-batches in the same order on both sides.
+const PIPE_TAG: u32 = 0x5050;
+
+/// The pipeline group: this stage's neighbours.
+pub struct PipeGroup {
+    comm: Option<Communicator>,
+    pub stage: usize,
+    pub stages: usize,
+}
+
+impl PipeGroup {
+    pub fn new(comm: Communicator) -> Self {
+        let (stage, stages) = (comm.rank(), comm.size());
+        Self { comm: (stages > 1).then_some(comm), stage, stages }
+    }
+
+    fn comm(&mut self) -> &mut Communicator {
+        self.comm.as_mut().expect("pipeline transfers need more than one stage")
+    }
+
+    /// Sends to `to` and/or receives from `from` (stage indices), both at once.
+    pub fn exchange(
+        &mut self,
+        send: Option<(&[f32], usize)>,
+        recv: Option<(&mut [f32], usize)>,
+    ) -> Result<()> {
+        Ok(self.comm().send_recv(send, recv, PIPE_TAG)?)
+    }
+
+    /// Sums `buf` between the first and the last stage (the tied embedding's gradient); both
+    /// get the bitwise same sum.
+    pub fn sum_first_last(&mut self, buf: &mut [f32]) -> Result<()> {
+        let last = self.stages - 1;
+        let peer = if self.stage == 0 { last } else { 0 };
+        let mut other = vec![0.0f32; buf.len()];
+        self.comm().send_recv(Some((&*buf, peer)), Some((&mut other[..], peer)), PIPE_TAG + 1)?;
+        // Addition commutes exactly, so first + last is the same bits on both ends.
+        buf.iter_mut().zip(&other).for_each(|(x, y)| *x += y);
+        Ok(())
+    }
+
+    pub fn all_reduce_f64(&mut self, buf: &mut [f64]) -> Result<()> {
+        match &mut self.comm {
+            Some(c) => Ok(c.all_reduce(buf, ReduceOp::Sum)?),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A rank's groups and its place in the grid.
+pub struct RankGroups {
+    pub rank: usize,
+    pub grid: RankGrid,
+    pub place: ShardPlace,
+    pub dp_rank: usize,
+    pub tp: TpGroup,
+    pub pipe: PipeGroup,
+    /// Taken by the trainer's data-parallel thread.
+    pub dp: Option<Communicator>,
+}
+
+impl RankGroups {
+    /// Splits `world` into TP, PP and DP groups (TP fastest, then DP, then PP).
+    pub fn new(world: &mut Communicator, par: &ParallelConfig) -> Result<Self> {
+        let grid = RankGrid::new(par.tp, par.pp, par.dp, world.size())?;
+        let groups = world.parallel_groups(&grid)?;
+        let c = groups.coords;
+        Ok(Self {
+            rank: world.rank(),
+            grid,
+            place: ShardPlace { tp_rank: c.tp, tp: par.tp, stage: c.pp, pp: par.pp },
+            dp_rank: c.dp,
+            tp: TpGroup::new(groups.tp),
+            pipe: PipeGroup::new(groups.pp),
+            dp: Some(groups.dp),
+        })
+    }
+}

@@ -1,0 +1,92 @@
+//! AdamW over a rank's parameters, or (ZeRO-1) over its 1/DP share of them.
+
+use std::ops::Range;
+
+use trident_runtime::{Buffer, Device};
+
+use super::{Result, ShardLayout};
+use crate::ops::{self, AdamWParams, OpsContext};
+use crate::optim::AdamWConfig;
+
+/// AdamW state for the local parameter range `owned`.
+pub struct ShardedAdamW {
+    pub config: AdamWConfig,
+    /// The part of the local parameter buffer this rank updates.
+    pub owned: Range<usize>,
+    m: Buffer<f32>,
+    v: Buffer<f32>,
+    step: u64,
+    /// `(range within owned, decays)` per tensor piece.
+    pieces: Vec<(Range<usize>, bool)>,
+}
+
+impl ShardedAdamW {
+    pub fn new(
+        device: &Device,
+        layout: &ShardLayout,
+        owned: Range<usize>,
+        config: AdamWConfig,
+    ) -> Result<Self> {
+        let pieces = layout
+            .tensors()
+            .iter()
+            .filter_map(|t| {
+                let start = t.range.start.max(owned.start);
+                let end = t.range.end.min(owned.end);
+                (start < end).then(|| (start - owned.start..end - owned.start, t.tensor.decays()))
+            })
+            .collect();
+        Ok(Self {
+            config,
+            m: Buffer::zeros(device, owned.len())?,
+            v: Buffer::zeros(device, owned.len())?,
+            owned,
+            step: 0,
+            pieces,
+        })
+    }
+
+    /// Bytes of optimizer state.
+    pub fn bytes(&self) -> usize {
+        (self.m.len() + self.v.len()) * 4
+    }
+
+    pub fn steps(&self) -> u64 {
+        self.step
+    }
+
+    /// Updates `params[owned]` from `grads` (the owned range's gradients).
+    pub fn step(
+        &mut self,
+        ctx: &OpsContext,
+        params: &mut Buffer<f32>,
+        grads: &Buffer<f32>,
+        grads_offset: usize,
+        lr: f32,
+        grad_scale: f32,
+    ) -> Result<()> {
+        self.step += 1;
+        for (r, decays) in &self.pieces {
+            let hp = AdamWParams {
+                lr,
+                beta1: self.config.beta1,
+                beta2: self.config.beta2,
+                eps: self.config.eps,
+                weight_decay: if *decays { self.config.weight_decay } else { 0.0 },
+                grad_scale,
+                step: self.step,
+            };
+            let p = self.owned.start + r.start..self.owned.start + r.end;
+            let g = grads_offset + r.start..grads_offset + r.end;
+            ops::adamw_update(
+                ctx,
+                &mut params.view_mut(p)?,
+                grads.view(g)?,
+                &mut self.m.view_mut(r.clone())?,
+                &mut self.v.view_mut(r.clone())?,
+                &hp,
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,120 @@
+//! A whole run on one rank: groups from the world communicator, the data-parallel share of
+//! the data, the trainer, and what the rank reports at the end.
+
+use trident_collectives::Communicator;
+use trident_runtime::Device;
+
+use super::{
+    MemoryReport, ParallelConfig, PipelineTrainer, RankGroups, Result, ShardLayout, ShardPlace, StageTiming,
+};
+use crate::data::{DataLoader, TokenSet};
+use crate::model::{GptConfig, ParamLayout};
+use crate::train::{StepStats, TrainSettings};
+
+/// What every rank of a run is given.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    pub config: GptConfig,
+    pub par: ParallelConfig,
+    /// `micro_batch` per rank; `global_batch` = micro-batch x DP x micro-batches.
+    pub settings: TrainSettings,
+    /// Seed of the data order.
+    pub data_seed: u64,
+    pub iters: u64,
+    /// Validation every this many steps (0: only after the last), over `eval_iters`
+    /// micro-batches; only when a validation set is given.
+    pub eval_interval: u64,
+    pub eval_iters: usize,
+}
+
+/// The splits a rank reads (each rank takes its data-parallel share).
+#[derive(Clone, Debug)]
+pub struct RankData {
+    pub train: TokenSet,
+    /// Evaluated every `eval_interval` steps and after the last, when present.
+    pub val: Option<TokenSet>,
+}
+
+/// What one rank ends with.
+#[derive(Clone, Debug)]
+pub struct RankResult {
+    pub rank: usize,
+    pub place: ShardPlace,
+    pub dp_rank: usize,
+    /// Per step: the loss and gradient norm (the same on every rank).
+    pub steps: Vec<StepStats>,
+    /// `(step, validation loss)` of each evaluation.
+    pub val_losses: Vec<(u64, f32)>,
+    /// The rank's parameters in [`ShardLayout`] order.
+    pub params: Vec<f32>,
+    pub memory: MemoryReport,
+    pub timing: StageTiming,
+}
+
+/// Trains `spec.iters` steps as this rank of `world`, from `init` (the whole model in llm.c
+/// order, the same on every rank). `on_start` sees the trainer before the first step (for
+/// reports), `on_step` each step's statistics.
+pub fn train_rank(
+    world: &mut Communicator,
+    device: &Device,
+    spec: &RunSpec,
+    init: &[f32],
+    data: RankData,
+    on_start: &mut dyn FnMut(&PipelineTrainer),
+    on_step: &mut dyn FnMut(&PipelineTrainer, &StepStats, Option<f32>),
+) -> Result<RankResult> {
+    let groups = RankGroups::new(world, &spec.par)?;
+    let (rank, place, dp_rank) = (groups.rank, groups.place, groups.dp_rank);
+    let s = &spec.settings;
+    let mut loader = DataLoader::new(data.train, s.micro_batch, s.seq_len, spec.data_seed, true)?
+        .with_rank(dp_rank, spec.par.dp)?;
+    let mut val_loader = data
+        .val
+        .map(|v| {
+            DataLoader::new(v, s.micro_batch, s.seq_len, spec.data_seed, false)?
+                .with_rank(dp_rank, spec.par.dp)
+        })
+        .transpose()?;
+    let mut trainer = PipelineTrainer::new(device, spec.config, init, spec.par, *s, groups)?;
+    on_start(&trainer);
+    let (mut steps, mut val_losses) = (Vec::new(), Vec::new());
+    while trainer.iter < spec.iters {
+        let stats = trainer.step(&mut loader)?;
+        let iter = trainer.iter;
+        let mut val_loss = None;
+        if let Some(v) = val_loader.as_mut() {
+            if (spec.eval_interval > 0 && iter % spec.eval_interval == 0) || iter == spec.iters {
+                v.reset();
+                let loss = trainer.evaluate(v, spec.eval_iters)?;
+                val_losses.push((iter, loss));
+                val_loss = Some(loss);
+            }
+        }
+        on_step(&trainer, &stats, val_loss);
+        steps.push(stats);
+    }
+    Ok(RankResult {
+        rank,
+        place,
+        dp_rank,
+        steps,
+        val_losses,
+        params: trainer.local_params()?,
+        memory: trainer.memory(),
+        timing: trainer.timing,
+    })
+}
+
+/// The whole model's parameters (llm.c order) from the shards of data-parallel replica 0.
+pub fn assemble(config: GptConfig, results: &[RankResult]) -> Vec<f32> {
+    let mut full = vec![0.0; ParamLayout::new(config).len()];
+    for r in results.iter().filter(|r| r.dp_rank == 0) {
+        ShardLayout::new(config, r.place).insert(&r.params, &mut full);
+    }
+    full
+}
+
+/// `(p, m)`: pipeline stages and micro-batches of a spec.
+pub fn pipeline_shape(par: &ParallelConfig, settings: &TrainSettings) -> (usize, usize) {
+    (par.pp, settings.global_batch / (settings.micro_batch * par.dp))
+}

@@ -1,0 +1,274 @@
+//! Equivalence with the single-rank trainer: same losses per step, same final parameters.
+
+use trident_runtime::Device;
+
+use super::run::{assemble, train_rank, RankData, RankResult, RunSpec};
+use super::{run_ranks, ParallelConfig, Recompute, ShardLayout};
+use crate::data::{DataLoader, TokenSet};
+use crate::model::{gpt2_init, init::NormalRng, Gpt, GptConfig, ParamLayout, ParamTensor};
+use crate::ops::OpsContext;
+use crate::optim::AdamWConfig;
+use crate::train::{DecayStyle, LrSchedule, TrainSettings, Trainer};
+
+const VOCAB: usize = 50;
+const SEQ: usize = 8;
+const MICRO: usize = 2;
+const STEPS: u64 = 5;
+
+/// 4 layers (divisible by PP 1, 2, 4), 4 heads (by TP 1, 2, 4), vocabulary padded to 512.
+fn config() -> GptConfig {
+    GptConfig::new(SEQ, VOCAB, 4, 4, 32, 512).unwrap()
+}
+
+fn data(seed: u64) -> TokenSet {
+    let mut r = NormalRng::new(seed);
+    let tokens = (0..6000).map(|_| (r.next_u64() % VOCAB as u64) as u16).collect();
+    TokenSet::from_tokens("random", tokens, VOCAB).unwrap()
+}
+
+fn settings(micro_batch: usize, global_batch: usize) -> TrainSettings {
+    TrainSettings {
+        micro_batch,
+        global_batch,
+        seq_len: SEQ,
+        schedule: LrSchedule {
+            max_lr: 3e-3,
+            min_lr: 3e-4,
+            warmup_iters: 1,
+            decay_iters: STEPS,
+            style: DecayStyle::Cosine,
+        },
+        adamw: AdamWConfig::default(),
+        clip_grad: 1.0,
+    }
+}
+
+/// The single-rank run: micro-batch B x DP (the union of the DP ranks' batches), the same
+/// micro-batches per step.
+fn reference(seed: u64, dp: usize, micro_batches: usize, init: &[f32]) -> Reference {
+    let device = Device::Cpu;
+    let s = settings(MICRO * dp, MICRO * dp * micro_batches);
+    let model = Gpt::from_params(&device, config(), init).unwrap();
+    let mut trainer = Trainer::new(OpsContext::new(&device).unwrap(), model, s).unwrap();
+    let mut loader = DataLoader::new(data(seed), MICRO * dp, SEQ, seed, true).unwrap();
+    let stats =
+        (0..STEPS).map(|_| trainer.step(&mut loader).unwrap()).map(|s| (s.loss, s.grad_norm)).collect();
+    let mut val = DataLoader::new(data(seed + 1), MICRO * dp, SEQ, seed, false).unwrap();
+    let val_loss = trainer.evaluate(&mut val, EVAL_ITERS).unwrap();
+    (stats, trainer.model.params().to_vec().unwrap(), val_loss)
+}
+
+/// Per-step (loss, gradient norm), final parameters, final validation loss.
+type Reference = (Vec<(f32, f32)>, Vec<f32>, f32);
+
+const EVAL_ITERS: usize = 2;
+
+fn parallel(
+    seed: u64,
+    par: ParallelConfig,
+    micro_batches: usize,
+    init: &[f32],
+    device: &Device,
+) -> Vec<RankResult> {
+    let spec = RunSpec {
+        config: config(),
+        par,
+        settings: settings(MICRO, MICRO * par.dp * micro_batches),
+        data_seed: seed,
+        iters: STEPS,
+        eval_interval: 0,
+        eval_iters: EVAL_ITERS,
+    };
+    run_ranks(par.world_size(), |mut world| {
+        let val = Some(data(seed + 1));
+        train_rank(
+            &mut world,
+            device,
+            &spec,
+            init,
+            RankData { train: data(seed), val },
+            &mut |_| {},
+            &mut |_, _, _| {},
+        )
+    })
+    .unwrap_or_else(|e| panic!("{par:?} (seed {seed}): {e}"))
+}
+
+fn rel(a: f64, b: f64) -> f64 {
+    (a - b).abs() / b.abs().max(1e-30)
+}
+
+/// Losses within 1e-5 relative per step; final parameters within 1e-5 of the reference's
+/// norm (relative L2) and elementwise within a small fraction of one learning-rate step.
+fn assert_equivalent(label: &str, seed: u64, results: &[RankResult], reference: &Reference) {
+    let (ref_stats, ref_params, ref_val) = reference;
+    for r in results {
+        for (step, (got, want)) in r.steps.iter().zip(ref_stats).enumerate() {
+            let e = rel(got.loss as f64, want.0 as f64);
+            assert!(
+                e <= 1e-5,
+                "{label} (seed {seed}) rank {} step {step}: loss {} vs {} (rel {e:e})",
+                r.rank,
+                got.loss,
+                want.0
+            );
+            let e = rel(got.grad_norm as f64, want.1 as f64);
+            assert!(
+                e <= 1e-4,
+                "{label} (seed {seed}) rank {} step {step}: grad norm {} vs {} (rel {e:e})",
+                r.rank,
+                got.grad_norm,
+                want.1
+            );
+        }
+        assert_eq!(r.steps.len(), ref_stats.len());
+        let (at, val) = *r.val_losses.last().expect("a validation after the last step");
+        let e = rel(val as f64, *ref_val as f64);
+        assert!(
+            at == STEPS && e <= 1e-5,
+            "{label} (seed {seed}) rank {}: validation loss {val} vs {ref_val}",
+            r.rank
+        );
+    }
+    let (e, worst) = agreement(&assemble(config(), results), ref_params);
+    assert!(
+        e <= 1e-5 && worst <= 3e-4,
+        "{label} (seed {seed}): parameters differ by {e:e} relative, {worst:e} at worst"
+    );
+    // Replicas agree exactly: every DP replica holds the same bits, every TP rank the same LayerNorms.
+    for r in results {
+        let twin = results.iter().find(|o| o.place == r.place && o.dp_rank == 0).unwrap();
+        assert!(r.params == twin.params, "{label}: DP replica {} of {:?} drifted", r.dp_rank, r.place);
+        let layout = ShardLayout::new(config(), r.place);
+        let peer = results
+            .iter()
+            .find(|o| o.dp_rank == r.dp_rank && o.place.stage == r.place.stage && o.place.tp_rank == 0)
+            .unwrap();
+        let ln = layout.range(ParamTensor::Ln1W, layout.layers.start);
+        assert!(r.params[ln.clone()] == peer.params[ln], "{label}: LayerNorm differs across TP");
+    }
+}
+
+/// Relative L2 distance of `got` from `want`, and the largest elementwise difference.
+fn agreement(got: &[f32], want: &[f32]) -> (f64, f64) {
+    let (mut diff, mut norm, mut worst) = (0.0f64, 0.0f64, 0.0f64);
+    for (a, b) in got.iter().zip(want) {
+        diff += ((a - b) as f64).powi(2);
+        norm += (*b as f64).powi(2);
+        worst = worst.max((a - b).abs() as f64);
+    }
+    ((diff / norm).sqrt(), worst)
+}
+
+fn check(
+    tp: usize,
+    pp: usize,
+    dp: usize,
+    micro_batches: usize,
+    seed: u64,
+    options: impl Fn(&mut ParallelConfig),
+) {
+    let init = gpt2_init(&ParamLayout::new(config()), seed);
+    let mut par = ParallelConfig::from_world(tp * pp * dp, tp, pp).unwrap();
+    options(&mut par);
+    let reference = reference(seed, dp, micro_batches, &init);
+    let results = parallel(seed, par, micro_batches, &init, &Device::Cpu);
+    assert_equivalent(&format!("tp {tp} pp {pp} dp {dp} {par:?}"), seed, &results, &reference);
+}
+
+/// Every (TP, PP, DP) with factors in {1, 2, 4} and product at most 8.
+fn grid() -> Vec<(usize, usize, usize)> {
+    let mut all = Vec::new();
+    for tp in [1, 2, 4] {
+        for pp in [1, 2, 4] {
+            for dp in [1, 2, 4] {
+                if tp * pp * dp <= 8 {
+                    all.push((tp, pp, dp));
+                }
+            }
+        }
+    }
+    all
+}
+
+#[test]
+fn every_grid_up_to_eight_ranks_matches_the_single_rank_run() {
+    for (i, (tp, pp, dp)) in grid().into_iter().enumerate() {
+        check(tp, pp, dp, 4, 100 + i as u64, |_| {});
+    }
+}
+
+#[test]
+fn zero1_matches_and_quarters_the_optimizer_state() {
+    check(1, 1, 4, 2, 7, |p| p.distributed_optimizer = true);
+    check(2, 2, 2, 4, 8, |p| p.distributed_optimizer = true);
+    let seed = 9;
+    let init = gpt2_init(&ParamLayout::new(config()), seed);
+    let mut par = ParallelConfig::from_world(4, 1, 1).unwrap();
+    let plain = parallel(seed, par, 1, &init, &Device::Cpu);
+    par.distributed_optimizer = true;
+    let zero = parallel(seed, par, 1, &init, &Device::Cpu);
+    for (a, b) in plain.iter().zip(&zero) {
+        // The norm's sum of squares is split differently, so the bits may differ slightly.
+        let (e, worst) = agreement(&b.params, &a.params);
+        assert!(
+            e <= 1e-6 && worst <= 1e-4,
+            "ZeRO-1 on and off: parameters differ by {e:e}, {worst:e} at worst (seed {seed})"
+        );
+        assert!(
+            b.memory.optimizer * 4 <= a.memory.optimizer + 4 * 8,
+            "{} vs {}",
+            b.memory.optimizer,
+            a.memory.optimizer
+        );
+        assert!(b.memory.optimizer * 4 >= a.memory.optimizer);
+    }
+}
+
+#[test]
+fn recomputation_matches_and_saves_activations() {
+    for (recompute, seed) in [(Recompute::Full, 11), (Recompute::Selective, 12)] {
+        check(2, 2, 1, 4, seed, |p| p.recompute = recompute);
+    }
+    let init = gpt2_init(&ParamLayout::new(config()), 13);
+    let mut par = ParallelConfig::from_world(1, 1, 1).unwrap();
+    let mut bytes = Vec::new();
+    let mut params = Vec::new();
+    for recompute in [Recompute::None, Recompute::Selective, Recompute::Full] {
+        par.recompute = recompute;
+        let r = parallel(13, par, 2, &init, &Device::Cpu);
+        bytes.push(r[0].memory.activations);
+        params.push(r[0].params.clone());
+    }
+    assert!(bytes[0] > bytes[1] && bytes[1] > bytes[2], "activation bytes none/selective/full: {bytes:?}");
+    assert!(params[0] == params[1], "selective recomputation is bitwise the same");
+    assert!(params[0] == params[2], "full recomputation is bitwise the same");
+}
+
+#[test]
+fn tensor_parallelism_halves_matrix_parameters() {
+    let full = config();
+    let matrices =
+        [ParamTensor::QkvW, ParamTensor::AttnProjW, ParamTensor::FcW, ParamTensor::FcProjW, ParamTensor::Wte];
+    for tp in [2, 4] {
+        for tp_rank in 0..tp {
+            let one = ShardLayout::new(full, super::ShardPlace { tp_rank: 0, tp: 1, stage: 0, pp: 1 });
+            let split = ShardLayout::new(full, super::ShardPlace { tp_rank, tp, stage: 0, pp: 1 });
+            for t in matrices {
+                assert_eq!(split.range(t, 0).len() * tp, one.range(t, 0).len(), "{t:?} over TP {tp}");
+            }
+        }
+    }
+}
+
+#[test]
+fn emu_runs_the_kernels_in_parallel_and_matches_cpu() {
+    let seed = 21;
+    let init = gpt2_init(&ParamLayout::new(config()), seed);
+    let reference = reference(seed, 2, 2, &init);
+    for (tp, pp, dp) in [(2, 1, 2), (1, 2, 2)] {
+        let par = ParallelConfig::from_world(tp * pp * dp, tp, pp).unwrap();
+        let results = parallel(seed, par, 2, &init, &Device::Emu);
+        assert_equivalent(&format!("emu tp {tp} pp {pp} dp {dp}"), seed, &results, &reference);
+    }
+}

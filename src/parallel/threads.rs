@@ -1,0 +1,51 @@
+//! Ranks as threads of one process, over the in-process transport.
+
+use std::sync::Arc;
+
+use trident_collectives::{CommConfig, CommError, Communicator, InprocFabric};
+
+use super::{ParallelError, Result};
+
+/// Runs `f` on `world` ranks, each a thread with its world communicator; returns their
+/// results in rank order, or the first rank's error (a root cause is preferred over the
+/// errors of peers that merely saw it fail).
+pub fn run_ranks<T: Send>(world: usize, f: impl Fn(Communicator) -> Result<T> + Sync) -> Result<Vec<T>> {
+    if world == 0 {
+        return Err(ParallelError::Zero { what: "--world-size" });
+    }
+    let fabric = Arc::new(InprocFabric::new());
+    let config = CommConfig::from_env()?;
+    let results: Vec<Result<T>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..world)
+            .map(|rank| {
+                let (fabric, config, f) = (fabric.clone(), config.clone(), &f);
+                std::thread::Builder::new()
+                    .name(format!("rank-{rank}"))
+                    .spawn_scoped(s, move || f(Communicator::world(fabric, rank, world, config)?))
+                    .expect("spawning a rank thread")
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|e| {
+                    let msg = e
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    Err(ParallelError::Panicked(msg))
+                })
+            })
+            .collect()
+    });
+    // Ranks that only saw a peer fail (or stop answering) are echoes of the root cause.
+    let is_peer_failure = |e: &ParallelError| {
+        matches!(e, ParallelError::Comm(c) if matches!(**c,
+            CommError::PeerFailed { .. } | CommError::PeerLost { .. } | CommError::Timeout { .. } | CommError::Broken(_)))
+    };
+    if let Some(i) = results.iter().position(|r| matches!(r, Err(e) if !is_peer_failure(e))) {
+        return Err(results.into_iter().nth(i).and_then(|r| r.err()).expect("an error at i"));
+    }
+    results.into_iter().collect()
+}

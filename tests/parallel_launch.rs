@@ -1,0 +1,67 @@
+//! A multi-process run (`trident launch`, one process per rank over shared memory) gives the
+//! same losses as the same run with ranks as threads.
+
+use std::process::Command;
+
+fn losses(metrics: &std::path::Path) -> Vec<f64> {
+    let text = std::fs::read_to_string(metrics).unwrap_or_else(|e| panic!("{}: {e}", metrics.display()));
+    text.lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["loss"].as_f64().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn launched_processes_match_threads() {
+    let exe = env!("CARGO_BIN_EXE_trident");
+    let dir = tempfile::tempdir().unwrap();
+    let train = |metrics: &std::path::Path| -> Vec<String> {
+        [
+            "train",
+            "--device",
+            "cpu",
+            "--num-layers",
+            "2",
+            "--hidden-size",
+            "32",
+            "--num-attention-heads",
+            "2",
+            "--seq-length",
+            "16",
+            "--micro-batch-size",
+            "2",
+            "--global-batch-size",
+            "8",
+            "--train-iters",
+            "3",
+            "--tensor-model-parallel-size",
+            "2",
+            "--pipeline-model-parallel-size",
+            "2",
+            "--metrics-file",
+            metrics.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let threads = dir.path().join("threads.jsonl");
+    let status = Command::new(exe).args(train(&threads)).args(["--world-size", "4"]).status().unwrap();
+    assert!(status.success());
+    let procs = dir.path().join("procs.jsonl");
+    let status = Command::new(exe)
+        .args(["launch", "--nproc-per-node", "4", "--", exe])
+        .args(train(&procs))
+        .env("TRIDENT_TRANSPORT", "shm")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (a, b) = (losses(&threads), losses(&procs));
+    assert_eq!(a.len(), 3);
+    assert_eq!(a.len(), b.len());
+    for (step, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert!((x - y).abs() <= 1e-5 * y.abs(), "step {step}: threads {x} vs processes {y}");
+    }
+}
