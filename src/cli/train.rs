@@ -14,6 +14,7 @@ use crate::metrics::{IterMetrics, MetricsWriter};
 use crate::model::{generate, init::NormalRng, Gpt, GptConfig, SamplingParams, Workspace};
 use crate::ops::OpsContext;
 use crate::optim::AdamWConfig;
+use crate::plot::plot_metrics;
 use crate::progress::Progress;
 use crate::train::{peak_flops, train_flops_per_token, DecayStyle, LrSchedule, TrainSettings, Trainer};
 
@@ -189,8 +190,15 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     {
         std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     }
+    // Every iteration's metrics so far (those of a resumed run's metrics file included), for
+    // the loss curve drawn beside the checkpoints.
+    let mut history = Vec::new();
     let mut metrics = match (&args.metrics_file, &checkpoint) {
-        (Some(path), Some(ck)) => Some(MetricsWriter::resume(path, ck.step)?.0),
+        (Some(path), Some(ck)) => {
+            let (writer, kept) = MetricsWriter::resume(path, ck.step)?;
+            history = kept;
+            Some(writer)
+        }
         (Some(path), None) => Some(MetricsWriter::create(path)?),
         _ => None,
     };
@@ -232,19 +240,22 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             progress.println(&format!("iter {iter}: val loss {:.4}", val_loss.unwrap_or(f32::NAN)));
         }
         progress.update(iter, stats.loss, tokens_per_s);
+        let record = IterMetrics {
+            iter,
+            loss: stats.loss,
+            lr: stats.lr,
+            grad_norm: stats.grad_norm,
+            tokens_per_s,
+            val_loss,
+        };
         if let Some(m) = metrics.as_mut() {
-            m.write(&IterMetrics {
-                iter,
-                loss: stats.loss,
-                lr: stats.lr,
-                grad_norm: stats.grad_norm,
-                tokens_per_s,
-                val_loss,
-            })?;
+            m.write(&record)?;
         }
+        history.push(record);
         if let Some(dir) = &args.save {
             if (args.save_interval > 0 && iter % args.save_interval == 0) || iter == args.train_iters {
                 save(&trainer, &train_data, dir, &spec_text, dataset.tokenizer)?;
+                plot_metrics(&dir.join("loss.png"), &history)?;
             }
         }
     }
