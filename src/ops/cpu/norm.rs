@@ -5,7 +5,11 @@ use super::math::simd;
 /// `sum(x^2)`, accumulated in f64 across chunks.
 pub fn sum_of_squares(x: &[f32]) -> f64 {
     const CHUNK: usize = 1 << 14;
-    x.par_chunks(CHUNK)
+    // Per-chunk sums are collected in order and added serially: a parallel `sum()` would
+    // associate them in an order that depends on work stealing, and the norm (hence gradient
+    // clipping, hence every later step) would differ in its last bits from run to run.
+    let partial: Vec<f64> = x
+        .par_chunks(CHUNK)
         .map(|ch| {
             simd(|| {
                 let mut acc = [0.0f32; 16];
@@ -19,5 +23,6 @@ pub fn sum_of_squares(x: &[f32]) -> f64 {
                 acc.iter().map(|&a| a as f64).sum::<f64>() + tail as f64
             })
         })
-        .sum()
+        .collect();
+    partial.iter().sum()
 }
