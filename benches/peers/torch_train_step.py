@@ -88,7 +88,7 @@ def run(name, steps, warmup):
     print(json.dumps({
         "peer": "pytorch-eager-fp32", "shape": name, "threads": torch.get_num_threads(),
         "step_s": dt, "tokens_per_s": b * t / dt, "gflops": flops / dt / 1e9,
-        "loss": float(loss),
+        "loss": loss.item(),
     }), flush=True)
 
 
