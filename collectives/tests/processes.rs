@@ -218,7 +218,9 @@ fn mismatched_sizes_are_reported_across_processes() {
 #[test]
 fn foreign_store_connections_are_refused_while_the_job_runs() {
     let job = Job::new();
-    let children = job.spawn(2, &[0, 1], "tcp", &["check", "--lens", "1021,262147"]);
+    // Large enough that the job (and rank 0's store) outlives the foreign connections below
+    // even on an idle machine: the store closes when the job is done.
+    let children = job.spawn(2, &[0, 1], "tcp", &["check", "--lens", "1021,262147,8388593"]);
     let addr = format!("127.0.0.1:{}", job.port);
     let wrong = JobToken::random().unwrap();
     // Wrong token: refused.
