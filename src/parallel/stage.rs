@@ -486,10 +486,9 @@ fn column_parallel_backward(
     inp: View<f32>,
     (n, ic, oc_local): (usize, usize, usize),
 ) -> Result<()> {
-    let [mut dw, mut db] = grads.views_mut([w.layout.range(wt, l), w.layout.range(bt, l)])?;
-    let mut dinp = dinp.view_mut(..)?;
-    ops::matmul_backward(ctx, &mut dinp, &mut dw, Some(&mut db), dout, inp, w.p(wt, l)?, n, ic, oc_local)?;
-    tp.all_reduce_view(&mut dinp)
+    // The local products are a row-parallel backward's; only the all-reduce differs.
+    row_parallel_backward(ctx, grads, w, (wt, bt, l), dinp, dout, inp, (n, ic, oc_local))?;
+    tp.all_reduce_view(&mut dinp.view_mut(..)?)
 }
 
 /// Row-parallel linear layer backward: g's backward is the identity, so the local product
