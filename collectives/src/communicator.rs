@@ -1,7 +1,7 @@
 //! The user-facing communicator: a group of ranks and the collectives over it.
 
-use crate::algo::{self, broadcast, doubling, op_header, ring, scratch_as, Link, Recv};
-use crate::config::CommConfig;
+use crate::algo::{self, broadcast, direct, doubling, op_header, ring, scratch_as, Link, Recv};
+use crate::config::{CommConfig, LargeAllReduce};
 use crate::element::{Combine, DType, Element, HostCombine, ReduceOp};
 use crate::error::{CommError, Result};
 use crate::frame::OpKind;
@@ -26,6 +26,8 @@ pub struct Communicator {
     sent: Vec<u64>,
     received: Vec<u64>,
     scratch: Vec<u64>,
+    /// Peers' buffer addresses during a direct AllReduce.
+    peer_addrs: Vec<u64>,
     groups_made: HashMap<String, u32>,
 }
 
@@ -78,6 +80,7 @@ impl Communicator {
             sent: vec![0; size],
             received: vec![0; size],
             scratch: Vec::new(),
+            peer_addrs: Vec::with_capacity(size),
             groups_made: HashMap::new(),
         })
     }
@@ -97,6 +100,20 @@ impl Communicator {
 
     pub fn transport_name(&self) -> &'static str {
         self.fabric.name()
+    }
+
+    /// How an AllReduce above the small-message size runs here: `"direct"` (reduced in the
+    /// peers' memory) or `"ring"`.
+    pub fn large_all_reduce_path(&self) -> &'static str {
+        if self.uses_direct() {
+            "direct"
+        } else {
+            "ring"
+        }
+    }
+
+    fn uses_direct(&self) -> bool {
+        self.config.large_all_reduce == LargeAllReduce::Auto && self.link.transport.peer_memory().is_some()
     }
 
     pub fn timeout(&self) -> Duration {
@@ -181,6 +198,19 @@ impl Communicator {
             let mut scratch = std::mem::take(&mut self.scratch);
             let tmp = scratch_as::<T>(&mut scratch, buf.len());
             let r = doubling::all_reduce(&mut self.link, &header, buf, tmp, op, combine);
+            self.scratch = scratch;
+            r
+        } else if self.uses_direct() {
+            let mut scratch = std::mem::take(&mut self.scratch);
+            let r = direct::all_reduce(
+                &mut self.link,
+                &header,
+                buf,
+                op,
+                combine,
+                &mut scratch,
+                &mut self.peer_addrs,
+            );
             self.scratch = scratch;
             r
         } else {

@@ -8,6 +8,17 @@ use std::time::Duration;
 pub const ENV_TIMEOUT: &str = "TRIDENT_TIMEOUT_S";
 /// Largest AllReduce (bytes) that takes the latency-optimal path instead of the ring.
 pub const ENV_SMALL_BYTES: &str = "TRIDENT_SMALL_BYTES";
+/// `ring` keeps large AllReduces on the ring even where ranks reach each other's memory.
+pub const ENV_ALLREDUCE: &str = "TRIDENT_ALLREDUCE";
+
+/// How an AllReduce larger than `small_bytes` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LargeAllReduce {
+    /// Direct reduction in the peers' memory where the transport offers it, else the ring.
+    Auto,
+    /// Always the ring.
+    Ring,
+}
 
 #[derive(Clone, Debug)]
 pub struct CommConfig {
@@ -16,11 +27,17 @@ pub struct CommConfig {
     pub small_bytes: usize,
     /// Slice size of the pipelined broadcast chain.
     pub slice_bytes: usize,
+    pub large_all_reduce: LargeAllReduce,
 }
 
 impl Default for CommConfig {
     fn default() -> Self {
-        CommConfig { timeout: Duration::from_secs(60), small_bytes: 64 << 10, slice_bytes: 256 << 10 }
+        CommConfig {
+            timeout: Duration::from_secs(60),
+            small_bytes: 64 << 10,
+            slice_bytes: 256 << 10,
+            large_all_reduce: LargeAllReduce::Auto,
+        }
     }
 }
 
@@ -36,8 +53,8 @@ fn parse_env<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
 }
 
 impl CommConfig {
-    /// Defaults, overridden by `TRIDENT_TIMEOUT_S` (seconds, may be fractional) and
-    /// `TRIDENT_SMALL_BYTES`.
+    /// Defaults, overridden by `TRIDENT_TIMEOUT_S` (seconds, may be fractional),
+    /// `TRIDENT_SMALL_BYTES` and `TRIDENT_ALLREDUCE`.
     pub fn from_env() -> Result<Self> {
         let mut c = CommConfig::default();
         if let Some(secs) = parse_env::<f64>(ENV_TIMEOUT)? {
@@ -50,6 +67,17 @@ impl CommConfig {
         }
         if let Some(b) = parse_env::<usize>(ENV_SMALL_BYTES)? {
             c.small_bytes = b;
+        }
+        if let Ok(v) = std::env::var(ENV_ALLREDUCE) {
+            c.large_all_reduce = match v.trim() {
+                "auto" => LargeAllReduce::Auto,
+                "ring" => LargeAllReduce::Ring,
+                _ => {
+                    return Err(CommError::InvalidArgument(format!(
+                        "{ENV_ALLREDUCE}={v:?}: expected auto or ring"
+                    )))
+                }
+            };
         }
         Ok(c)
     }

@@ -24,7 +24,7 @@ pub mod verify;
 pub mod wait;
 
 pub use communicator::{Communicator, ParallelGroups};
-pub use config::CommConfig;
+pub use config::{CommConfig, LargeAllReduce};
 pub use element::{Combine, DType, Element, HostCombine, ReduceOp};
 pub use error::{AbortReason, CommError, Result};
 pub use grid::{GridCoords, RankGrid};

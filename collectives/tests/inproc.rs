@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use trident_collectives::verify::check_all;
 use trident_collectives::{
-    AbortReason, CommConfig, CommError, Communicator, InprocFabric, RankGrid, ReduceOp,
+    AbortReason, CommConfig, CommError, Communicator, InprocFabric, LargeAllReduce, RankGrid, ReduceOp,
 };
 
 fn run<R: Send + 'static>(
@@ -46,19 +46,28 @@ fn every_collective_every_world_size() {
 #[test]
 fn multi_mib_buffers() {
     let seed = 0x5eed_0002;
-    for n in [2, 5] {
-        let lens = [786_433]; // prime, 3 MiB of f32
-        for r in run(n, short_timeout(), move |mut c| check_all(&mut c, seed, &lens)) {
-            r.unwrap_or_else(|e| panic!("world {n}: {e}"));
+    for large_all_reduce in [LargeAllReduce::Auto, LargeAllReduce::Ring] {
+        for n in [2, 5] {
+            let lens = [786_433]; // prime, 3 MiB of f32
+            let config = CommConfig { large_all_reduce, ..short_timeout() };
+            for r in run(n, config, move |mut c| {
+                let want = if large_all_reduce == LargeAllReduce::Auto { "direct" } else { "ring" };
+                assert_eq!(c.large_all_reduce_path(), want);
+                check_all(&mut c, seed, &lens)
+            }) {
+                r.unwrap_or_else(|e| panic!("world {n}, {large_all_reduce:?}: {e}"));
+            }
         }
     }
 }
 
 #[test]
 fn small_and_ring_paths_agree_across_ranks() {
-    // Both AllReduce paths must give every rank bitwise equal results.
-    for small_bytes in [0, 1 << 20] {
-        let config = CommConfig { small_bytes, ..short_timeout() };
+    // Every AllReduce path must give every rank bitwise equal results.
+    for (small_bytes, large_all_reduce) in
+        [(0, LargeAllReduce::Auto), (0, LargeAllReduce::Ring), (1 << 20, LargeAllReduce::Auto)]
+    {
+        let config = CommConfig { small_bytes, large_all_reduce, ..short_timeout() };
         let outs = run(6, config, |mut c| {
             let mut buf = trident_collectives::verify::input(9, c.rank(), 0, 4099);
             c.all_reduce(&mut buf, ReduceOp::Sum).unwrap();

@@ -27,11 +27,24 @@ impl Job {
 
     /// Starts `ranks` of a `world`-rank job running `trident-coll args`.
     fn spawn(&self, world: usize, ranks: &[usize], transport: &str, args: &[&str]) -> Vec<Child> {
+        self.spawn_env(world, ranks, transport, args, &[])
+    }
+
+    /// [`Job::spawn`] with extra environment variables.
+    fn spawn_env(
+        &self,
+        world: usize,
+        ranks: &[usize],
+        transport: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Vec<Child> {
         ranks
             .iter()
             .map(|&rank| {
                 Command::new(BIN)
                     .args(args)
+                    .envs(env.iter().copied())
                     .env("RANK", rank.to_string())
                     .env("WORLD_SIZE", world.to_string())
                     .env("LOCAL_RANK", rank.to_string())
@@ -87,13 +100,24 @@ fn check(transport: &str, world: usize, lens: &str) {
     check_with(transport, world, &["check", "--lens", lens]);
 }
 
-fn check_with(transport: &str, world: usize, args: &[&str]) {
+/// The large-AllReduce path each rank reported.
+fn paths(stdouts: &[String]) -> Vec<&str> {
+    stdouts.iter().map(|s| if s.contains("all_reduce: direct") { "direct" } else { "ring" }).collect()
+}
+
+fn check_with(transport: &str, world: usize, args: &[&str]) -> Vec<String> {
+    check_env(transport, world, args, &[])
+}
+
+/// Runs `trident-coll args` on `world` ranks and returns each rank's standard output.
+fn check_env(transport: &str, world: usize, args: &[&str], env: &[(&str, &str)]) -> Vec<String> {
     let job = Job::new();
     let ranks: Vec<usize> = (0..world).collect();
-    let outs = wait_all(job.spawn(world, &ranks, transport, args), Duration::from_secs(120));
+    let outs = wait_all(job.spawn_env(world, &ranks, transport, args, env), Duration::from_secs(120));
     for (rank, o) in outs.iter().enumerate() {
         assert!(o.status.success(), "{transport} world {world} rank {rank}: {}", text(o));
     }
+    outs.iter().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).collect()
 }
 
 #[test]
@@ -110,8 +134,21 @@ fn shm_every_collective() {
     for world in [1, 2, 4, 7] {
         check("shm", world, "0,1,7,1021,16411");
     }
-    check("shm", 3, "786433");
     check_with("shm", 8, &["check", "--lens", "61", "--grid", "2,2,2"]);
+}
+
+#[test]
+fn shm_large_all_reduce_direct_and_ring() {
+    // Cross-memory attach where the kernel allows it (the ranks agree), and the rings when
+    // it is switched off: both must match the reference.
+    let direct = check_env("shm", 3, &["check", "--lens", "786433"], &[]);
+    let agreed = paths(&direct);
+    assert!(agreed.iter().all(|p| *p == agreed[0]), "ranks disagree on the path: {direct:?}");
+    eprintln!("shm with cross-memory attach allowed: large AllReduce takes the {} path", agreed[0]);
+    let ring = check_env("shm", 3, &["check", "--lens", "786433"], &[("TRIDENT_SHM_CMA", "0")]);
+    assert_eq!(paths(&ring), ["ring"; 3], "{ring:?}");
+    let forced = check_env("shm", 2, &["check", "--lens", "786433"], &[("TRIDENT_ALLREDUCE", "ring")]);
+    assert_eq!(paths(&forced), ["ring"; 2], "{forced:?}");
 }
 
 /// Ranks started with only a launcher's own variables (no token of ours): Open MPI's and

@@ -1,6 +1,7 @@
 //! Collective algorithms, written once over [`Transport`].
 
 pub mod broadcast;
+pub mod direct;
 pub mod doubling;
 pub mod ring;
 
@@ -88,13 +89,15 @@ impl Link {
             expect: Header { payload_len: r.len as u64, from: r.peer as u32, ..header },
             sink: r.sink,
         });
-        let result = self.transport.exchange(outgoing, incoming, self.timeout);
-        if let Err(err) = &result {
-            let culprit = err.culprit().unwrap_or(self.rank);
-            self.transport.abort(op, culprit, AbortReason::of(err));
-            self.broken = Some(err.to_string());
-        }
-        result
+        self.transport.exchange(outgoing, incoming, self.timeout).map_err(|err| self.fail(op, err))
+    }
+
+    /// Breaks the communicator over `err`, raised during `op`, and tells the peers.
+    pub fn fail(&mut self, op: &Header, err: CommError) -> CommError {
+        let culprit = err.culprit().unwrap_or(self.rank);
+        self.transport.abort(op, culprit, AbortReason::of(&err));
+        self.broken = Some(err.to_string());
+        err
     }
 }
 

@@ -68,10 +68,11 @@ fn cmd_check(args: &[String]) -> Result<i32, Error> {
         verify::check_groups(&mut comm, &grid)?;
     }
     println!(
-        "rank {}/{} ({}): every collective matched the reference",
+        "rank {}/{} ({}, large all_reduce: {}): every collective matched the reference",
         comm.rank(),
         comm.size(),
-        comm.transport_name()
+        comm.transport_name(),
+        comm.large_all_reduce_path()
     );
     Ok(0)
 }

@@ -4,7 +4,7 @@
 //! payloads are copied into the mailbox instead, so the sender need not wait for the
 //! receiver (one hand-off per message instead of a round trip).
 
-use super::{Fabric, Incoming, Outgoing, Transport};
+use super::{Fabric, Incoming, Outgoing, PeerMemory, Transport};
 use crate::error::{AbortReason, CommError, Result};
 use crate::frame::Header;
 use crate::wait::{Backoff, Deadline};
@@ -197,6 +197,10 @@ impl Transport for InprocTransport {
         result
     }
 
+    fn peer_memory(&self) -> Option<&dyn PeerMemory> {
+        Some(&SameProcess)
+    }
+
     fn abort(&mut self, _op: &Header, culprit: usize, reason: AbortReason) {
         let word = abort_word(culprit, self.rank, reason);
         let _ = self.group.abort.compare_exchange(0, word, Ordering::AcqRel, Ordering::Acquire);
@@ -343,5 +347,26 @@ impl Drop for InprocTransport {
             let _ = self.group.abort.compare_exchange(0, word, Ordering::AcqRel, Ordering::Acquire);
         }
         self.group.departed[self.rank].store(true, Ordering::Release);
+    }
+}
+
+/// [`PeerMemory`] between threads: peers' addresses are ours.
+struct SameProcess;
+
+impl PeerMemory for SameProcess {
+    fn shares_address_space(&self) -> bool {
+        true
+    }
+
+    unsafe fn read(&self, _op: &Header, _peer: usize, addr: u64, dst: &mut [u8]) -> Result<()> {
+        // SAFETY: the caller guarantees the source range is a live, unaliased peer buffer.
+        unsafe { std::ptr::copy_nonoverlapping(addr as usize as *const u8, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    unsafe fn write(&self, _op: &Header, _peer: usize, addr: u64, src: &[u8]) -> Result<()> {
+        // SAFETY: the caller guarantees the target range is a live peer buffer nobody else uses.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), addr as usize as *mut u8, src.len()) };
+        Ok(())
     }
 }

@@ -1,5 +1,6 @@
 //! The point-to-point layer every algorithm is written against, and its implementations.
 
+pub mod cma;
 pub mod inproc;
 pub mod shm;
 pub mod tcp;
@@ -43,6 +44,36 @@ pub trait Transport: Send {
     /// Best-effort notice to every peer that this rank gives up because `culprit` failed
     /// during `op`, so that they stop within moments instead of waiting for a timeout.
     fn abort(&mut self, op: &Header, culprit: usize, reason: AbortReason);
+
+    /// Direct access to the peers' memory, when every rank of the group can read and write
+    /// every other's (threads of one process, or processes of one host with cross-memory
+    /// attach). The answer is the same on every member, since algorithms are chosen by it.
+    fn peer_memory(&self) -> Option<&dyn PeerMemory> {
+        None
+    }
+}
+
+/// Copies between this rank's memory and a peer's, at addresses the peer published in an
+/// earlier message. Algorithms that use it agree on exclusive ownership of every byte they
+/// touch, and on when the peer's buffer stays valid, through messages on the transport.
+pub trait PeerMemory: Sync {
+    /// Whether peers' addresses can be dereferenced here (ranks are threads of this
+    /// process), so that an algorithm may reduce straight out of them instead of copying.
+    fn shares_address_space(&self) -> bool;
+
+    /// Copies `dst.len()` bytes from address `addr` of `peer` into `dst`, for `op`.
+    ///
+    /// # Safety
+    /// `[addr, addr + dst.len())` must lie in a buffer `peer` published for the current
+    /// operation, that no other rank writes until this rank is done with it.
+    unsafe fn read(&self, op: &Header, peer: usize, addr: u64, dst: &mut [u8]) -> Result<()>;
+
+    /// Copies `src` to address `addr` of `peer`, for `op`.
+    ///
+    /// # Safety
+    /// `[addr, addr + src.len())` must lie in a buffer `peer` published for the current
+    /// operation, that no other rank reads or writes until this rank is done with it.
+    unsafe fn write(&self, op: &Header, peer: usize, addr: u64, src: &[u8]) -> Result<()>;
 }
 
 /// Creates the transport of a group of ranks. One per job; the communicator uses it for the

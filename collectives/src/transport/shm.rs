@@ -4,8 +4,12 @@
 //! into the receiver's ring and publishes the new head; the receiver reduces or copies
 //! straight out of the ring and publishes the new tail. Both sides move in pieces, so a
 //! large step streams through a small ring. Waiting spins, then yields, then naps.
+//!
+//! Where the kernel lets the ranks copy between each other's address spaces (cross-memory
+//! attach, probed when the group forms), the transport also offers [`PeerMemory`], with
+//! which large collectives move each byte once instead of through the rings.
 
-use super::{Fabric, Incoming, Outgoing, Transport};
+use super::{cma, Fabric, Incoming, Outgoing, PeerMemory, Transport};
 use crate::error::{AbortReason, CommError, Result};
 use crate::frame::{Header, HEADER_LEN};
 use crate::store::{StoreClient, StoreServer};
@@ -18,6 +22,8 @@ use std::time::{Duration, Instant};
 
 /// Ring capacity per sender, bytes (a multiple of 4096).
 pub const ENV_CHANNEL_BYTES: &str = "TRIDENT_SHM_CHANNEL_BYTES";
+/// `0` keeps a job off cross-memory attach, so that every collective goes through the rings.
+pub const ENV_CMA: &str = "TRIDENT_SHM_CMA";
 const DEFAULT_CHANNEL_BYTES: usize = 1 << 20;
 /// Most bytes moved before checking the other direction, so send and receive interleave.
 const PIECE: usize = 128 << 10;
@@ -82,6 +88,10 @@ impl Segment {
     }
     fn abort(&self) -> &AtomicU64 {
         self.atomic_u64(128)
+    }
+    /// Where the owner mapped this segment, in its own address space (for the probe).
+    fn owner_base(&self) -> &AtomicU64 {
+        self.atomic_u64(192)
     }
 
     fn channel(&self, sender: usize) -> usize {
@@ -192,6 +202,7 @@ impl Fabric for ShmFabric {
         }
         let own = Segment::map(&file, len, cap).map_err(|e| io("mapping", e))?;
         own.pid().store(std::process::id(), Ordering::Relaxed);
+        own.owner_base().store(own.base as u64, Ordering::Relaxed);
         own.state().store(ALIVE, Ordering::Relaxed);
         own.magic().store(MAGIC, Ordering::Release);
 
@@ -226,15 +237,28 @@ impl Fabric for ShmFabric {
             }
             segments.push(Some(seg));
         }
-        // Everyone has mapped everything: the names can go.
-        store.barrier(&format!("{key}/shm-mapped"), index, n, timeout)?;
-        drop(unlink);
-        drop(store);
-        let pids = segments
+        let pids: Vec<u32> = segments
             .iter()
             .map(|s| s.as_ref().map_or(std::process::id(), |s| s.pid().load(Ordering::Relaxed)))
             .collect();
-        Ok(Box::new(ShmTransport { own, peers: segments, pids, rank: index }))
+        let cma_wanted = std::env::var(ENV_CMA).map_or(true, |v| v.trim() != "0");
+        let cma_here = cma_wanted
+            && segments.iter().zip(&pids).all(|(seg, &pid)| {
+                seg.as_ref()
+                    .is_none_or(|seg| cma::probe(pid, seg.owner_base().load(Ordering::Relaxed), MAGIC))
+            });
+        store.set(&format!("{key}/cma/{index}"), if cma_here { b"1" } else { b"0" })?;
+        // Everyone has mapped everything: the names can go.
+        store.barrier(&format!("{key}/shm-mapped"), index, n, timeout)?;
+        drop(unlink);
+        // Cross-memory attach is used only if it works between every pair.
+        let mut cma_all = true;
+        for peer in 0..n {
+            cma_all &= store.get_string(&format!("{key}/cma/{peer}"), timeout)? == "1";
+        }
+        drop(store);
+        let cma = cma_all.then(|| CmaAccess { pids: pids.clone() });
+        Ok(Box::new(ShmTransport { own, peers: segments, pids, rank: index, cma }))
     }
 
     fn name(&self) -> &'static str {
@@ -247,6 +271,30 @@ pub struct ShmTransport {
     peers: Vec<Option<Segment>>,
     pids: Vec<u32>,
     rank: usize,
+    cma: Option<CmaAccess>,
+}
+
+/// [`PeerMemory`] through cross-memory attach.
+struct CmaAccess {
+    pids: Vec<u32>,
+}
+
+impl PeerMemory for CmaAccess {
+    fn shares_address_space(&self) -> bool {
+        false
+    }
+
+    unsafe fn read(&self, op: &Header, peer: usize, addr: u64, dst: &mut [u8]) -> Result<()> {
+        let pid = self.pids[peer];
+        // SAFETY: forwarded from the caller.
+        unsafe { cma::read(pid, addr, dst) }.map_err(|e| cma::error(op, "reading from", peer, pid, e))
+    }
+
+    unsafe fn write(&self, op: &Header, peer: usize, addr: u64, src: &[u8]) -> Result<()> {
+        let pid = self.pids[peer];
+        // SAFETY: forwarded from the caller.
+        unsafe { cma::write(pid, addr, src) }.map_err(|e| cma::error(op, "writing to", peer, pid, e))
+    }
 }
 
 struct Sending<'a> {
@@ -495,6 +543,10 @@ impl Transport for ShmTransport {
             }
             backoff.snooze();
         }
+    }
+
+    fn peer_memory(&self) -> Option<&dyn PeerMemory> {
+        self.cma.as_ref().map(|c| c as &dyn PeerMemory)
     }
 
     fn abort(&mut self, _op: &Header, culprit: usize, reason: AbortReason) {
