@@ -1,5 +1,5 @@
 """torch.distributed's gloo backend: AllReduce busbw on the sizes Trident's collectives bench
-uses, for the side-by-side comparison in collectives/peers/compare.sh.
+uses, for the side-by-side comparison in collectives/peers/compare.py.
 
     python3 gloo_allreduce.py --world-size 2 --min-bytes 1048576 --max-bytes 268435456
 
@@ -27,7 +27,7 @@ def worker(rank, args):
         print(f"{'size':>12} {'count':>12} {'time(us)':>10} {'algbw':>8} {'busbw':>8}", flush=True)
     while size <= args.max_bytes:
         buf = torch.ones(size // 4, dtype=torch.float32)
-        iters = max(2, min(args.iters, (256 << 20) // size))
+        iters = max(3, min(args.iters, (1 << 30) // size))
         for _ in range(2):
             dist.all_reduce(buf)
         dist.barrier()
@@ -38,7 +38,7 @@ def worker(rank, args):
         if rank == 0:
             algbw = size / dt / 1e9
             print(f"{size:>12} {size // 4:>12} {dt * 1e6:>10.1f} {algbw:>8.2f} {algbw * 2 * (n - 1) / n:>8.2f}", flush=True)
-        size *= 4
+        size *= 2
     dist.destroy_process_group()
 
 
