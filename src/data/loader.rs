@@ -498,6 +498,40 @@ mod tests {
     }
 
     #[test]
+    fn llmc_order_serves_contiguous_batches_and_resumes() {
+        let (b, t) = (3, 10);
+        let mut loader =
+            DataLoader::new(counting_set(500), b, t, 1, true).unwrap().with_order(DataOrder::Llmc).unwrap();
+        let mut order = LlmcOrder::new(vec![500], b * t, 0, 1, true).unwrap();
+        assert_eq!(loader.samples_per_epoch(), 16 * b);
+        for step in 0..20 {
+            let batch = loader.next_batch().unwrap();
+            let (_, start) = order.next_batch();
+            let starts = window_starts(&batch);
+            assert_eq!(starts, [start, start + t, start + 2 * t], "step {step}");
+        }
+        let state = loader.state();
+        assert_eq!(state.order, DataOrder::Llmc);
+        let mut resumed =
+            DataLoader::new(counting_set(500), b, t, 9, true).unwrap().with_order(DataOrder::Llmc).unwrap();
+        resumed.restore(state).unwrap();
+        for _ in 0..20 {
+            assert_eq!(resumed.next_batch().unwrap(), loader.next_batch().unwrap());
+        }
+        let mut trident = DataLoader::new(counting_set(500), b, t, 1, true).unwrap();
+        assert!(matches!(trident.restore(state), Err(DataError::BadState(_))));
+        // Ranks read their block of each shared slot.
+        let mut rank1 = DataLoader::new(counting_set(500), 2, t, 1, false)
+            .unwrap()
+            .with_order(DataOrder::Llmc)
+            .unwrap()
+            .with_rank(1, 2)
+            .unwrap();
+        assert_eq!(window_starts(&rank1.next_batch().unwrap()), [20, 30]);
+        assert_eq!(window_starts(&rank1.next_batch().unwrap()), [60, 70]);
+    }
+
+    #[test]
     fn seeds_change_the_order() {
         let draw = |seed| {
             let mut l = DataLoader::new(counting_set(2000), 4, 16, seed, true).unwrap();
