@@ -188,7 +188,8 @@ fn an_llmc_model_file_trains_like_the_reference_run() {
     let reference = crate::llmc::train_like_llmc(&files, &trident_runtime::Device::Cpu).unwrap();
     assert_eq!(cli_losses.len(), 3);
     for (step, (&cli, &lib)) in cli_losses.iter().zip(&reference.train).enumerate() {
-        assert_eq!(cli as f32, lib, "step {step}: the CLI with llm.c's flags trains like the reference run");
+        let rel = (cli - lib as f64).abs() / lib as f64;
+        assert!(rel < 1e-6, "step {step}: the CLI with llm.c's flags gives {cli}, the reference run {lib}");
     }
 
     let err = run(argv(model, &["--num-layers", "2"])).unwrap_err();
