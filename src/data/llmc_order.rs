@@ -192,6 +192,31 @@ mod tests {
         assert_eq!(take(&mut order, expected.len()), expected);
     }
 
+    /// Recorded from llm.c's own data loader (commit f1e2ace) over three shards of 2000, 1300
+    /// and 800 tokens, B = 2, T = 16, rank 1 of 2, shuffled: batches 0-7 and 59-69, which cross
+    /// the first epoch's end (63 slots) into the reshuffled second epoch.
+    #[test]
+    fn matches_batches_recorded_from_llmc() {
+        let mut order = LlmcOrder::new(vec![2000, 1300, 800], 32, 1, 2, true).unwrap();
+        let served = take(&mut order, 70);
+        let first = [(2, 544), (2, 672), (2, 416), (2, 224), (2, 288), (2, 96), (2, 608), (2, 32)];
+        assert_eq!(served[..8], first);
+        let boundary = [
+            (1, 736),
+            (1, 288),
+            (1, 1120),
+            (1, 32),
+            (1, 96),
+            (1, 864),
+            (1, 480),
+            (1, 736),
+            (1, 1184),
+            (1, 672),
+            (1, 608),
+        ];
+        assert_eq!(served[59..], boundary);
+    }
+
     #[test]
     fn seeking_replays_to_the_same_place() {
         let lens = vec![3000, 900, 1700];
