@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use trident::data::TokenSet;
+use trident::data::{DataOrder, TokenSet};
 use trident::model::{gpt2_init, init::NormalRng, GptConfig, ParamLayout};
 use trident::optim::AdamWConfig;
 use trident::parallel::run::{train_rank, RankData, RunSpec};
@@ -57,8 +57,16 @@ fn run(
         clip_grad: 1.0,
     };
     // One warm-up step, then the timed ones.
-    let spec =
-        RunSpec { config, par, settings, data_seed: 1, iters: steps + 1, eval_interval: 0, eval_iters: 0 };
+    let spec = RunSpec {
+        config,
+        par,
+        settings,
+        data_seed: 1,
+        data_order: DataOrder::Trident,
+        iters: steps + 1,
+        eval_interval: 0,
+        eval_iters: 0,
+    };
     let init = gpt2_init(&ParamLayout::new(config), 1);
     let set = data();
     let results = run_ranks(par.world_size(), |mut world| {

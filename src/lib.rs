@@ -6,6 +6,7 @@
 //! - [`collectives`]: communicators and ring algorithms.
 //! - [`ops`]: the GPT's tensor ops on any device; [`model`]: the GPT-2 model; [`optim`],
 //!   [`train`]: optimizer and training loop; [`cli`]: the `trident` binary's commands.
+//! - [`llmc`]: training side by side with llm.c.
 //! - [`data`], [`checkpoint`], [`metrics`], [`plot`], [`progress`]: what training reads and writes.
 
 pub use trident_collectives as collectives;
@@ -17,6 +18,7 @@ pub mod data;
 pub mod device_collectives;
 pub mod kernels;
 pub mod launch;
+pub mod llmc;
 pub mod metrics;
 pub mod model;
 pub mod ops;

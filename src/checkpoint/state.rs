@@ -263,6 +263,7 @@ mod tests {
                 epoch: 3,
                 part: 0,
                 sample: 17,
+                order: crate::data::DataOrder::Llmc,
             }),
             state: MyState { lr_step: 7, rng: SplitMix64::new(seed ^ 1) },
         }

@@ -6,7 +6,9 @@ use anyhow::{bail, Context};
 use clap::ValueEnum;
 use trident_runtime::Device;
 
-use crate::checkpoint::latest_checkpoint;
+use crate::checkpoint::llmc::MODEL_MAGIC;
+use crate::checkpoint::{latest_checkpoint, read_llmc_model, Checkpoint};
+use crate::model::GptConfig;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum DeviceArg {
@@ -67,4 +69,62 @@ pub fn checkpoint_dir(path: &Path) -> anyhow::Result<PathBuf> {
         Some((_, dir)) => Ok(dir),
         None => bail!("{} holds no checkpoint (expected trainer.json or step_* directories)", path.display()),
     }
+}
+
+/// What `--load` names: a Trident checkpoint to resume, or an llm.c model file to start from.
+pub enum Start {
+    Checkpoint(Box<Checkpoint<serde_json::Value>>),
+    LlmcModel { path: PathBuf, config: GptConfig, params: Vec<f32> },
+}
+
+impl Start {
+    /// A file that begins with llm.c's model magic is an llm.c model; anything else is taken
+    /// for a checkpoint directory.
+    pub fn open(path: &Path) -> anyhow::Result<Self> {
+        if path.is_file() && starts_with_llmc_magic(path)? {
+            let (config, params) =
+                read_llmc_model(path).with_context(|| format!("loading {}", path.display()))?;
+            return Ok(Self::LlmcModel { path: path.to_path_buf(), config, params });
+        }
+        if path.is_file() {
+            bail!(
+                "{} is a file but not an llm.c model (no magic {MODEL_MAGIC}); --load takes a \
+                 checkpoint directory or an llm.c model file",
+                path.display()
+            );
+        }
+        let dir = checkpoint_dir(path)?;
+        let ck = Checkpoint::load(&dir).with_context(|| format!("loading {}", dir.display()))?;
+        Ok(Self::Checkpoint(Box::new(ck)))
+    }
+
+    pub fn config(&self) -> GptConfig {
+        match self {
+            Self::Checkpoint(ck) => ck.config,
+            Self::LlmcModel { config, .. } => *config,
+        }
+    }
+
+    /// All parameters, in llm.c order.
+    pub fn params(&self) -> &[f32] {
+        match self {
+            Self::Checkpoint(ck) => &ck.params,
+            Self::LlmcModel { params, .. } => params,
+        }
+    }
+
+    /// Names the source in messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Checkpoint(ck) => format!("the checkpoint of step {}", ck.step),
+            Self::LlmcModel { path, .. } => format!("the llm.c model {}", path.display()),
+        }
+    }
+}
+
+fn starts_with_llmc_magic(path: &Path) -> anyhow::Result<bool> {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    let mut file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    Ok(file.read_exact(&mut magic).is_ok() && i32::from_le_bytes(magic) == MODEL_MAGIC)
 }

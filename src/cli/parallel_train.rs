@@ -8,6 +8,7 @@ use anyhow::{bail, Context};
 use trident_collectives::Communicator;
 use trident_runtime::Device;
 
+use super::common::Start;
 use super::train::TrainArgs;
 use crate::data::Dataset;
 use crate::metrics::{IterMetrics, MetricsWriter};
@@ -38,11 +39,12 @@ pub fn run(
     config: GptConfig,
     dataset: &Dataset,
     settings: TrainSettings,
+    start: Option<&Start>,
 ) -> anyhow::Result<()> {
-    if args.save.is_some() || args.load.is_some() {
+    if args.save.is_some() || matches!(start, Some(Start::Checkpoint(_))) {
         bail!(
             "checkpoints of parallel runs are not supported yet: drop --save/--load, or train with \
-             --world-size 1 and no parallel flags"
+             --world-size 1 and no parallel flags (--load of an llm.c model file works)"
         );
     }
     let world_size = if launched() {
@@ -74,11 +76,15 @@ pub fn run(
         par,
         settings,
         data_seed: args.seed,
+        data_order: args.data_order,
         iters: args.train_iters,
         eval_interval: args.eval_interval,
         eval_iters: args.eval_iters,
     };
-    let init = gpt2_init(&ParamLayout::new(config), args.seed);
+    let init = match start {
+        Some(start) => start.params().to_vec(),
+        None => gpt2_init(&ParamLayout::new(config), args.seed),
+    };
     let schedule = Schedule::one_f_one_b(par.pp, micro_batches);
     let tokens_per_step = (global_batch * settings.seq_len) as f64;
     // Under a launcher every process reads the flags; only rank 0 describes the run.

@@ -144,3 +144,57 @@ fn train_runs_tensor_pipeline_and_data_parallel_as_threads() {
     let lines = std::fs::read_to_string(&metrics).unwrap();
     assert_eq!(lines.lines().count(), 2, "{lines}");
 }
+
+#[test]
+fn an_llmc_model_file_trains_like_the_reference_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = crate::llmc::write_workdir(dir.path(), &crate::llmc::WorkdirSpec::default()).unwrap();
+    let data = format!("{},{}", files.train.display(), files.val.display());
+    let metrics = dir.path().join("metrics.jsonl");
+    let model = files.model.to_str().unwrap();
+    let argv = |load: &str, extra: &[&str]| {
+        let mut argv = vec!["trident", "train", "--device", "cpu", "--load", load, "--data", &data];
+        argv.extend_from_slice(&[
+            "--tokenizer",
+            "bytes",
+            "--data-order",
+            "llmc",
+            "--micro-batch-size",
+            "4",
+            "--seq-length",
+            "64",
+            "--lr",
+            "1e-4",
+            "--lr-decay-style",
+            "constant",
+            "--weight-decay",
+            "0",
+            "--clip-grad",
+            "0",
+            "--adam-beta2",
+            "0.999",
+            "--train-iters",
+            "3",
+        ]);
+        argv.extend_from_slice(extra);
+        Cli::try_parse_from(argv).unwrap()
+    };
+    run(argv(model, &["--metrics-file", metrics.to_str().unwrap()])).unwrap();
+    let cli_losses: Vec<f64> = std::fs::read_to_string(&metrics)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["loss"].as_f64().unwrap())
+        .collect();
+    let reference = crate::llmc::train_like_llmc(&files, &trident_runtime::Device::Cpu).unwrap();
+    assert_eq!(cli_losses.len(), 3);
+    for (step, (&cli, &lib)) in cli_losses.iter().zip(&reference.train).enumerate() {
+        let rel = (cli - lib as f64).abs() / lib as f64;
+        assert!(rel < 1e-6, "step {step}: the CLI with llm.c's flags gives {cli}, the reference run {lib}");
+    }
+
+    let err = run(argv(model, &["--num-layers", "2"])).unwrap_err();
+    assert!(format!("{err:#}").contains("--num-layers 2 disagrees with the llm.c model"), "{err:#}");
+    let shard = files.train.to_str().unwrap();
+    let err = run(argv(shard, &[])).unwrap_err();
+    assert!(format!("{err:#}").contains("not an llm.c model"), "{err:#}");
+}

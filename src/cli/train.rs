@@ -7,9 +7,9 @@ use anyhow::{bail, Context};
 use clap::Args;
 use serde_json::json;
 
-use super::common::{checkpoint_dir, data_spec, open_device, DeviceArg, Preset};
+use super::common::{data_spec, open_device, DeviceArg, Preset, Start};
 use crate::checkpoint::{step_dir, AdamWMoments, Checkpoint};
-use crate::data::{DataLoader, DataSpec, Dataset, TokenizerKind};
+use crate::data::{DataLoader, DataOrder, DataSpec, Dataset, TokenizerKind};
 use crate::metrics::{IterMetrics, MetricsWriter};
 use crate::model::{generate, init::NormalRng, Gpt, GptConfig, SamplingParams, Workspace};
 use crate::ops::OpsContext;
@@ -59,6 +59,15 @@ pub struct TrainArgs {
     /// AdamW weight decay, on weight matrices and embeddings only.
     #[arg(long, default_value_t = 0.1)]
     pub weight_decay: f32,
+    /// AdamW's first-moment decay.
+    #[arg(long, default_value_t = AdamWConfig::default().beta1)]
+    pub adam_beta1: f32,
+    /// AdamW's second-moment decay.
+    #[arg(long, default_value_t = AdamWConfig::default().beta2)]
+    pub adam_beta2: f32,
+    /// AdamW's denominator term.
+    #[arg(long, default_value_t = AdamWConfig::default().eps)]
+    pub adam_eps: f32,
     /// Global gradient-norm limit (0: no clipping).
     #[arg(long, default_value_t = 1.0)]
     pub clip_grad: f32,
@@ -77,7 +86,8 @@ pub struct TrainArgs {
     /// Checkpoint every N iterations (0: only at the end).
     #[arg(long, default_value_t = 0)]
     pub save_interval: u64,
-    /// Resume from a checkpoint directory (or the latest one inside it).
+    /// Resume from a checkpoint directory (or the latest one inside it), or start from the
+    /// weights of an llm.c model file (`gpt2_124M.bin`; shape from its header, fresh optimizer).
     #[arg(long)]
     pub load: Option<PathBuf>,
     /// Seeds the initialisation, the data order and the built-in data set.
@@ -92,6 +102,9 @@ pub struct TrainArgs {
     /// bytes or gpt2 (text defaults to bytes, shards to gpt2)
     #[arg(long)]
     pub tokenizer: Option<String>,
+    /// trident (windows drawn with --seed) or llmc (llm.c's batch order, to compare runs with it)
+    #[arg(long, default_value = "trident")]
+    pub data_order: DataOrder,
     /// Append one JSON line of metrics per iteration here.
     #[arg(long)]
     pub metrics_file: Option<PathBuf>,
@@ -119,21 +132,19 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let spec = DataSpec::parse(&spec_text, tokenizer)?;
     let dataset = spec.open(args.seed).with_context(|| format!("opening --data {}", args.data))?;
 
-    let resume = args.load.as_deref().map(checkpoint_dir).transpose()?;
-    let checkpoint = match &resume {
-        Some(dir) => Some(
-            Checkpoint::<serde_json::Value>::load(dir)
-                .with_context(|| format!("loading {}", dir.display()))?,
-        ),
-        None => None,
-    };
-    let config = match &checkpoint {
-        Some(ck) => ck.config,
+    let start = args.load.as_deref().map(Start::open).transpose()?;
+    let config = match &start {
+        Some(start) => {
+            let config = start.config();
+            check_shape_flags(&args, &config, &start.describe())?;
+            config
+        }
         None => model_config(&args, &dataset)?,
     };
     if config.vocab_size != dataset.vocab_size() {
         bail!(
-            "the model's vocabulary ({}) does not match the data's tokenizer ({} tokens)",
+            "the model's vocabulary ({}) does not match the data's tokenizer ({} tokens); pick the \
+             tokenizer the model was made for with --tokenizer",
             config.vocab_size,
             dataset.vocab_size()
         );
@@ -157,25 +168,36 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             decay_iters: args.train_iters,
             style: args.lr_decay_style,
         },
-        adamw: AdamWConfig { weight_decay: args.weight_decay, ..AdamWConfig::default() },
+        adamw: AdamWConfig {
+            beta1: args.adam_beta1,
+            beta2: args.adam_beta2,
+            eps: args.adam_eps,
+            weight_decay: args.weight_decay,
+        },
         clip_grad: args.clip_grad,
     };
     if super::parallel_train::wanted(&args) {
-        return super::parallel_train::run(&args, device, config, &dataset, settings);
+        return super::parallel_train::run(&args, device, config, &dataset, settings, start.as_ref());
     }
     let accum = settings.accumulation_steps()?;
 
     let ctx = OpsContext::new(&device)?;
-    let model = match &checkpoint {
-        Some(ck) => Gpt::from_params(&device, config, &ck.params)?,
+    let model = match &start {
+        Some(start) => Gpt::from_params(&device, config, start.params())?,
         None => Gpt::new(&device, config, args.seed)?,
     };
     let mut trainer = Trainer::new(ctx, model, settings)?;
     let mut train_data =
-        DataLoader::new(dataset.train.clone(), args.micro_batch_size, seq_len, args.seed, true)?;
+        DataLoader::new(dataset.train.clone(), args.micro_batch_size, seq_len, args.seed, true)?
+            .with_order(args.data_order)?;
     let mut val_data =
-        DataLoader::new(dataset.val.clone(), args.micro_batch_size, seq_len, args.seed, false)?;
-    if let Some(ck) = &checkpoint {
+        DataLoader::new(dataset.val.clone(), args.micro_batch_size, seq_len, args.seed, false)?
+            .with_order(args.data_order)?;
+    let checkpoint = match &start {
+        Some(Start::Checkpoint(ck)) => Some(ck),
+        _ => None,
+    };
+    if let Some(ck) = checkpoint {
         trainer.iter = ck.step;
         if let Some(opt) = &ck.optimizer {
             let adam_steps = ck.state.get("adam_steps").and_then(|v| v.as_u64()).unwrap_or(ck.step);
@@ -193,7 +215,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     // Every iteration's metrics so far (those of a resumed run's metrics file included), for
     // the loss curve drawn beside the checkpoints.
     let mut history = Vec::new();
-    let mut metrics = match (&args.metrics_file, &checkpoint) {
+    let mut metrics = match (&args.metrics_file, checkpoint) {
         (Some(path), Some(ck)) => {
             let (writer, kept) = MetricsWriter::resume(path, ck.step)?;
             history = kept;
@@ -299,6 +321,22 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             return Err(e.into());
         }
         println!("addition accuracy on 100 held-out problems: {:.1}%", 100.0 * acc.fraction());
+    }
+    Ok(())
+}
+
+/// Refuses shape flags that disagree with a loaded model (`source` names it).
+fn check_shape_flags(args: &TrainArgs, config: &GptConfig, source: &str) -> anyhow::Result<()> {
+    let flags = [
+        ("--num-layers", args.num_layers, config.num_layers),
+        ("--hidden-size", args.hidden_size, config.channels),
+        ("--num-attention-heads", args.num_attention_heads, config.num_heads),
+        ("--max-position-embeddings", args.max_position_embeddings, config.max_seq_len),
+    ];
+    for (flag, given, loaded) in flags {
+        if let Some(given) = given.filter(|&g| g != loaded) {
+            bail!("{flag} {given} disagrees with {source}, which has {loaded}; drop the flag (--load sets the shape)");
+        }
     }
     Ok(())
 }

@@ -199,8 +199,9 @@ impl Dataset {
         Self::from_tokens(&path.display().to_string(), tokenizer, tokens, val_fraction)
     }
 
-    /// llm.c token shards. Files with `_val_` in their name form the validation set; when there
-    /// are none, the last `val_fraction` of the last training shard is held out instead.
+    /// llm.c token shards. Files whose name contains `_val_` or ends in `_val.bin` (llm.c's
+    /// two naming schemes) form the validation set; when there are none, the last
+    /// `val_fraction` of the last training shard is held out instead.
     /// Headers and sizes are checked now; tokens when the loader reads each shard.
     pub fn shards(paths: &[PathBuf], tokenizer: TokenizerKind, val_fraction: f64) -> Result<Self, DataError> {
         check_fraction(val_fraction)?;
@@ -210,7 +211,10 @@ impl Dataset {
         for path in paths {
             let header = read_shard_header(path)?;
             let part = Part { source: PartSource::Shard(path.clone()), range: 0..header.tokens as usize };
-            let is_val = path.file_name().is_some_and(|n| n.to_string_lossy().contains("_val_"));
+            let is_val = path.file_name().is_some_and(|n| {
+                let name = n.to_string_lossy();
+                name.contains("_val_") || name.ends_with("_val.bin")
+            });
             if is_val {
                 val.push(part);
             } else {
@@ -219,7 +223,7 @@ impl Dataset {
         }
         let Some(last) = train.last_mut() else {
             return Err(DataError::InvalidArgument(format!(
-                "no training shards among {} file(s): every name contains `_val_`",
+                "no training shards among {} file(s): every name marks a validation shard (`_val_` or `_val.bin`)",
                 paths.len()
             )));
         };
@@ -291,6 +295,11 @@ mod tests {
         let ds = Dataset::shards(&[val_path.clone(), train_path.clone()], TokenizerKind::Bytes, 0.1).unwrap();
         assert_eq!(ds.train.total_tokens(), 500);
         assert_eq!(ds.val.total_tokens(), 100);
+
+        let single_val = dir.path().join("x_val.bin");
+        write_shard(&single_val, &va).unwrap();
+        let ds = Dataset::shards(&[train_path.clone(), single_val], TokenizerKind::Bytes, 0.1).unwrap();
+        assert_eq!((ds.train.total_tokens(), ds.val.total_tokens()), (500, 100));
 
         let ds = Dataset::shards(std::slice::from_ref(&train_path), TokenizerKind::Bytes, 0.1).unwrap();
         assert_eq!(ds.train.total_tokens(), 450);

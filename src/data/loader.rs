@@ -11,14 +11,51 @@
 //! keeps the `r`-th block of `B`. The union over ranks is what a single rank with batch `B x
 //! world` would see, and the position is independent of `B` and `world`, so a run can resume
 //! with another batch size or rank count.
+//!
+//! [`DataOrder::Llmc`] replaces all of this with the batch order of llm.c's loader
+//! ([`LlmcOrder`]), for step-by-step comparisons with llm.c.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::llmc_order::LlmcOrder;
 use super::rng::{derive_seed, SplitMix64};
 use super::{DataError, TokenSet};
+
+/// Which windows a loader serves, in which order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DataOrder {
+    /// Trident's: windows drawn one by one, seeded by `--seed`, offsets moving between epochs.
+    #[default]
+    Trident,
+    /// llm.c's: each batch one contiguous run of `B x T + 1` tokens, in the order llm.c's
+    /// loader serves them (its generator is seeded with 42 + rank, not `--seed`).
+    Llmc,
+}
+
+impl DataOrder {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Trident => "trident",
+            Self::Llmc => "llmc",
+        }
+    }
+}
+
+impl std::str::FromStr for DataOrder {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "trident" => Ok(Self::Trident),
+            "llmc" => Ok(Self::Llmc),
+            _ => Err(format!("unknown --data-order `{s}`: use trident or llmc")),
+        }
+    }
+}
 
 /// Where a loader stands; store it in checkpoints and give it back to [`DataLoader::restore`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,8 +68,10 @@ pub struct LoaderState {
     pub epoch: u64,
     /// Index into this epoch's order of parts.
     pub part: usize,
-    /// Index into the current part's order of windows.
+    /// Index into the current part's order of windows (of batches, in llm.c's order).
     pub sample: usize,
+    #[serde(default)]
+    pub order: DataOrder,
 }
 
 /// One rank's batch: row-major `[batch_size, seq_len]` inputs and targets.
@@ -65,6 +104,8 @@ pub struct DataLoader {
     offset: usize,
     /// Window order of one part (present only when shuffling).
     window_order: Option<(usize, Vec<u32>)>,
+    /// Present for [`DataOrder::Llmc`]; it then decides every batch.
+    llmc: Option<LlmcOrder>,
     loaded: Option<Loaded>,
 }
 
@@ -120,6 +161,7 @@ impl DataLoader {
             part_order: Vec::new(),
             offset: 0,
             window_order: None,
+            llmc: None,
             loaded: None,
         };
         loader.begin_epoch();
@@ -135,7 +177,32 @@ impl DataLoader {
         }
         self.rank = rank;
         self.world = world;
+        if self.llmc.is_some() {
+            self.llmc = Some(self.new_llmc_order()?);
+        }
         Ok(self)
+    }
+
+    /// Serves batches in `order` from the start.
+    pub fn with_order(mut self, order: DataOrder) -> Result<Self, DataError> {
+        self.llmc = match order {
+            DataOrder::Trident => None,
+            DataOrder::Llmc => Some(self.new_llmc_order()?),
+        };
+        Ok(self)
+    }
+
+    pub fn order(&self) -> DataOrder {
+        if self.llmc.is_some() {
+            DataOrder::Llmc
+        } else {
+            DataOrder::Trident
+        }
+    }
+
+    fn new_llmc_order(&self) -> Result<LlmcOrder, DataError> {
+        let lens = (0..self.set.num_parts()).map(|i| self.set.part_len(i)).collect();
+        LlmcOrder::new(lens, self.batch_size * self.seq_len, self.rank, self.world, self.shuffle)
     }
 
     pub fn batch_size(&self) -> usize {
@@ -152,18 +219,26 @@ impl DataLoader {
 
     /// Windows in an epoch that starts at offset 0 (other offsets may give one fewer per part).
     pub fn samples_per_epoch(&self) -> usize {
+        if let Some(llmc) = &self.llmc {
+            return llmc.slots_per_epoch() * self.batch_size;
+        }
         (0..self.set.num_parts()).map(|i| windows(self.set.part_len(i), self.seq_len, 0).1).sum()
     }
 
     pub fn state(&self) -> LoaderState {
+        let (epoch, part, sample) = match &self.llmc {
+            Some(llmc) => llmc.position(),
+            None => (self.epoch, self.part, self.sample),
+        };
         LoaderState {
             seed: self.seed,
             shuffle: self.shuffle,
             seq_len: self.seq_len,
             total_tokens: self.set.total_tokens() as u64,
-            epoch: self.epoch,
-            part: self.part,
-            sample: self.sample,
+            epoch,
+            part,
+            sample,
+            order: self.order(),
         }
     }
 
@@ -187,6 +262,15 @@ impl DataLoader {
         }
         if state.shuffle != self.shuffle {
             return bad("it was saved with a different shuffle setting".into());
+        }
+        if state.order != self.order() {
+            return bad(format!(
+                "it was saved with --data-order {}; resume with the same order",
+                state.order.name()
+            ));
+        }
+        if let Some(llmc) = self.llmc.as_mut() {
+            return llmc.seek((state.epoch, state.part, state.sample));
         }
         if state.part > self.set.num_parts() {
             return bad(format!(
@@ -214,6 +298,9 @@ impl DataLoader {
     pub fn reset(&mut self) {
         self.epoch = 0;
         self.begin_epoch();
+        if let Some(llmc) = self.llmc.as_mut() {
+            llmc.restart();
+        }
     }
 
     fn begin_epoch(&mut self) {
@@ -292,6 +379,14 @@ impl DataLoader {
         let (b, t) = (self.batch_size, self.seq_len);
         let mut inputs = Vec::with_capacity(b * t);
         let mut targets = Vec::with_capacity(b * t);
+        if let Some(llmc) = self.llmc.as_mut() {
+            let (part, start) = llmc.next_batch();
+            let (tokens, _) = self.tokens_of(part)?;
+            let run = &tokens[start..start + b * t + 1];
+            inputs.extend(run[..b * t].iter().map(|&x| u32::from(x)));
+            targets.extend(run[1..].iter().map(|&x| u32::from(x)));
+            return Ok(Batch { batch_size: b, seq_len: t, inputs, targets });
+        }
         for j in 0..b * self.world {
             let (part, start) = self.next_window();
             if j / b != self.rank {
@@ -400,6 +495,40 @@ mod tests {
             assert_eq!(whole.inputs, joined, "seed {seed} step {step}");
         }
         assert_eq!(single.state(), ranks[1].state());
+    }
+
+    #[test]
+    fn llmc_order_serves_contiguous_batches_and_resumes() {
+        let (b, t) = (3, 10);
+        let mut loader =
+            DataLoader::new(counting_set(500), b, t, 1, true).unwrap().with_order(DataOrder::Llmc).unwrap();
+        let mut order = LlmcOrder::new(vec![500], b * t, 0, 1, true).unwrap();
+        assert_eq!(loader.samples_per_epoch(), 16 * b);
+        for step in 0..20 {
+            let batch = loader.next_batch().unwrap();
+            let (_, start) = order.next_batch();
+            let starts = window_starts(&batch);
+            assert_eq!(starts, [start, start + t, start + 2 * t], "step {step}");
+        }
+        let state = loader.state();
+        assert_eq!(state.order, DataOrder::Llmc);
+        let mut resumed =
+            DataLoader::new(counting_set(500), b, t, 9, true).unwrap().with_order(DataOrder::Llmc).unwrap();
+        resumed.restore(state).unwrap();
+        for _ in 0..20 {
+            assert_eq!(resumed.next_batch().unwrap(), loader.next_batch().unwrap());
+        }
+        let mut trident = DataLoader::new(counting_set(500), b, t, 1, true).unwrap();
+        assert!(matches!(trident.restore(state), Err(DataError::BadState(_))));
+        // Ranks read their block of each shared slot.
+        let mut rank1 = DataLoader::new(counting_set(500), 2, t, 1, false)
+            .unwrap()
+            .with_order(DataOrder::Llmc)
+            .unwrap()
+            .with_rank(1, 2)
+            .unwrap();
+        assert_eq!(window_starts(&rank1.next_batch().unwrap()), [20, 30]);
+        assert_eq!(window_starts(&rank1.next_batch().unwrap()), [60, 70]);
     }
 
     #[test]

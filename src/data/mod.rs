@@ -4,16 +4,22 @@
 pub mod addition;
 pub mod dataset;
 pub mod error;
+pub mod llmc_order;
+pub mod llmc_tokenizer;
 pub mod loader;
+pub mod mt19937;
 pub mod rng;
 pub mod shard;
 pub mod spec;
 pub mod tokenizer;
 
 pub use addition::{Accuracy, AdditionTask};
-pub use dataset::{Dataset, Split, TokenSet};
+pub use dataset::{Dataset, Split, TokenSet, DEFAULT_VAL_FRACTION};
 pub use error::DataError;
-pub use loader::{Batch, DataLoader, LoaderState};
+pub use llmc_order::LlmcOrder;
+pub use llmc_tokenizer::{read_llmc_tokenizer, write_llmc_tokenizer};
+pub use loader::{Batch, DataLoader, DataOrder, LoaderState};
+pub use mt19937::Mt19937;
 pub use rng::SplitMix64;
 pub use shard::{read_shard, read_shard_header, write_shard, write_shards, ShardHeader};
 pub use spec::DataSpec;

@@ -7,7 +7,7 @@ use trident_runtime::Device;
 use super::{
     MemoryReport, ParallelConfig, PipelineTrainer, RankGroups, Result, ShardLayout, ShardPlace, StageTiming,
 };
-use crate::data::{DataLoader, TokenSet};
+use crate::data::{DataLoader, DataOrder, TokenSet};
 use crate::model::{GptConfig, ParamLayout};
 use crate::train::{StepStats, TrainSettings};
 
@@ -20,6 +20,7 @@ pub struct RunSpec {
     pub settings: TrainSettings,
     /// Seed of the data order.
     pub data_seed: u64,
+    pub data_order: DataOrder,
     pub iters: u64,
     /// Validation every this many steps (0: only after the last), over `eval_iters`
     /// micro-batches; only when a validation set is given.
@@ -67,12 +68,14 @@ pub fn train_rank(
     let (rank, place, dp_rank) = (groups.rank, groups.place, groups.dp_rank);
     let s = &spec.settings;
     let mut loader = DataLoader::new(data.train, s.micro_batch, s.seq_len, spec.data_seed, true)?
-        .with_rank(dp_rank, spec.par.dp)?;
+        .with_rank(dp_rank, spec.par.dp)?
+        .with_order(spec.data_order)?;
     let mut val_loader = data
         .val
         .map(|v| {
             DataLoader::new(v, s.micro_batch, s.seq_len, spec.data_seed, false)?
-                .with_rank(dp_rank, spec.par.dp)
+                .with_rank(dp_rank, spec.par.dp)?
+                .with_order(spec.data_order)
         })
         .transpose()?;
     let mut trainer = PipelineTrainer::new(device, spec.config, init, spec.par, *s, groups)?;

@@ -75,6 +75,7 @@ fn parallel(
         par,
         settings: settings(MICRO, MICRO * par.dp * micro_batches),
         data_seed: seed,
+        data_order: crate::data::DataOrder::Trident,
         iters: STEPS,
         eval_interval: 0,
         eval_iters: EVAL_ITERS,
