@@ -1,5 +1,6 @@
-"""Side by side: Trident's AllReduce (shared memory and in-process) against torch.distributed's
-gloo and Open MPI (through mpi4py), on the same sizes and world size, in alternating rounds
+"""Side by side: Trident's AllReduce (shared memory on ordinary and on registered buffers, and
+in-process) against torch.distributed's gloo and Open MPI (through mpi4py), on the same sizes
+and world size, in alternating rounds
 so that a noisy machine weighs on all of them alike. Prints the median busbw of each per size,
 the ratios the collectives issue sets targets for, and memcpy's read+write bandwidth on every
 core at once.
@@ -72,6 +73,9 @@ def main():
     sizes = ["--min-bytes", str(args.min_bytes), "--max-bytes", str(args.max_bytes)]
     systems = {
         "trident shm": [args.trident, "bench", "--transport", "shm", "--world-size", n, *sizes],
+        "trident shm reg": [
+            args.trident, "bench", "--transport", "shm", "--world-size", n, "--registered", "true", *sizes,
+        ],
         "trident inproc": [args.trident, "bench", "--transport", "inproc", "--world-size", n, *sizes],
         "gloo": [args.python, os.path.join(HERE, "gloo_allreduce.py"), "--world-size", n, *sizes],
         "open mpi": [
@@ -98,7 +102,12 @@ def main():
     print(f"# AllReduce busbw (GB/s), {n} ranks, median of {args.rounds} alternating rounds")
     print(f"# memcpy read+write on {cores} cores at once: {copy:.1f} GB/s")
     header = f"{'size':>12}" + "".join(f"{k:>16}" for k in names)
-    ratios = [("shm/gloo", "trident shm", "gloo"), ("shm/mpi", "trident shm", "open mpi")]
+    ratios = [
+        ("shm/gloo", "trident shm", "gloo"),
+        ("shm/mpi", "trident shm", "open mpi"),
+        ("reg/gloo", "trident shm reg", "gloo"),
+        ("reg/mpi", "trident shm reg", "open mpi"),
+    ]
     ratios = [r for r in ratios if r[1] in median and r[2] in median]
     header += "".join(f"{r[0]:>10}" for r in ratios)
     if "trident inproc" in median:

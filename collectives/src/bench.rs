@@ -62,6 +62,9 @@ pub struct BenchOptions {
     /// Most timed iterations per size (fewer for large sizes).
     pub iters: usize,
     pub warmup: usize,
+    /// AllReduce on [`crate::SharedBuffer`]s, which the ranks reach in each other's memory
+    /// where the transport shares it (registered buffers, as nccl-tests' `-R`).
+    pub registered: bool,
 }
 
 impl Default for BenchOptions {
@@ -72,6 +75,7 @@ impl Default for BenchOptions {
             max_bytes: 256 << 20,
             iters: 20,
             warmup: 2,
+            registered: false,
         }
     }
 }
@@ -90,6 +94,12 @@ pub struct BenchRow {
 /// same rows (times are the slowest rank's).
 pub fn run(comm: &mut Communicator, opts: &BenchOptions) -> Result<Vec<BenchRow>> {
     let n = comm.size();
+    if opts.registered && !matches!(opts.op, BenchOp::AllReduce) {
+        return Err(CommError::InvalidArgument(format!(
+            "registered buffers are benchmarked for all_reduce only, not {}",
+            opts.op.name()
+        )));
+    }
     let max_count = (opts.max_bytes / 4).max(1);
     // Repeated sums grow these towards infinity; IEEE arithmetic on infinities runs at full
     // speed, so the timings are unaffected.
@@ -101,9 +111,19 @@ pub fn run(comm: &mut Communicator, opts: &BenchOptions) -> Result<Vec<BenchRow>
         // Divisible by n, so all-gather and reduce-scatter chunks are whole.
         let count = (bytes / 4 / n).max(1) * n;
         let iters = ((1usize << 30) / bytes).clamp(3, opts.iters.max(3));
+        let mut shared = if opts.registered {
+            let mut s = comm.shared_buffer::<f32>(count)?;
+            s.copy_from_slice(&buf[..count]);
+            Some(s)
+        } else {
+            None
+        };
         let mut once = |comm: &mut Communicator| -> Result<()> {
             match opts.op {
-                BenchOp::AllReduce => comm.all_reduce(&mut buf[..count], ReduceOp::Sum),
+                BenchOp::AllReduce => match shared.as_mut() {
+                    Some(s) => comm.all_reduce_shared(s, ReduceOp::Sum),
+                    None => comm.all_reduce(&mut buf[..count], ReduceOp::Sum),
+                },
                 BenchOp::AllGather => {
                     let m = count / n;
                     comm.all_gather(&buf[..m], &mut out[..count])
@@ -235,7 +255,8 @@ pub fn print_table(
     world: usize,
     rows: &[BenchRow],
 ) -> std::io::Result<()> {
-    writeln!(out, "# trident {} over {transport}, {world} ranks", opts.op.name())?;
+    let buffers = if opts.registered { "registered" } else { "ordinary" };
+    writeln!(out, "# trident {} over {transport}, {world} ranks, {buffers} buffers", opts.op.name())?;
     writeln!(
         out,
         "#{:>12} {:>12} {:>6} {:>6} {:>10} {:>8} {:>8}",

@@ -6,6 +6,7 @@ use crate::element::{Combine, DType, Element, HostCombine, ReduceOp};
 use crate::error::{CommError, Result};
 use crate::frame::OpKind;
 use crate::grid::{GridCoords, RankGrid};
+use crate::shared_buffer::SharedBuffer;
 use crate::sink::CopySink;
 use crate::transport::Fabric;
 use std::collections::HashMap;
@@ -28,6 +29,8 @@ pub struct Communicator {
     scratch: Vec<u64>,
     /// Peers' buffer addresses during a direct AllReduce.
     peer_addrs: Vec<u64>,
+    /// Shared buffers made so far (names the next one).
+    shared_made: u64,
     groups_made: HashMap<String, u32>,
 }
 
@@ -81,6 +84,7 @@ impl Communicator {
             received: vec![0; size],
             scratch: Vec::new(),
             peer_addrs: Vec::with_capacity(size),
+            shared_made: 0,
             groups_made: HashMap::new(),
         })
     }
@@ -216,6 +220,51 @@ impl Communicator {
         } else {
             ring::all_reduce(&mut self.link, &header, buf, op, combine)
         }
+    }
+
+    /// A zeroed buffer of `len` elements that the other members reach in place where the
+    /// transport allows (shared memory: a mapping every member has; elsewhere ordinary
+    /// memory). Every member calls this, in the same order relative to other shared buffers,
+    /// with the same `len`. Collectives on it through [`Communicator::all_reduce_shared`]
+    /// then move each byte with plain loads and stores, with no copies through the transport.
+    pub fn shared_buffer<T: Element>(&mut self, len: usize) -> Result<SharedBuffer<T>> {
+        self.link.ensure_healthy()?;
+        let id = self.shared_made;
+        self.shared_made += 1;
+        let key = format!("{}/shared#{id}", self.key);
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            CommError::InvalidArgument(format!("a shared buffer of {len} elements does not fit in memory"))
+        })?;
+        let rank = self.rank();
+        Ok(match self.fabric.share(&key, &self.members, rank, bytes, self.link.timeout)? {
+            Some(region) => SharedBuffer::shared(region, len, rank, id),
+            None => SharedBuffer::private(len, rank, id),
+        })
+    }
+
+    /// [`Communicator::all_reduce`] on a buffer from [`Communicator::shared_buffer`]: where
+    /// the buffers are mapped by every member, each rank sums its chunk straight out of the
+    /// others' buffers and stores the result straight into them.
+    pub fn all_reduce_shared<T: Element>(&mut self, buf: &mut SharedBuffer<T>, op: ReduceOp) -> Result<()> {
+        let len = buf.len();
+        if self.size() == 1 || std::mem::size_of::<T>() * len <= self.config.small_bytes || !buf.is_shared() {
+            return self.all_reduce(buf, op);
+        }
+        let seq = self.next_seq()?;
+        let header = op_header(OpKind::AllReduce, T::DTYPE, seq, len, Some(op), 0);
+        let id = buf.id;
+        let region =
+            buf.region().ok_or_else(|| CommError::InvalidArgument("the buffer is not shared".into()))?;
+        direct::all_reduce_mapped::<T>(
+            &mut self.link,
+            &header,
+            region,
+            len,
+            id,
+            op,
+            &HostCombine,
+            &mut self.peer_addrs,
+        )
     }
 
     /// Reduces `input` (length `size * output.len()`) over all ranks and leaves chunk

@@ -72,6 +72,11 @@ pub fn check_all(comm: &mut Communicator, seed: u64, lens: &[usize]) -> Result<(
             let scale: Vec<f64> = (0..len).map(|i| all.iter().map(|v| (v[i] as f64).abs()).sum()).collect();
             let tol = if op == ReduceOp::Max { 0.0 } else { tol };
             compare(&buf, &want, &scale, tol).map_err(|d| fail("all_reduce", d))?;
+            // The same on a registered buffer, reduced in place in every rank's memory.
+            let mut shared = comm.shared_buffer::<f32>(len)?;
+            shared.copy_from_slice(&all[rank]);
+            comm.all_reduce_shared(&mut shared, op)?;
+            compare(&shared, &want, &scale, tol).map_err(|d| fail("all_reduce_shared", d))?;
         }
 
         // reduce_scatter: each rank contributes n*len, gets chunk `rank` reduced

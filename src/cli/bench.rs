@@ -32,6 +32,10 @@ pub struct CollectivesArgs {
     /// Most timed iterations per size.
     #[arg(long, default_value_t = 20)]
     pub iters: usize,
+    /// AllReduce on buffers from `Communicator::shared_buffer` (registered buffers: mapped by
+    /// every rank where the transport shares memory) instead of ordinary memory.
+    #[arg(long)]
+    pub registered: bool,
 }
 
 /// Runs the benchmark; returns the process exit code.
@@ -43,6 +47,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<i32> {
                 min_bytes: a.min_bytes,
                 max_bytes: a.max_bytes,
                 iters: a.iters,
+                registered: a.registered,
                 ..BenchOptions::default()
             };
             // For shm and tcp outside a launched job, bench::main starts the ranks by

@@ -4,7 +4,7 @@
 //! trident-coll launch --nproc-per-node N [--nnodes K --node-rank I --master-addr A --master-port P] -- CMD...
 //! trident-coll check [--seed S] [--lens 0,1,7,...] [--grid tp,pp,dp]   (under a launcher)
 //! trident-coll bench [--transport inproc|shm|tcp] [--world-size N] [--op all_reduce]
-//!                    [--min-bytes B] [--max-bytes B] [--iters K]
+//!                    [--min-bytes B] [--max-bytes B] [--iters K] [--registered true]
 //! trident-coll fault die --victim R --at K                  (a rank kills itself mid-AllReduce)
 //! trident-coll fault mismatch                               (rank 1 calls with another size)
 //! ```
@@ -84,6 +84,7 @@ fn cmd_bench(args: &[String]) -> Result<i32, Error> {
         min_bytes: get(&f, "min-bytes", 1 << 20)?,
         max_bytes: get(&f, "max-bytes", 256 << 20)?,
         iters: get(&f, "iters", 20)?,
+        registered: get(&f, "registered", false)?,
         ..BenchOptions::default()
     };
     let transport = get(&f, "transport", "shm".to_string())?;

@@ -117,7 +117,7 @@ impl Fabric for InprocFabric {
             // Every member holds its Arc now; forget the key so it can be reused.
             groups.remove(key);
         }
-        Ok(Box::new(InprocTransport { group, rank: index }))
+        Ok(Box::new(InprocTransport { group, rank: index, memory: Arc::new(SameProcess) }))
     }
 
     fn name(&self) -> &'static str {
@@ -128,6 +128,7 @@ impl Fabric for InprocFabric {
 pub struct InprocTransport {
     group: Arc<Group>,
     rank: usize,
+    memory: Arc<dyn PeerMemory>,
 }
 
 impl InprocTransport {
@@ -197,8 +198,8 @@ impl Transport for InprocTransport {
         result
     }
 
-    fn peer_memory(&self) -> Option<&dyn PeerMemory> {
-        Some(&SameProcess)
+    fn peer_memory(&self) -> Option<Arc<dyn PeerMemory>> {
+        Some(self.memory.clone())
     }
 
     fn abort(&mut self, _op: &Header, culprit: usize, reason: AbortReason) {

@@ -8,6 +8,7 @@ pub mod tcp;
 use crate::error::{AbortReason, Result};
 use crate::frame::Header;
 use crate::sink::Sink;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A message to send: its header and payload.
@@ -48,7 +49,7 @@ pub trait Transport: Send {
     /// Direct access to the peers' memory, when every rank of the group can read and write
     /// every other's (threads of one process, or processes of one host with cross-memory
     /// attach). The answer is the same on every member, since algorithms are chosen by it.
-    fn peer_memory(&self) -> Option<&dyn PeerMemory> {
+    fn peer_memory(&self) -> Option<Arc<dyn PeerMemory>> {
         None
     }
 }
@@ -56,7 +57,7 @@ pub trait Transport: Send {
 /// Copies between this rank's memory and a peer's, at addresses the peer published in an
 /// earlier message. Algorithms that use it agree on exclusive ownership of every byte they
 /// touch, and on when the peer's buffer stays valid, through messages on the transport.
-pub trait PeerMemory: Sync {
+pub trait PeerMemory: Send + Sync {
     /// Whether peers' addresses can be dereferenced here (ranks are threads of this
     /// process), so that an algorithm may reduce straight out of them instead of copying.
     fn shares_address_space(&self) -> bool;
@@ -91,4 +92,58 @@ pub trait Fabric: Send + Sync {
 
     /// Short name for messages and benchmarks.
     fn name(&self) -> &'static str;
+
+    /// Memory of `bytes` per member that every member of the group maps, for collectives
+    /// that read and write peers' buffers in place ([`SharedRegion`]). `key` names this
+    /// allocation uniquely in the job; every member calls it with the same `bytes`. `None`
+    /// where the transport has no such memory (threads need none: they share everything).
+    fn share(
+        &self,
+        _key: &str,
+        _members: &[usize],
+        _index: usize,
+        _bytes: usize,
+        _timeout: Duration,
+    ) -> Result<Option<SharedRegion>> {
+        Ok(None)
+    }
+}
+
+/// Memory shared by the members of a group: one part per member, each mapped into every
+/// member's address space. The mappings stay valid as long as this value lives, whatever
+/// the other members do.
+pub struct SharedRegion {
+    /// Where each member's part lies in this process, by group rank.
+    parts: Vec<*mut u8>,
+    bytes: usize,
+    _mappings: Box<dyn Send + Sync>,
+}
+
+// SAFETY: the pointers address shared mappings owned by `_mappings`, which is Send + Sync;
+// who may touch which bytes when is decided by the collectives that use the region.
+unsafe impl Send for SharedRegion {}
+// SAFETY: as above.
+unsafe impl Sync for SharedRegion {}
+
+impl SharedRegion {
+    /// # Safety
+    /// Each of `parts` must point at `bytes` bytes of a writable mapping that `mappings`
+    /// keeps alive, aligned to at least 64 bytes.
+    pub unsafe fn new(parts: Vec<*mut u8>, bytes: usize, mappings: Box<dyn Send + Sync>) -> Self {
+        SharedRegion { parts, bytes, _mappings: mappings }
+    }
+
+    /// Where member `rank`'s part lies in this process.
+    pub fn part(&self, rank: usize) -> *mut u8 {
+        self.parts[rank]
+    }
+
+    pub fn parts(&self) -> &[*mut u8] {
+        &self.parts
+    }
+
+    /// Bytes in each part.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
 }

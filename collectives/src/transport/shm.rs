@@ -9,7 +9,7 @@
 //! attach, probed when the group forms), the transport also offers [`PeerMemory`], with
 //! which large collectives move each byte once instead of through the rings.
 
-use super::{cma, Fabric, Incoming, Outgoing, PeerMemory, Transport};
+use super::{cma, Fabric, Incoming, Outgoing, PeerMemory, SharedRegion, Transport};
 use crate::error::{AbortReason, CommError, Result};
 use crate::frame::{Header, HEADER_LEN};
 use crate::store::{StoreClient, StoreServer};
@@ -151,6 +151,75 @@ impl ShmFabric {
     }
 }
 
+/// Removes a file however setup ends; mappings outlive the name.
+struct Unlink<'a>(&'a str);
+
+impl Drop for Unlink<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.0);
+    }
+}
+
+impl ShmFabric {
+    /// Creates this rank's file of `len` bytes for `key`, with its memory reserved. `hint`
+    /// says how to need less when /dev/shm is full.
+    fn create_file(
+        &self,
+        key: &str,
+        index: usize,
+        len: usize,
+        hint: &str,
+    ) -> Result<(std::fs::File, String)> {
+        let tag = fnv64(fnv64(0, &self.token.0), key.as_bytes());
+        let name = format!("/dev/shm/trident-{tag:016x}-{index}-{}", std::process::id());
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&name)
+            .map_err(|e| CommError::io(format!("creating shared-memory file {name}"), e))?;
+        let unlink = Unlink(&name);
+        // Reserve the memory now, so a full /dev/shm is an error here and not a SIGBUS later.
+        // SAFETY: plain syscall on a file descriptor we own.
+        let r = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) };
+        if r != 0 {
+            return Err(CommError::io(
+                format!("reserving {len} bytes for {name} (is /dev/shm full? {hint})"),
+                std::io::Error::from_raw_os_error(r),
+            ));
+        }
+        std::mem::forget(unlink);
+        Ok((file, name))
+    }
+}
+
+/// Opens the file a peer published under `key`, checking its name and that it has `len`
+/// bytes.
+fn open_peer_file(
+    store: &mut StoreClient,
+    key: &str,
+    peer: usize,
+    len: usize,
+    timeout: Duration,
+) -> Result<(std::fs::File, String)> {
+    let path = store.get_string(key, timeout)?;
+    if !path.starts_with("/dev/shm/trident-") || path.contains("..") || path.contains('\0') {
+        return Err(CommError::Bootstrap(format!("rank {peer} published an unexpected file name {path:?}")));
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| CommError::io(format!("opening rank {peer}'s shared memory {path}"), e))?;
+    let actual = f.metadata().map_err(|e| CommError::io(format!("inspecting {path}"), e))?.len();
+    if actual != len as u64 {
+        return Err(CommError::Bootstrap(format!(
+            "rank {peer}'s {path} has {actual} bytes, expected {len}: ranks disagree on the size ({ENV_CHANNEL_BYTES}, group size or buffer length)"
+        )));
+    }
+    Ok((f, path))
+}
+
 fn channel_bytes() -> Result<usize> {
     match std::env::var(ENV_CHANNEL_BYTES) {
         Ok(v) => match v.trim().parse::<usize>() {
@@ -174,33 +243,9 @@ impl Fabric for ShmFabric {
         let n = members.len();
         let cap = channel_bytes()?;
         let len = CONTROL + n * (CHANNEL_HEADER + cap);
-        let tag = fnv64(fnv64(0, &self.token.0), key.as_bytes());
-        let name = format!("/dev/shm/trident-{tag:016x}-{index}-{}", std::process::id());
-        let io = |what: &str, e| CommError::io(format!("{what} shared-memory segment {name}"), e);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&name)
-            .map_err(|e| io("creating", e))?;
-        // Remove the file however setup ends; mappings outlive the name.
-        struct Unlink<'a>(&'a str);
-        impl Drop for Unlink<'_> {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_file(self.0);
-            }
-        }
+        let (file, name) = self.create_file(key, index, len, "lower TRIDENT_SHM_CHANNEL_BYTES")?;
         let unlink = Unlink(&name);
-        // Reserve the memory now, so a full /dev/shm is an error here and not a SIGBUS later.
-        // SAFETY: plain syscall on a file descriptor we own.
-        let r = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) };
-        if r != 0 {
-            return Err(io(
-                "reserving (is /dev/shm full? lower TRIDENT_SHM_CHANNEL_BYTES)",
-                std::io::Error::from_raw_os_error(r),
-            ));
-        }
-        let own = Segment::map(&file, len, cap).map_err(|e| io("mapping", e))?;
+        let own = Segment::map(&file, len, cap).map_err(|e| CommError::io(format!("mapping {name}"), e))?;
         own.pid().store(std::process::id(), Ordering::Relaxed);
         own.owner_base().store(own.base as u64, Ordering::Relaxed);
         own.state().store(ALIVE, Ordering::Relaxed);
@@ -214,23 +259,7 @@ impl Fabric for ShmFabric {
                 segments.push(None);
                 continue;
             }
-            let path = store.get_string(&format!("{key}/shm/{peer}"), timeout)?;
-            if !path.starts_with("/dev/shm/trident-") || path.contains("..") {
-                return Err(CommError::Bootstrap(format!(
-                    "rank {peer} published an unexpected segment name {path:?}"
-                )));
-            }
-            let f = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&path)
-                .map_err(|e| CommError::io(format!("opening rank {peer}'s segment {path}"), e))?;
-            let actual = f.metadata().map_err(|e| CommError::io(format!("inspecting {path}"), e))?.len();
-            if actual != len as u64 {
-                return Err(CommError::Bootstrap(format!(
-                    "rank {peer}'s segment has {actual} bytes, expected {len}: ranks disagree on {ENV_CHANNEL_BYTES} or group size"
-                )));
-            }
+            let (f, path) = open_peer_file(&mut store, &format!("{key}/shm/{peer}"), peer, len, timeout)?;
             let seg = Segment::map(&f, len, cap).map_err(|e| CommError::io(format!("mapping {path}"), e))?;
             if seg.magic().load(Ordering::Acquire) != MAGIC {
                 return Err(CommError::Bootstrap(format!("{path} is not a Trident segment")));
@@ -257,12 +286,48 @@ impl Fabric for ShmFabric {
             cma_all &= store.get_string(&format!("{key}/cma/{peer}"), timeout)? == "1";
         }
         drop(store);
-        let cma = cma_all.then(|| CmaAccess { pids: pids.clone() });
+        let cma = cma_all.then(|| Arc::new(CmaAccess { pids: pids.clone() }));
         Ok(Box::new(ShmTransport { own, peers: segments, pids, rank: index, cma }))
     }
 
     fn name(&self) -> &'static str {
         "shm"
+    }
+
+    fn share(
+        &self,
+        key: &str,
+        members: &[usize],
+        index: usize,
+        bytes: usize,
+        timeout: Duration,
+    ) -> Result<Option<SharedRegion>> {
+        let n = members.len();
+        // Every part at least a page, so that no mapping is empty.
+        let len = bytes.max(1).next_multiple_of(4096);
+        let (file, name) = self.create_file(key, index, len, "use smaller buffers")?;
+        let unlink = Unlink(&name);
+        let map = |f: &std::fs::File, path: &str| {
+            Segment::map(f, len, 0).map_err(|e| CommError::io(format!("mapping {path}"), e))
+        };
+        let mut maps = Vec::with_capacity(n);
+        let mut store = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        store.set(&format!("{key}/part/{index}"), name.as_bytes())?;
+        for peer in 0..n {
+            if peer == index {
+                maps.push(map(&file, &name)?);
+            } else {
+                let (f, path) =
+                    open_peer_file(&mut store, &format!("{key}/part/{peer}"), peer, len, timeout)?;
+                maps.push(map(&f, &path)?);
+            }
+        }
+        store.barrier(&format!("{key}/parts-mapped"), index, n, timeout)?;
+        drop(unlink);
+        let parts = maps.iter().map(|m| m.base).collect();
+        // SAFETY: each part is a page-aligned shared mapping of `len >= bytes` bytes, kept
+        // alive by `maps`.
+        Ok(Some(unsafe { SharedRegion::new(parts, bytes, Box::new(maps)) }))
     }
 }
 
@@ -271,7 +336,7 @@ pub struct ShmTransport {
     peers: Vec<Option<Segment>>,
     pids: Vec<u32>,
     rank: usize,
-    cma: Option<CmaAccess>,
+    cma: Option<Arc<CmaAccess>>,
 }
 
 /// [`PeerMemory`] through cross-memory attach.
@@ -545,8 +610,8 @@ impl Transport for ShmTransport {
         }
     }
 
-    fn peer_memory(&self) -> Option<&dyn PeerMemory> {
-        self.cma.as_ref().map(|c| c as &dyn PeerMemory)
+    fn peer_memory(&self) -> Option<Arc<dyn PeerMemory>> {
+        self.cma.clone().map(|c| c as Arc<dyn PeerMemory>)
     }
 
     fn abort(&mut self, _op: &Header, culprit: usize, reason: AbortReason) {
