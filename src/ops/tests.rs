@@ -238,6 +238,52 @@ fn layernorm_matches_reference_and_finite_differences() {
 }
 
 #[test]
+fn matmul_at_the_size_that_shares_packing_across_cores() {
+    // n * ic * oc = 2^30 multiply-adds in each of the three products: one gemm call on every
+    // core instead of one per row block. Checked on sampled entries against f64.
+    let seed = 17;
+    let mut r = rng(seed);
+    let ctx = cpu();
+    let (n, ic, oc) = (512, 1024, 2048);
+    let (x, w) = (randn(&mut r, n * ic, 1.0), randn(&mut r, oc * ic, 1.0));
+    let (xb, wb) = (buf(&x), buf(&w));
+    let (xv, wv) = (xb.view(..).unwrap(), wb.view(..).unwrap());
+    let mut out = buf(&vec![3.0; n * oc]);
+    matmul_forward(&ctx, &mut out.view_mut(..).unwrap(), xv, wv, None, n, ic, oc).unwrap();
+    let dout = randn(&mut r, n * oc, 1.0);
+    let (mut dinp, mut dw, dy) = (buf(&vec![9.0; n * ic]), buf(&vec![0.0; oc * ic]), buf(&dout));
+    let dyv = dy.view(..).unwrap();
+    matmul_backward(
+        &ctx,
+        &mut dinp.view_mut(..).unwrap(),
+        &mut dw.view_mut(..).unwrap(),
+        None,
+        dyv,
+        xv,
+        wv,
+        n,
+        ic,
+        oc,
+    )
+    .unwrap();
+    let (out, dinp, dw) = (out.to_vec().unwrap(), dinp.to_vec().unwrap(), dw.to_vec().unwrap());
+    let dot = |a: &mut dyn Iterator<Item = (f32, f32)>| a.map(|(p, q)| p as f64 * q as f64).sum::<f64>();
+    let picks: Vec<usize> = (0..400).map(|_| r.gen_range(0..usize::MAX)).collect();
+    let (mut got, mut want) = (vec![], vec![]);
+    for &p in &picks {
+        let (row, o) = (p % n, (p / n) % oc);
+        got.push(out[row * oc + o]);
+        want.push(dot(&mut (0..ic).map(|i| (x[row * ic + i], w[o * ic + i]))));
+        let i = (p / 7) % ic;
+        got.push(dinp[row * ic + i]);
+        want.push(dot(&mut (0..oc).map(|o| (dout[row * oc + o], w[o * ic + i]))));
+        got.push(dw[o * ic + i]);
+        want.push(dot(&mut (0..n).map(|row| (dout[row * oc + o], x[row * ic + i]))));
+    }
+    assert_close("matmul over the threshold", seed, &got, &want, 1e-5);
+}
+
+#[test]
 fn matmul_matches_reference_and_finite_differences() {
     let seed = 13;
     let mut r = rng(seed);

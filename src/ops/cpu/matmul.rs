@@ -5,6 +5,11 @@ use rayon::prelude::*;
 
 use super::math::simd;
 
+/// Multiply-adds from which one `gemm` call runs on every core, sharing its packed operands:
+/// split by rows instead, each task would pack the whole right operand again (for GPT-2's
+/// 50k-row output projection, 150 MB per task).
+const BIG_GEMM: usize = 1 << 30;
+
 /// Rows of `dst` per parallel task: enough tasks to balance the cores, each big enough to
 /// amortise packing its operands.
 fn rows_per_task(m: usize, n: usize, k: usize) -> usize {
@@ -16,8 +21,9 @@ fn rows_per_task(m: usize, n: usize, k: usize) -> usize {
 }
 
 /// `dst[m, n] = (accumulate ? dst : 0) + lhs[m, k] @ rhs[k, n]` for row-major `dst`, with
-/// `lhs` and `rhs` given by (row, column) strides. Rows of `dst` are split across rayon tasks,
-/// each a single-threaded `gemm` call, so no task waits on another's progress.
+/// `lhs` and `rhs` given by (row, column) strides. Below [`BIG_GEMM`], rows of `dst` are split
+/// across rayon tasks, each a single-threaded `gemm` call, so no task waits on another's
+/// progress.
 ///
 /// # Safety
 /// Every element the strides reach must lie inside the slices' allocations.
@@ -32,6 +38,33 @@ unsafe fn gemm_strided(
     k: usize,
 ) {
     assert!(dst.len() >= m * n, "gemm destination holds {} < {m}x{n}", dst.len());
+    if m * n * k >= BIG_GEMM {
+        // SAFETY: as below, for the whole destination.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                dst.as_mut_ptr(),
+                1,
+                n as isize,
+                accumulate,
+                lhs.0.as_ptr(),
+                lhs.2,
+                lhs.1,
+                rhs.0.as_ptr(),
+                rhs.2,
+                rhs.1,
+                1.0,
+                1.0,
+                false,
+                false,
+                false,
+                Parallelism::Rayon(0),
+            )
+        };
+        return;
+    }
     let rows = rows_per_task(m, n, k);
     let (lhs_ptr, rhs_ptr) = (lhs.0.as_ptr() as usize, rhs.0.as_ptr() as usize);
     dst[..m * n].par_chunks_mut(rows * n.max(1)).enumerate().for_each(|(task, out)| {
