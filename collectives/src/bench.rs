@@ -211,7 +211,8 @@ pub fn main(transport: &str, world: usize, opts: &BenchOptions, self_command: &[
         };
         return crate::launch::run(world, self_command, &launch);
     }
-    let mut comm = crate::bootstrap::init_from_env()?;
+    let env = crate::bootstrap::LaunchEnv::from_env()?;
+    let mut comm = crate::bootstrap::init_with_transport(&env, CommConfig::from_env()?, transport)?;
     let rows = run(&mut comm, opts)?;
     if comm.rank() == 0 {
         print(&mut stdout, comm.transport_name(), comm.size(), &rows)?;

@@ -175,6 +175,20 @@ fn hostname() -> String {
 /// Joins the job described by `env`: rank 0 starts the store, every rank connects to it,
 /// and the transport is chosen by [`ENV_TRANSPORT`].
 pub fn init(env: &LaunchEnv, config: CommConfig) -> Result<Communicator> {
+    let kind = std::env::var(ENV_TRANSPORT).unwrap_or_else(|_| "auto".into());
+    init_with_transport(env, config, &kind)
+}
+
+/// [`init`] with the transport named by the caller (`tcp`, `shm` or `auto`); a different
+/// choice in [`ENV_TRANSPORT`] is refused rather than silently overridden.
+pub fn init_with_transport(env: &LaunchEnv, config: CommConfig, kind: &str) -> Result<Communicator> {
+    if let Ok(set) = std::env::var(ENV_TRANSPORT) {
+        if set != kind {
+            return Err(CommError::InvalidArgument(format!(
+                "transport {kind:?} was asked for, but {ENV_TRANSPORT}={set:?} says otherwise"
+            )));
+        }
+    }
     let master = env.master_socket()?;
     let server = if env.rank == 0 {
         let bind = if master.ip().is_loopback() {
@@ -193,9 +207,8 @@ pub fn init(env: &LaunchEnv, config: CommConfig) -> Result<Communicator> {
     for r in 0..env.world_size {
         same_host &= store.get_string(&format!("host/{r}"), config.timeout)? == host;
     }
-    let kind = std::env::var(ENV_TRANSPORT).unwrap_or_else(|_| "auto".into());
     let store = Arc::new(Mutex::new(store));
-    let fabric: Arc<dyn Fabric> = match kind.as_str() {
+    let fabric: Arc<dyn Fabric> = match kind {
         "shm" if !same_host => {
             return Err(CommError::Bootstrap(format!(
                 "{ENV_TRANSPORT}=shm but the ranks are on different hosts; use tcp or auto"
