@@ -237,8 +237,8 @@ impl Communicator {
         })?;
         let rank = self.rank();
         Ok(match self.fabric.share(&key, &self.members, rank, bytes, self.link.timeout)? {
-            Some(region) => SharedBuffer::shared(region, len, rank, id),
-            None => SharedBuffer::private(len, rank, id),
+            Some(region) => SharedBuffer::shared(region, len, rank, id, self.key.clone()),
+            None => SharedBuffer::private(len, rank, id, self.key.clone()),
         })
     }
 
@@ -246,6 +246,12 @@ impl Communicator {
     /// the buffers are mapped by every member, each rank sums its chunk straight out of the
     /// others' buffers and stores the result straight into them.
     pub fn all_reduce_shared<T: Element>(&mut self, buf: &mut SharedBuffer<T>, op: ReduceOp) -> Result<()> {
+        if buf.owner != self.key {
+            return Err(CommError::InvalidArgument(format!(
+                "a shared buffer of group {:?} was passed to group {:?}: use it with the communicator that made it",
+                buf.owner, self.key
+            )));
+        }
         let len = buf.len();
         if self.size() == 1 || std::mem::size_of::<T>() * len <= self.config.small_bytes || !buf.is_shared() {
             return self.all_reduce(buf, op);

@@ -24,16 +24,18 @@ pub struct SharedBuffer<T: Element> {
     rank: usize,
     /// Which allocation of its communicator this is; the same on every member.
     pub(crate) id: u64,
+    /// The communicator that made it (its group key), whose ranks index the parts.
+    pub(crate) owner: String,
 }
 
 impl<T: Element> SharedBuffer<T> {
-    pub(crate) fn shared(region: SharedRegion, len: usize, rank: usize, id: u64) -> Self {
+    pub(crate) fn shared(region: SharedRegion, len: usize, rank: usize, id: u64, owner: String) -> Self {
         debug_assert!(region.bytes() >= len * std::mem::size_of::<T>());
-        SharedBuffer { storage: Storage::Shared(region), len, rank, id }
+        SharedBuffer { storage: Storage::Shared(region), len, rank, id, owner }
     }
 
-    pub(crate) fn private(len: usize, rank: usize, id: u64) -> Self {
-        SharedBuffer { storage: Storage::Private(vec![T::zeroed(); len]), len, rank, id }
+    pub(crate) fn private(len: usize, rank: usize, id: u64, owner: String) -> Self {
+        SharedBuffer { storage: Storage::Private(vec![T::zeroed(); len]), len, rank, id, owner }
     }
 
     /// Where every member's buffer lies in this process, by rank; `None` for a private one.

@@ -242,3 +242,19 @@ fn inproc_world_hands_out_one_communicator_per_thread() {
         assert_eq!(h.join().unwrap().unwrap(), 3.0);
     }
 }
+
+#[test]
+fn shared_buffers_belong_to_the_communicator_that_made_them() {
+    let outs = run(2, short_timeout(), |mut world| {
+        let mut pair = world.new_group("pair", &[1, 0]).expect("group");
+        let mut buf = world.shared_buffer::<f32>(70_000).expect("shared buffer");
+        buf.fill(world.rank() as f32 + 1.0);
+        let misuse = pair.all_reduce_shared(&mut buf, ReduceOp::Sum).expect_err("another group's buffer");
+        world.all_reduce_shared(&mut buf, ReduceOp::Sum).expect("its own group");
+        (misuse.to_string(), buf.iter().all(|&v| v == 3.0))
+    });
+    for (err, summed) in outs {
+        assert!(err.contains("use it with the communicator that made it"), "{err}");
+        assert!(summed);
+    }
+}

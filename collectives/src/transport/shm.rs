@@ -149,18 +149,7 @@ impl ShmFabric {
     pub fn new(store: Arc<Mutex<StoreClient>>, token: JobToken, server: Option<StoreServer>) -> Self {
         ShmFabric { store, token, _server: server }
     }
-}
 
-/// Removes a file however setup ends; mappings outlive the name.
-struct Unlink<'a>(&'a str);
-
-impl Drop for Unlink<'_> {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(self.0);
-    }
-}
-
-impl ShmFabric {
     /// Creates this rank's file of `len` bytes for `key`, with its memory reserved. `hint`
     /// says how to need less when /dev/shm is full.
     fn create_file(
@@ -190,6 +179,15 @@ impl ShmFabric {
         }
         std::mem::forget(unlink);
         Ok((file, name))
+    }
+}
+
+/// Removes a file however setup ends; mappings outlive the name.
+struct Unlink<'a>(&'a str);
+
+impl Drop for Unlink<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.0);
     }
 }
 
