@@ -21,11 +21,16 @@ pub fn exp(x: f32) -> f32 {
     // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer.
     const ROUND: f32 = 12_582_912.0;
     let x = x.clamp(-87.3, 88.3);
-    let n = (x * LOG2E + ROUND) - ROUND;
+    let shifted = x * LOG2E + ROUND;
+    let n = shifted - ROUND;
     let r = x - n * LN2_HI - n * LN2_LO;
     let p = 1.0
         + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
-    let scale = f32::from_bits(((n as i32 + 127) << 23) as u32);
+    // The low mantissa bits of `shifted` hold n (two's complement, offset by ROUND's bits):
+    // integer arithmetic builds 2^n without a float-to-int conversion, which LLVM would not
+    // vectorise (Rust's `as` saturates).
+    let biased = shifted.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127);
+    let scale = f32::from_bits(biased << 23);
     p * scale
 }
 
