@@ -10,7 +10,7 @@
 use gemm::Parallelism;
 use rayon::prelude::*;
 
-use super::math::{exp, simd, DisjointMut};
+use super::math::{dot, exp, max, scale, simd, sum, DisjointMut};
 
 /// Longest head the CPU kernels hold in their tiles.
 pub const MAX_HEAD_DIM: usize = 128;
@@ -101,20 +101,17 @@ pub fn attention_forward(
                         let row = &mut s[r * BLOCK..r * BLOCK + nk];
                         // Keys after the query are masked (only in the diagonal tile).
                         let visible = (i0 + r + 1).saturating_sub(j0).min(nk);
-                        let mut block_max = f32::NEG_INFINITY;
-                        for x in row[..visible].iter_mut() {
-                            *x *= sc;
-                            block_max = block_max.max(*x);
-                        }
-                        let m_new = m[r].max(block_max);
+                        let (seen, masked) = row.split_at_mut(visible);
+                        // Separate passes, the reductions over lane arrays: a loop that
+                        // reduces in order does not vectorise, exp included.
+                        scale(sc, seen);
+                        let m_new = m[r].max(max(seen));
                         let correction = exp(m[r] - m_new);
-                        let mut sum = 0.0;
-                        for x in row[..visible].iter_mut() {
+                        for x in seen.iter_mut() {
                             *x = exp(*x - m_new);
-                            sum += *x;
                         }
-                        row[visible..].fill(0.0);
-                        l[r] = l[r] * correction + sum;
+                        masked.fill(0.0);
+                        l[r] = l[r] * correction + sum(seen);
                         m[r] = m_new;
                         for a in acc[r * hs..(r + 1) * hs].iter_mut() {
                             *a *= correction;
@@ -215,7 +212,7 @@ pub fn attention_backward(
                     for r in 0..mq {
                         let o = &out[at_out(i0 + r)..][..hs];
                         let dy = &dout[at_out(i0 + r)..][..hs];
-                        delta[r] = o.iter().zip(dy).map(|(a, b)| a * b).sum();
+                        delta[r] = dot(o, dy);
                     }
                     for r in 0..mq {
                         let visible = (i0 + r + 1).saturating_sub(j0).min(nk);
