@@ -96,7 +96,7 @@ pub fn attention_forward(
                 // SAFETY: Q rows i0..i0+mq and K rows j0..j0+nk of this head lie in `qkv`; `s`
                 // holds mq x nk at row stride BLOCK.
                 unsafe { tile_gemm(s.as_mut_ptr(), BLOCK, false, q, kt, mq, nk, hs) };
-                simd(|| {
+                simd(#[inline(always)] || {
                     for r in 0..mq {
                         let row = &mut s[r * BLOCK..r * BLOCK + nk];
                         // Keys after the query are masked (only in the diagonal tile).
@@ -124,7 +124,7 @@ pub fn attention_forward(
                     tile_gemm(acc.as_mut_ptr(), hs, true, Mat(s.as_ptr(), BLOCK as isize, 1), v, mq, hs, nk)
                 };
             }
-            simd(|| {
+            simd(#[inline(always)] || {
                 for r in 0..mq {
                     // SAFETY: task (bi, h) alone writes head h's columns of batch bi's rows.
                     let o = unsafe { out.slice((bi * t + i0 + r) * c + h * hs, hs) };
@@ -208,7 +208,7 @@ pub fn attention_backward(
                         hs,
                     )
                 };
-                simd(|| {
+                simd(#[inline(always)] || {
                     for r in 0..mq {
                         let o = &out[at_out(i0 + r)..][..hs];
                         let dy = &dout[at_out(i0 + r)..][..hs];
@@ -246,7 +246,7 @@ pub fn attention_backward(
                     );
                 }
             }
-            simd(|| {
+            simd(#[inline(always)] || {
                 for r in 0..nk {
                     // SAFETY: as above.
                     unsafe { dqkv.slice(at(j0 + r, 1), hs) }.copy_from_slice(&dk[r * hs..(r + 1) * hs]);

@@ -15,7 +15,7 @@ pub fn softmax_cross_entropy(
 ) {
     logits.par_chunks_mut(vp).zip(losses.par_iter_mut().zip(targets.par_iter())).for_each(
         |(row, (loss, &tgt))| {
-            simd(|| {
+            simd(#[inline(always)] || {
                 let tgt = tgt as usize;
                 let (valid, pad) = row.split_at_mut(v);
                 let m = max(valid);

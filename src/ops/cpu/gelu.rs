@@ -16,7 +16,7 @@ fn half_one_plus_tanh(u: f32) -> f32 {
 /// GeLU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
 pub fn gelu_forward(out: &mut [f32], inp: &[f32]) {
     out.par_chunks_mut(CHUNK).zip(inp.par_chunks(CHUNK)).for_each(|(o, x)| {
-        simd(|| {
+        simd(#[inline(always)] || {
             for (o, &x) in o.iter_mut().zip(x) {
                 let u = SQRT_2_OVER_PI * (x + COEFF * x * x * x);
                 *o = x * half_one_plus_tanh(u);
@@ -29,7 +29,7 @@ pub fn gelu_forward(out: &mut [f32], inp: &[f32]) {
 /// With `s = 0.5 (1 + tanh u)`, the derivative is `s + x * 2 s (1 - s) * du/dx`.
 pub fn gelu_backward(d: &mut [f32], inp: &[f32]) {
     d.par_chunks_mut(CHUNK).zip(inp.par_chunks(CHUNK)).for_each(|(d, x)| {
-        simd(|| {
+        simd(#[inline(always)] || {
             for (d, &x) in d.iter_mut().zip(x) {
                 let u = SQRT_2_OVER_PI * (x + COEFF * x * x * x);
                 let s = half_one_plus_tanh(u);

@@ -20,7 +20,7 @@ pub fn layernorm_forward(
         .zip(mean.par_iter_mut().zip(rstd.par_iter_mut()))
         .with_min_len(8)
         .for_each(|((o, x), (m, s))| {
-            simd(|| {
+            simd(#[inline(always)] || {
                 let mu = sum(x) / c as f32;
                 let mut var = [0.0f32; 16];
                 let chunks = x.chunks_exact(16);
@@ -63,7 +63,7 @@ pub fn layernorm_backward(
         .zip(mean.par_iter().zip(rstd.par_iter()))
         .with_min_len(8)
         .for_each(|((di, (dy, x)), (&mu, &r))| {
-            simd(|| {
+            simd(#[inline(always)] || {
                 // dnorm = weight * dy; dx = r * (dnorm - mean(dnorm) - norm * mean(dnorm * norm))
                 let mut a = [0.0f32; 16];
                 let mut b = [0.0f32; 16];
@@ -96,7 +96,7 @@ pub fn layernorm_backward(
     dweight.par_chunks_mut(BLOCK).zip(dbias.par_chunks_mut(BLOCK)).enumerate().for_each(|(blk, (dw, db))| {
         let c0 = blk * BLOCK;
         let w = dw.len();
-        simd(|| {
+        simd(#[inline(always)] || {
             for row in 0..rows {
                 let (mu, r) = (mean[row], rstd[row]);
                 let dy = &dout[row * c + c0..][..w];

@@ -2,7 +2,9 @@
 //! [`simd`] region: no libm calls, no branches, lane arrays for reductions.
 
 /// Runs `f` compiled for the widest instruction set the CPU has (AVX-512, AVX2+FMA, or the
-/// baseline). Only code inlined into `f` benefits, hence `#[inline(always)]` on the helpers.
+/// baseline). Only code inlined into `f` benefits, hence `#[inline(always)]` on the helpers,
+/// and on the closure itself (`simd(#[inline(always)] || ...)`): a closure left out of line is
+/// compiled for the baseline, 4 lanes wide.
 #[inline(always)]
 pub fn simd<R>(f: impl FnOnce() -> R) -> R {
     pulp::Arch::new().dispatch(f)

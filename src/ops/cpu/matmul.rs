@@ -141,7 +141,7 @@ pub fn matmul_backward(
         const BLOCK: usize = 64;
         dbias.par_chunks_mut(BLOCK).enumerate().for_each(|(blk, db)| {
             let c0 = blk * BLOCK;
-            simd(|| {
+            simd(#[inline(always)] || {
                 for row in dout.chunks_exact(oc) {
                     for (d, g) in db.iter_mut().zip(&row[c0..]) {
                         *d += g;

@@ -11,7 +11,7 @@ pub fn sum_of_squares(x: &[f32]) -> f64 {
     let partial: Vec<f64> = x
         .par_chunks(CHUNK)
         .map(|ch| {
-            simd(|| {
+            simd(#[inline(always)] || {
                 let mut acc = [0.0f32; 16];
                 let chunks = ch.chunks_exact(16);
                 let tail: f32 = chunks.remainder().iter().map(|x| x * x).sum();
