@@ -57,12 +57,22 @@ pub fn vocab_parallel_cross_entropy(
         return Err(crate::model::ModelError::TokenOutOfRange { token, position, vocab }.into());
     }
     let rows = || logits.chunks_exact(local);
-    let mut row_max: Vec<f32> = rows().map(|r| simd(#[inline(always)] || max(&r[..valid]))).collect();
+    let mut row_max: Vec<f32> = rows()
+        .map(|r| {
+            simd(
+                #[inline(always)]
+                || max(&r[..valid]),
+            )
+        })
+        .collect();
     tp.all_reduce(&mut row_max, ReduceOp::Max)?;
     let held = |tgt: u32| (tgt as usize).checked_sub(shard.start).filter(|&j| j < local);
     let mut sums = vec![0.0f32; 2 * n];
     for (i, r) in rows().enumerate() {
-        sums[2 * i] = simd(#[inline(always)] || sum_exp(&r[..valid], row_max[i]));
+        sums[2 * i] = simd(
+            #[inline(always)]
+            || sum_exp(&r[..valid], row_max[i]),
+        );
         sums[2 * i + 1] = held(targets[i]).map_or(0.0, |j| r[j]);
     }
     tp.all_reduce(&mut sums, ReduceOp::Sum)?;
@@ -71,7 +81,10 @@ pub fn vocab_parallel_cross_entropy(
         losses[i] = lse - sums[2 * i + 1];
         if let Some(g) = dloss {
             let (real, pad) = row.split_at_mut(valid);
-            simd(#[inline(always)] || real.iter_mut().for_each(|x| *x = g * exp(*x - lse)));
+            simd(
+                #[inline(always)]
+                || real.iter_mut().for_each(|x| *x = g * exp(*x - lse)),
+            );
             pad.fill(0.0);
             if let Some(j) = held(targets[i]) {
                 row[j] -= g;

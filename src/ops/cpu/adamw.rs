@@ -14,14 +14,17 @@ pub fn adamw_update(params: &mut [f32], grads: &[f32], m: &mut [f32], v: &mut [f
         .zip(grads.par_chunks(CHUNK))
         .zip(m.par_chunks_mut(CHUNK).zip(v.par_chunks_mut(CHUNK)))
         .for_each(|((p, g), (m, v))| {
-            simd(#[inline(always)] || {
-                for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
-                    let g = g * grad_scale;
-                    *m = beta1 * *m + (1.0 - beta1) * g;
-                    *v = beta2 * *v + (1.0 - beta2) * g * g;
-                    let update = (*m * c1) / ((*v * c2).sqrt() + eps);
-                    *p -= lr * (update + weight_decay * *p);
-                }
-            })
+            simd(
+                #[inline(always)]
+                || {
+                    for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
+                        let g = g * grad_scale;
+                        *m = beta1 * *m + (1.0 - beta1) * g;
+                        *v = beta2 * *v + (1.0 - beta2) * g * g;
+                        let update = (*m * c1) / ((*v * c2).sqrt() + eps);
+                        *p -= lr * (update + weight_decay * *p);
+                    }
+                },
+            )
         });
 }

@@ -96,45 +96,51 @@ pub fn attention_forward(
                 // SAFETY: Q rows i0..i0+mq and K rows j0..j0+nk of this head lie in `qkv`; `s`
                 // holds mq x nk at row stride BLOCK.
                 unsafe { tile_gemm(s.as_mut_ptr(), BLOCK, false, q, kt, mq, nk, hs) };
-                simd(#[inline(always)] || {
-                    for r in 0..mq {
-                        let row = &mut s[r * BLOCK..r * BLOCK + nk];
-                        // Keys after the query are masked (only in the diagonal tile).
-                        let visible = (i0 + r + 1).saturating_sub(j0).min(nk);
-                        let (seen, masked) = row.split_at_mut(visible);
-                        // Separate passes, the reductions over lane arrays: a loop that
-                        // reduces in order does not vectorise, exp included.
-                        scale(sc, seen);
-                        let m_new = m[r].max(max(seen));
-                        let correction = exp(m[r] - m_new);
-                        for x in seen.iter_mut() {
-                            *x = exp(*x - m_new);
+                simd(
+                    #[inline(always)]
+                    || {
+                        for r in 0..mq {
+                            let row = &mut s[r * BLOCK..r * BLOCK + nk];
+                            // Keys after the query are masked (only in the diagonal tile).
+                            let visible = (i0 + r + 1).saturating_sub(j0).min(nk);
+                            let (seen, masked) = row.split_at_mut(visible);
+                            // Separate passes, the reductions over lane arrays: a loop that
+                            // reduces in order does not vectorise, exp included.
+                            scale(sc, seen);
+                            let m_new = m[r].max(max(seen));
+                            let correction = exp(m[r] - m_new);
+                            for x in seen.iter_mut() {
+                                *x = exp(*x - m_new);
+                            }
+                            masked.fill(0.0);
+                            l[r] = l[r] * correction + sum(seen);
+                            m[r] = m_new;
+                            for a in acc[r * hs..(r + 1) * hs].iter_mut() {
+                                *a *= correction;
+                            }
                         }
-                        masked.fill(0.0);
-                        l[r] = l[r] * correction + sum(seen);
-                        m[r] = m_new;
-                        for a in acc[r * hs..(r + 1) * hs].iter_mut() {
-                            *a *= correction;
-                        }
-                    }
-                });
+                    },
+                );
                 let v = Mat(qkv[at(j0, 2)..].as_ptr(), ld, 1);
                 // SAFETY: P is mq x nk in `s`; V rows j0..j0+nk lie in `qkv`; acc is mq x hs.
                 unsafe {
                     tile_gemm(acc.as_mut_ptr(), hs, true, Mat(s.as_ptr(), BLOCK as isize, 1), v, mq, hs, nk)
                 };
             }
-            simd(#[inline(always)] || {
-                for r in 0..mq {
-                    // SAFETY: task (bi, h) alone writes head h's columns of batch bi's rows.
-                    let o = unsafe { out.slice((bi * t + i0 + r) * c + h * hs, hs) };
-                    let inv = 1.0 / l[r];
-                    for (o, a) in o.iter_mut().zip(&acc[r * hs..(r + 1) * hs]) {
-                        *o = a * inv;
+            simd(
+                #[inline(always)]
+                || {
+                    for r in 0..mq {
+                        // SAFETY: task (bi, h) alone writes head h's columns of batch bi's rows.
+                        let o = unsafe { out.slice((bi * t + i0 + r) * c + h * hs, hs) };
+                        let inv = 1.0 / l[r];
+                        for (o, a) in o.iter_mut().zip(&acc[r * hs..(r + 1) * hs]) {
+                            *o = a * inv;
+                        }
+                        lse[i0 + r] = m[r] + l[r].ln();
                     }
-                    lse[i0 + r] = m[r] + l[r].ln();
-                }
-            });
+                },
+            );
         }
     });
 }
@@ -208,25 +214,28 @@ pub fn attention_backward(
                         hs,
                     )
                 };
-                simd(#[inline(always)] || {
-                    for r in 0..mq {
-                        let o = &out[at_out(i0 + r)..][..hs];
-                        let dy = &dout[at_out(i0 + r)..][..hs];
-                        delta[r] = dot(o, dy);
-                    }
-                    for r in 0..mq {
-                        let visible = (i0 + r + 1).saturating_sub(j0).min(nk);
-                        let (pr, dpr) =
-                            (&mut p[r * BLOCK..r * BLOCK + nk], &mut dp[r * BLOCK..r * BLOCK + nk]);
-                        let shift = lse[i0 + r];
-                        for (x, d) in pr[..visible].iter_mut().zip(dpr[..visible].iter_mut()) {
-                            *x = exp(*x * sc - shift);
-                            *d = *x * (*d - delta[r]) * sc;
+                simd(
+                    #[inline(always)]
+                    || {
+                        for r in 0..mq {
+                            let o = &out[at_out(i0 + r)..][..hs];
+                            let dy = &dout[at_out(i0 + r)..][..hs];
+                            delta[r] = dot(o, dy);
                         }
-                        pr[visible..].fill(0.0);
-                        dpr[visible..].fill(0.0);
-                    }
-                });
+                        for r in 0..mq {
+                            let visible = (i0 + r + 1).saturating_sub(j0).min(nk);
+                            let (pr, dpr) =
+                                (&mut p[r * BLOCK..r * BLOCK + nk], &mut dp[r * BLOCK..r * BLOCK + nk]);
+                            let shift = lse[i0 + r];
+                            for (x, d) in pr[..visible].iter_mut().zip(dpr[..visible].iter_mut()) {
+                                *x = exp(*x * sc - shift);
+                                *d = *x * (*d - delta[r]) * sc;
+                            }
+                            pr[visible..].fill(0.0);
+                            dpr[visible..].fill(0.0);
+                        }
+                    },
+                );
                 let (pm, dsm) = (p.as_ptr(), dp.as_ptr());
                 let bl = BLOCK as isize;
                 unsafe {
@@ -246,14 +255,17 @@ pub fn attention_backward(
                     );
                 }
             }
-            simd(#[inline(always)] || {
-                for r in 0..nk {
-                    // SAFETY: as above.
-                    unsafe { dqkv.slice(at(j0 + r, 1), hs) }.copy_from_slice(&dk[r * hs..(r + 1) * hs]);
-                    // SAFETY: as above.
-                    unsafe { dqkv.slice(at(j0 + r, 2), hs) }.copy_from_slice(&dv[r * hs..(r + 1) * hs]);
-                }
-            });
+            simd(
+                #[inline(always)]
+                || {
+                    for r in 0..nk {
+                        // SAFETY: as above.
+                        unsafe { dqkv.slice(at(j0 + r, 1), hs) }.copy_from_slice(&dk[r * hs..(r + 1) * hs]);
+                        // SAFETY: as above.
+                        unsafe { dqkv.slice(at(j0 + r, 2), hs) }.copy_from_slice(&dv[r * hs..(r + 1) * hs]);
+                    }
+                },
+            );
         }
     });
 }

@@ -15,20 +15,23 @@ pub fn softmax_cross_entropy(
 ) {
     logits.par_chunks_mut(vp).zip(losses.par_iter_mut().zip(targets.par_iter())).for_each(
         |(row, (loss, &tgt))| {
-            simd(#[inline(always)] || {
-                let tgt = tgt as usize;
-                let (valid, pad) = row.split_at_mut(v);
-                let m = max(valid);
-                let lse = m + sum_exp(valid, m).ln();
-                *loss = lse - valid[tgt];
-                if let Some(g) = dloss {
-                    for x in valid.iter_mut() {
-                        *x = g * exp(*x - lse);
+            simd(
+                #[inline(always)]
+                || {
+                    let tgt = tgt as usize;
+                    let (valid, pad) = row.split_at_mut(v);
+                    let m = max(valid);
+                    let lse = m + sum_exp(valid, m).ln();
+                    *loss = lse - valid[tgt];
+                    if let Some(g) = dloss {
+                        for x in valid.iter_mut() {
+                            *x = g * exp(*x - lse);
+                        }
+                        valid[tgt] -= g;
+                        pad.fill(0.0);
                     }
-                    valid[tgt] -= g;
-                    pad.fill(0.0);
-                }
-            })
+                },
+            )
         },
     );
 }

@@ -7,11 +7,14 @@ pub fn encoder_forward(out: &mut [f32], tokens: &[u32], wte: &[f32], wpe: &[f32]
     out.par_chunks_mut(c).zip(tokens.par_iter()).enumerate().with_min_len(8).for_each(|(row, (o, &tok))| {
         let tok = tok as usize;
         let (we, pe) = (&wte[tok * c..][..c], &wpe[(row % t) * c..][..c]);
-        simd(#[inline(always)] || {
-            for ((o, w), p) in o.iter_mut().zip(we).zip(pe) {
-                *o = w + p;
-            }
-        })
+        simd(
+            #[inline(always)]
+            || {
+                for ((o, w), p) in o.iter_mut().zip(we).zip(pe) {
+                    *o = w + p;
+                }
+            },
+        )
     });
 }
 
@@ -31,13 +34,19 @@ pub fn encoder_backward(
             for (row, &tok) in tokens.iter().enumerate() {
                 let d = &dout[row * c..][..c];
                 let w = &mut dwte[tok as usize * c..][..c];
-                simd(#[inline(always)] || super::math::axpy(1.0, d, w));
+                simd(
+                    #[inline(always)]
+                    || super::math::axpy(1.0, d, w),
+                );
             }
         },
         || {
             dwpe[..t * c].par_chunks_mut(c).enumerate().for_each(|(pos, w)| {
                 for row in (pos..rows).step_by(t) {
-                    simd(#[inline(always)] || super::math::axpy(1.0, &dout[row * c..][..c], w));
+                    simd(
+                        #[inline(always)]
+                        || super::math::axpy(1.0, &dout[row * c..][..c], w),
+                    );
                 }
             })
         },

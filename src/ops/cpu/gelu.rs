@@ -16,12 +16,15 @@ fn half_one_plus_tanh(u: f32) -> f32 {
 /// GeLU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
 pub fn gelu_forward(out: &mut [f32], inp: &[f32]) {
     out.par_chunks_mut(CHUNK).zip(inp.par_chunks(CHUNK)).for_each(|(o, x)| {
-        simd(#[inline(always)] || {
-            for (o, &x) in o.iter_mut().zip(x) {
-                let u = SQRT_2_OVER_PI * (x + COEFF * x * x * x);
-                *o = x * half_one_plus_tanh(u);
-            }
-        })
+        simd(
+            #[inline(always)]
+            || {
+                for (o, &x) in o.iter_mut().zip(x) {
+                    let u = SQRT_2_OVER_PI * (x + COEFF * x * x * x);
+                    *o = x * half_one_plus_tanh(u);
+                }
+            },
+        )
     });
 }
 
@@ -29,13 +32,16 @@ pub fn gelu_forward(out: &mut [f32], inp: &[f32]) {
 /// With `s = 0.5 (1 + tanh u)`, the derivative is `s + x * 2 s (1 - s) * du/dx`.
 pub fn gelu_backward(d: &mut [f32], inp: &[f32]) {
     d.par_chunks_mut(CHUNK).zip(inp.par_chunks(CHUNK)).for_each(|(d, x)| {
-        simd(#[inline(always)] || {
-            for (d, &x) in d.iter_mut().zip(x) {
-                let u = SQRT_2_OVER_PI * (x + COEFF * x * x * x);
-                let s = half_one_plus_tanh(u);
-                let du = SQRT_2_OVER_PI * (1.0 + 3.0 * COEFF * x * x);
-                *d *= s + 2.0 * x * s * (1.0 - s) * du;
-            }
-        })
+        simd(
+            #[inline(always)]
+            || {
+                for (d, &x) in d.iter_mut().zip(x) {
+                    let u = SQRT_2_OVER_PI * (x + COEFF * x * x * x);
+                    let s = half_one_plus_tanh(u);
+                    let du = SQRT_2_OVER_PI * (1.0 + 3.0 * COEFF * x * x);
+                    *d *= s + 2.0 * x * s * (1.0 - s) * du;
+                }
+            },
+        )
     });
 }

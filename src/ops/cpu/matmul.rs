@@ -141,13 +141,16 @@ pub fn matmul_backward(
         const BLOCK: usize = 64;
         dbias.par_chunks_mut(BLOCK).enumerate().for_each(|(blk, db)| {
             let c0 = blk * BLOCK;
-            simd(#[inline(always)] || {
-                for row in dout.chunks_exact(oc) {
-                    for (d, g) in db.iter_mut().zip(&row[c0..]) {
-                        *d += g;
+            simd(
+                #[inline(always)]
+                || {
+                    for row in dout.chunks_exact(oc) {
+                        for (d, g) in db.iter_mut().zip(&row[c0..]) {
+                            *d += g;
+                        }
                     }
-                }
-            })
+                },
+            )
         });
     }
 }

@@ -11,17 +11,20 @@ pub fn sum_of_squares(x: &[f32]) -> f64 {
     let partial: Vec<f64> = x
         .par_chunks(CHUNK)
         .map(|ch| {
-            simd(#[inline(always)] || {
-                let mut acc = [0.0f32; 16];
-                let chunks = ch.chunks_exact(16);
-                let tail: f32 = chunks.remainder().iter().map(|x| x * x).sum();
-                for c in chunks {
-                    for k in 0..16 {
-                        acc[k] += c[k] * c[k];
+            simd(
+                #[inline(always)]
+                || {
+                    let mut acc = [0.0f32; 16];
+                    let chunks = ch.chunks_exact(16);
+                    let tail: f32 = chunks.remainder().iter().map(|x| x * x).sum();
+                    for c in chunks {
+                        for k in 0..16 {
+                            acc[k] += c[k] * c[k];
+                        }
                     }
-                }
-                acc.iter().map(|&a| a as f64).sum::<f64>() + tail as f64
-            })
+                    acc.iter().map(|&a| a as f64).sum::<f64>() + tail as f64
+                },
+            )
         })
         .collect();
     partial.iter().sum()

@@ -6,10 +6,13 @@ use super::math::simd;
 pub fn residual_forward(out: &mut [f32], a: &[f32], b: &[f32]) {
     const CHUNK: usize = 8192;
     out.par_chunks_mut(CHUNK).zip(a.par_chunks(CHUNK).zip(b.par_chunks(CHUNK))).for_each(|(o, (a, b))| {
-        simd(#[inline(always)] || {
-            for ((o, a), b) in o.iter_mut().zip(a).zip(b) {
-                *o = a + b;
-            }
-        })
+        simd(
+            #[inline(always)]
+            || {
+                for ((o, a), b) in o.iter_mut().zip(a).zip(b) {
+                    *o = a + b;
+                }
+            },
+        )
     });
 }
