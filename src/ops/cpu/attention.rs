@@ -11,21 +11,17 @@ use gemm::Parallelism;
 use rayon::prelude::*;
 
 use super::math::{dot, exp, max, scale, simd, sum, DisjointMut};
+use super::matmul::{gemm_into, Mat};
 
 /// Longest head the CPU kernels hold in their tiles.
 pub const MAX_HEAD_DIM: usize = 128;
 /// Query rows and keys per tile.
 const BLOCK: usize = 64;
 
-/// A row-major matrix operand: first element, row stride, column stride (in elements).
-#[derive(Clone, Copy)]
-struct Mat(*const f32, isize, isize);
-
 /// `dst[m, n] (row stride ld) = (accumulate ? dst : 0) + lhs[m, k] @ rhs[k, n]`, one thread.
 ///
 /// # Safety
-/// Every element the strides reach must be valid for reads (`lhs`, `rhs`) and for writes
-/// (`dst`), and `dst` must not overlap the operands or be written by another thread meanwhile.
+/// As for [`gemm_into`].
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile_gemm(
     dst: *mut f32,
@@ -38,29 +34,7 @@ unsafe fn tile_gemm(
     k: usize,
 ) {
     // SAFETY: forwarded from the caller.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst,
-            1,
-            ld as isize,
-            accumulate,
-            lhs.0,
-            lhs.2,
-            lhs.1,
-            rhs.0,
-            rhs.2,
-            rhs.1,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            Parallelism::None,
-        )
-    }
+    unsafe { gemm_into(dst, ld, accumulate, lhs, rhs, m, n, k, Parallelism::None) }
 }
 
 pub fn attention_forward(

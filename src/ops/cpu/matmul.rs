@@ -39,30 +39,9 @@ unsafe fn gemm_strided(
 ) {
     assert!(dst.len() >= m * n, "gemm destination holds {} < {m}x{n}", dst.len());
     if m * n * k >= BIG_GEMM {
-        // SAFETY: as below, for the whole destination.
-        unsafe {
-            gemm::gemm(
-                m,
-                n,
-                k,
-                dst.as_mut_ptr(),
-                1,
-                n as isize,
-                accumulate,
-                lhs.0.as_ptr(),
-                lhs.2,
-                lhs.1,
-                rhs.0.as_ptr(),
-                rhs.2,
-                rhs.1,
-                1.0,
-                1.0,
-                false,
-                false,
-                false,
-                Parallelism::Rayon(0),
-            )
-        };
+        let (lhs, rhs) = (Mat(lhs.0.as_ptr(), lhs.1, lhs.2), Mat(rhs.0.as_ptr(), rhs.1, rhs.2));
+        // SAFETY: the whole row-major destination; operands vouched for by the caller.
+        unsafe { gemm_into(dst.as_mut_ptr(), n, accumulate, lhs, rhs, m, n, k, Parallelism::Rayon(0)) };
         return;
     }
     let rows = rows_per_task(m, n, k);
@@ -72,29 +51,59 @@ unsafe fn gemm_strided(
         // SAFETY: `out` is rows r0..r0+mr of the row-major destination; the lhs rows start
         // r0 row strides in, inside the caller-vouched operand; rhs is shared read-only.
         unsafe {
-            gemm::gemm(
-                mr,
-                n,
-                k,
-                out.as_mut_ptr(),
-                1,
-                n as isize,
-                accumulate,
-                (lhs_ptr as *const f32).offset(r0 as isize * lhs.1),
-                lhs.2,
-                lhs.1,
-                rhs_ptr as *const f32,
-                rhs.2,
-                rhs.1,
-                1.0,
-                1.0,
-                false,
-                false,
-                false,
-                Parallelism::None,
-            )
+            let lhs = Mat((lhs_ptr as *const f32).offset(r0 as isize * lhs.1), lhs.1, lhs.2);
+            let rhs = Mat(rhs_ptr as *const f32, rhs.1, rhs.2);
+            gemm_into(out.as_mut_ptr(), n, accumulate, lhs, rhs, mr, n, k, Parallelism::None)
         }
     });
+}
+
+/// A matrix operand: first element, row stride, column stride (in elements).
+#[derive(Clone, Copy)]
+pub(super) struct Mat(pub *const f32, pub isize, pub isize);
+
+/// `dst[m, n] (row stride ld) = (accumulate ? dst : 0) + lhs[m, k] @ rhs[k, n]`, on the
+/// threads `parallelism` allows.
+///
+/// # Safety
+/// Every element the strides reach must be valid for reads (`lhs`, `rhs`) and for writes
+/// (`dst`), and `dst` must not overlap the operands or be written by another thread meanwhile.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn gemm_into(
+    dst: *mut f32,
+    ld: usize,
+    accumulate: bool,
+    lhs: Mat,
+    rhs: Mat,
+    m: usize,
+    n: usize,
+    k: usize,
+    parallelism: Parallelism,
+) {
+    // SAFETY: forwarded from the caller. `gemm` takes (column, row) strides.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            ld as isize,
+            accumulate,
+            lhs.0,
+            lhs.2,
+            lhs.1,
+            rhs.0,
+            rhs.2,
+            rhs.1,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        )
+    }
 }
 
 /// `out[n, oc] = inp[n, ic] @ weight[oc, ic]^T + bias[oc]`
