@@ -253,14 +253,13 @@ impl Communicator {
             )));
         }
         let len = buf.len();
-        if self.size() == 1 || std::mem::size_of::<T>() * len <= self.config.small_bytes || !buf.is_shared() {
-            return self.all_reduce(buf, op);
-        }
+        let small = self.size() == 1 || std::mem::size_of::<T>() * len <= self.config.small_bytes;
+        let (id, region) = match buf.region() {
+            Some(region) if !small => (buf.id, region),
+            _ => return self.all_reduce(buf, op),
+        };
         let seq = self.next_seq()?;
         let header = op_header(OpKind::AllReduce, T::DTYPE, seq, len, Some(op), 0);
-        let id = buf.id;
-        let region =
-            buf.region().ok_or_else(|| CommError::InvalidArgument("the buffer is not shared".into()))?;
         direct::all_reduce_mapped::<T>(
             &mut self.link,
             &header,

@@ -125,7 +125,9 @@ fn tcp_every_collective() {
     for world in 1..=8 {
         check("tcp", world, "0,1,7,1021,16411");
     }
-    check("tcp", 4, "786433");
+    // Registered buffers are private memory over TCP; the check ran them through all_reduce.
+    let outs = check_with("tcp", 4, &["check", "--lens", "786433"]);
+    assert!(outs.iter().all(|o| o.contains("shared buffers: private")), "{outs:?}");
     check_with("tcp", 8, &["check", "--lens", "61", "--grid", "2,2,2"]);
 }
 
@@ -145,6 +147,9 @@ fn shm_large_all_reduce_direct_and_ring() {
     let agreed = paths(&direct);
     assert!(agreed.iter().all(|p| *p == agreed[0]), "ranks disagree on the path: {direct:?}");
     eprintln!("shm with cross-memory attach allowed: large AllReduce takes the {} path", agreed[0]);
+    // Registered buffers are mapped by every rank whatever the kernel allows, so the check's
+    // all_reduce_shared ran in place in the peers' memory.
+    assert!(direct.iter().all(|o| o.contains("shared buffers: mapped")), "{direct:?}");
     let ring = check_env("shm", 3, &["check", "--lens", "786433"], &[("TRIDENT_SHM_CMA", "0")]);
     assert_eq!(paths(&ring), ["ring"; 3], "{ring:?}");
     let forced = check_env("shm", 2, &["check", "--lens", "786433"], &[("TRIDENT_ALLREDUCE", "ring")]);

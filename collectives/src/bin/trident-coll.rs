@@ -67,8 +67,9 @@ fn cmd_check(args: &[String]) -> Result<i32, Error> {
         let grid = RankGrid::new(tp, pp, dp, comm.size())?;
         verify::check_groups(&mut comm, &grid)?;
     }
+    let shared = if comm.shared_buffer::<f32>(1)?.is_shared() { "mapped" } else { "private" };
     println!(
-        "rank {}/{} ({}, large all_reduce: {}): every collective matched the reference",
+        "rank {}/{} ({}, large all_reduce: {}, shared buffers: {shared}): every collective matched the reference",
         comm.rank(),
         comm.size(),
         comm.transport_name(),
