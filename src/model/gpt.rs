@@ -63,6 +63,10 @@ impl Gpt {
         &self.grads
     }
 
+    pub fn grads_mut(&mut self) -> &mut Buffer<f32> {
+        &mut self.grads
+    }
+
     /// Parameters and gradients at once (for the optimizer).
     pub fn params_and_grads(&mut self) -> (&mut Buffer<f32>, &Buffer<f32>) {
         (&mut self.params, &self.grads)
@@ -221,158 +225,18 @@ impl Gpt {
     /// Accumulates the gradient of the loss into the parameter gradients (`+=`, so that
     /// micro-batches add up; see [`zero_grads`](Self::zero_grads)).
     pub fn backward(&mut self, ctx: &OpsContext, ws: &mut Workspace) -> Result<()> {
-        if !ws.dlogits_ready || !ws.is_training() {
-            return Err(ModelError::NoLossGradient);
-        }
-        let (b, t) = ws.current.expect("a loss gradient comes from a forward pass");
-        let GptConfig { channels: c, num_heads: nh, padded_vocab_size: vp, num_layers: nl, .. } = self.config;
-        let n = b * t;
-        let (lay, acts, tok) = (&ws.layout, &mut ws.acts, ws.tokens.view(..n)?);
-        let r = |a: Act, l: usize| lay.range(a, l, n);
-        let (params, grads, layout) = (&self.params, &mut self.grads, &self.layout);
-        let p = |t: ParamTensor, l: usize| params.view(layout.layer_range(t, l));
-        let g = |t: ParamTensor, l: usize| layout.layer_range(t, l);
-
-        acts.view_mut(r(Act::DRes, 0))?.fill_zero()?;
-        // LM head (tied with the token embedding) and the final LayerNorm.
-        let [mut dln, dlogits, lnf] = acts.views_mut([r(Act::DLn, 0), r(Act::Logits, 0), r(Act::Lnf, 0)])?;
-        let [mut dwte] = grads.views_mut([layout.range(ParamTensor::Wte)])?;
-        let wte = params.view(layout.range(ParamTensor::Wte))?;
-        ops::matmul_backward(
-            ctx,
-            &mut dln,
-            &mut dwte,
-            None,
-            dlogits.as_view(),
-            lnf.as_view(),
-            wte,
-            n,
-            c,
-            vp,
-        )?;
-        let [mut dres, dln, x, mean, rstd] = acts.views_mut([
-            r(Act::DRes, 0),
-            r(Act::DLn, 0),
-            r(Act::Res3, nl - 1),
-            r(Act::LnfMean, 0),
-            r(Act::LnfRstd, 0),
-        ])?;
-        let [mut dw, mut db] =
-            grads.views_mut([layout.range(ParamTensor::LnfW), layout.range(ParamTensor::LnfB)])?;
-        let w = params.view(layout.range(ParamTensor::LnfW))?;
-        let (dy, x, mean, rstd) = (dln.as_view(), x.as_view(), mean.as_view(), rstd.as_view());
-        ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w, mean, rstd, n, c)?;
-
-        for l in (0..nl).rev() {
-            let res_in = if l == 0 { r(Act::Encoded, 0) } else { r(Act::Res3, l - 1) };
-            // MLP block: dres is the gradient of both the MLP output and the residual.
-            let [mut dfch, dres, gelu] =
-                acts.views_mut([r(Act::DFch, 0), r(Act::DRes, 0), r(Act::FchGelu, l)])?;
-            let [mut dw, mut db] =
-                grads.views_mut([g(ParamTensor::FcProjW, l), g(ParamTensor::FcProjB, l)])?;
-            let w = p(ParamTensor::FcProjW, l)?;
-            ops::matmul_backward(
-                ctx,
-                &mut dfch,
-                &mut dw,
-                Some(&mut db),
-                dres.as_view(),
-                gelu.as_view(),
-                w,
-                n,
-                4 * c,
-                c,
-            )?;
-            let [mut dfch, fch] = acts.views_mut([r(Act::DFch, 0), r(Act::Fch, l)])?;
-            ops::gelu_backward(ctx, &mut dfch, fch.as_view(), n * 4 * c)?;
-            let [mut dln, dfch, ln2] = acts.views_mut([r(Act::DLn, 0), r(Act::DFch, 0), r(Act::Ln2, l)])?;
-            let [mut dw, mut db] = grads.views_mut([g(ParamTensor::FcW, l), g(ParamTensor::FcB, l)])?;
-            let w = p(ParamTensor::FcW, l)?;
-            ops::matmul_backward(
-                ctx,
-                &mut dln,
-                &mut dw,
-                Some(&mut db),
-                dfch.as_view(),
-                ln2.as_view(),
-                w,
-                n,
-                c,
-                4 * c,
-            )?;
-            let [mut dres, dln, x, mean, rstd] = acts.views_mut([
-                r(Act::DRes, 0),
-                r(Act::DLn, 0),
-                r(Act::Res2, l),
-                r(Act::Ln2Mean, l),
-                r(Act::Ln2Rstd, l),
-            ])?;
-            let [mut dw, mut db] = grads.views_mut([g(ParamTensor::Ln2W, l), g(ParamTensor::Ln2B, l)])?;
-            let w = p(ParamTensor::Ln2W, l)?;
-            let (dy, x, mean, rstd) = (dln.as_view(), x.as_view(), mean.as_view(), rstd.as_view());
-            ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w, mean, rstd, n, c)?;
-            // Attention block.
-            let [mut datty, dres, atty] =
-                acts.views_mut([r(Act::DAtty, 0), r(Act::DRes, 0), r(Act::Atty, l)])?;
-            let [mut dw, mut db] =
-                grads.views_mut([g(ParamTensor::AttnProjW, l), g(ParamTensor::AttnProjB, l)])?;
-            let w = p(ParamTensor::AttnProjW, l)?;
-            ops::matmul_backward(
-                ctx,
-                &mut datty,
-                &mut dw,
-                Some(&mut db),
-                dres.as_view(),
-                atty.as_view(),
-                w,
-                n,
-                c,
-                c,
-            )?;
-            let [mut dqkv, datty, qkv, atty, lse] = acts.views_mut([
-                r(Act::DQkv, 0),
-                r(Act::DAtty, 0),
-                r(Act::Qkv, l),
-                r(Act::Atty, l),
-                r(Act::AttLse, l),
-            ])?;
-            let (dy, qkv, atty, lse) = (datty.as_view(), qkv.as_view(), atty.as_view(), lse.as_view());
-            ops::attention_backward(ctx, &mut dqkv, dy, qkv, atty, lse, b, t, c, nh)?;
-            let [mut dln, dqkv, ln1] = acts.views_mut([r(Act::DLn, 0), r(Act::DQkv, 0), r(Act::Ln1, l)])?;
-            let [mut dw, mut db] = grads.views_mut([g(ParamTensor::QkvW, l), g(ParamTensor::QkvB, l)])?;
-            let w = p(ParamTensor::QkvW, l)?;
-            ops::matmul_backward(
-                ctx,
-                &mut dln,
-                &mut dw,
-                Some(&mut db),
-                dqkv.as_view(),
-                ln1.as_view(),
-                w,
-                n,
-                c,
-                3 * c,
-            )?;
-            let [mut dres, dln, x, mean, rstd] = acts.views_mut([
-                r(Act::DRes, 0),
-                r(Act::DLn, 0),
-                res_in,
-                r(Act::Ln1Mean, l),
-                r(Act::Ln1Rstd, l),
-            ])?;
-            let [mut dw, mut db] = grads.views_mut([g(ParamTensor::Ln1W, l), g(ParamTensor::Ln1B, l)])?;
-            let w = p(ParamTensor::Ln1W, l)?;
-            let (dy, x, mean, rstd) = (dln.as_view(), x.as_view(), mean.as_view(), rstd.as_view());
-            ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w, mean, rstd, n, c)?;
-        }
-        let [dres] = acts.views_mut([r(Act::DRes, 0)])?;
-        let [mut dwte, mut dwpe] =
-            grads.views_mut([layout.range(ParamTensor::Wte), layout.range(ParamTensor::Wpe)])?;
-        ops::encoder_backward(ctx, &mut dwte, &mut dwpe, dres.as_view(), tok, b, t, c)?;
-        ws.dlogits_ready = false;
-        Ok(())
+        backward_pass(&self.config, &self.layout, &self.params, &mut self.grads, ctx, ws)
     }
 
+    /// As [`backward`](Self::backward), into `grads` (in [`ParamLayout`] order) instead of the
+    /// model's own gradients: each of several workspaces that share the parameters can then
+    /// run its backward pass at the same time.
+    pub fn backward_into(&self, ctx: &OpsContext, ws: &mut Workspace, grads: &mut Buffer<f32>) -> Result<()> {
+        if grads.len() != self.layout.len() {
+            return Err(ModelError::ParamCount { got: grads.len(), expected: self.layout.len() });
+        }
+        backward_pass(&self.config, &self.layout, &self.params, grads, ctx, ws)
+    }
     fn param(&self, t: ParamTensor) -> Result<View<'_, f32>> {
         Ok(self.params.view(self.layout.range(t))?)
     }
@@ -385,4 +249,151 @@ impl Gpt {
     pub fn tensor_range(&self, t: ParamTensor) -> Range<usize> {
         self.layout.range(t)
     }
+}
+
+/// The backward pass of `Gpt` over `ws`, accumulating into `grads`.
+fn backward_pass(
+    config: &GptConfig,
+    layout: &ParamLayout,
+    params: &Buffer<f32>,
+    grads: &mut Buffer<f32>,
+    ctx: &OpsContext,
+    ws: &mut Workspace,
+) -> Result<()> {
+    if !ws.dlogits_ready || !ws.is_training() {
+        return Err(ModelError::NoLossGradient);
+    }
+    let (b, t) = ws.current.expect("a loss gradient comes from a forward pass");
+    let GptConfig { channels: c, num_heads: nh, padded_vocab_size: vp, num_layers: nl, .. } = *config;
+    let n = b * t;
+    let (lay, acts, tok) = (&ws.layout, &mut ws.acts, ws.tokens.view(..n)?);
+    let r = |a: Act, l: usize| lay.range(a, l, n);
+    let p = |t: ParamTensor, l: usize| params.view(layout.layer_range(t, l));
+    let g = |t: ParamTensor, l: usize| layout.layer_range(t, l);
+
+    acts.view_mut(r(Act::DRes, 0))?.fill_zero()?;
+    // LM head (tied with the token embedding) and the final LayerNorm.
+    let [mut dln, dlogits, lnf] = acts.views_mut([r(Act::DLn, 0), r(Act::Logits, 0), r(Act::Lnf, 0)])?;
+    let [mut dwte] = grads.views_mut([layout.range(ParamTensor::Wte)])?;
+    let wte = params.view(layout.range(ParamTensor::Wte))?;
+    ops::matmul_backward(ctx, &mut dln, &mut dwte, None, dlogits.as_view(), lnf.as_view(), wte, n, c, vp)?;
+    let [mut dres, dln, x, mean, rstd] = acts.views_mut([
+        r(Act::DRes, 0),
+        r(Act::DLn, 0),
+        r(Act::Res3, nl - 1),
+        r(Act::LnfMean, 0),
+        r(Act::LnfRstd, 0),
+    ])?;
+    let [mut dw, mut db] =
+        grads.views_mut([layout.range(ParamTensor::LnfW), layout.range(ParamTensor::LnfB)])?;
+    let w = params.view(layout.range(ParamTensor::LnfW))?;
+    let (dy, x, mean, rstd) = (dln.as_view(), x.as_view(), mean.as_view(), rstd.as_view());
+    ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w, mean, rstd, n, c)?;
+
+    for l in (0..nl).rev() {
+        let res_in = if l == 0 { r(Act::Encoded, 0) } else { r(Act::Res3, l - 1) };
+        // MLP block: dres is the gradient of both the MLP output and the residual.
+        let [mut dfch, dres, gelu] =
+            acts.views_mut([r(Act::DFch, 0), r(Act::DRes, 0), r(Act::FchGelu, l)])?;
+        let [mut dw, mut db] = grads.views_mut([g(ParamTensor::FcProjW, l), g(ParamTensor::FcProjB, l)])?;
+        let w = p(ParamTensor::FcProjW, l)?;
+        ops::matmul_backward(
+            ctx,
+            &mut dfch,
+            &mut dw,
+            Some(&mut db),
+            dres.as_view(),
+            gelu.as_view(),
+            w,
+            n,
+            4 * c,
+            c,
+        )?;
+        let [mut dfch, fch] = acts.views_mut([r(Act::DFch, 0), r(Act::Fch, l)])?;
+        ops::gelu_backward(ctx, &mut dfch, fch.as_view(), n * 4 * c)?;
+        let [mut dln, dfch, ln2] = acts.views_mut([r(Act::DLn, 0), r(Act::DFch, 0), r(Act::Ln2, l)])?;
+        let [mut dw, mut db] = grads.views_mut([g(ParamTensor::FcW, l), g(ParamTensor::FcB, l)])?;
+        let w = p(ParamTensor::FcW, l)?;
+        ops::matmul_backward(
+            ctx,
+            &mut dln,
+            &mut dw,
+            Some(&mut db),
+            dfch.as_view(),
+            ln2.as_view(),
+            w,
+            n,
+            c,
+            4 * c,
+        )?;
+        let [mut dres, dln, x, mean, rstd] = acts.views_mut([
+            r(Act::DRes, 0),
+            r(Act::DLn, 0),
+            r(Act::Res2, l),
+            r(Act::Ln2Mean, l),
+            r(Act::Ln2Rstd, l),
+        ])?;
+        let [mut dw, mut db] = grads.views_mut([g(ParamTensor::Ln2W, l), g(ParamTensor::Ln2B, l)])?;
+        let w = p(ParamTensor::Ln2W, l)?;
+        let (dy, x, mean, rstd) = (dln.as_view(), x.as_view(), mean.as_view(), rstd.as_view());
+        ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w, mean, rstd, n, c)?;
+        // Attention block.
+        let [mut datty, dres, atty] = acts.views_mut([r(Act::DAtty, 0), r(Act::DRes, 0), r(Act::Atty, l)])?;
+        let [mut dw, mut db] =
+            grads.views_mut([g(ParamTensor::AttnProjW, l), g(ParamTensor::AttnProjB, l)])?;
+        let w = p(ParamTensor::AttnProjW, l)?;
+        ops::matmul_backward(
+            ctx,
+            &mut datty,
+            &mut dw,
+            Some(&mut db),
+            dres.as_view(),
+            atty.as_view(),
+            w,
+            n,
+            c,
+            c,
+        )?;
+        let [mut dqkv, datty, qkv, atty, lse] = acts.views_mut([
+            r(Act::DQkv, 0),
+            r(Act::DAtty, 0),
+            r(Act::Qkv, l),
+            r(Act::Atty, l),
+            r(Act::AttLse, l),
+        ])?;
+        let (dy, qkv, atty, lse) = (datty.as_view(), qkv.as_view(), atty.as_view(), lse.as_view());
+        ops::attention_backward(ctx, &mut dqkv, dy, qkv, atty, lse, b, t, c, nh)?;
+        let [mut dln, dqkv, ln1] = acts.views_mut([r(Act::DLn, 0), r(Act::DQkv, 0), r(Act::Ln1, l)])?;
+        let [mut dw, mut db] = grads.views_mut([g(ParamTensor::QkvW, l), g(ParamTensor::QkvB, l)])?;
+        let w = p(ParamTensor::QkvW, l)?;
+        ops::matmul_backward(
+            ctx,
+            &mut dln,
+            &mut dw,
+            Some(&mut db),
+            dqkv.as_view(),
+            ln1.as_view(),
+            w,
+            n,
+            c,
+            3 * c,
+        )?;
+        let [mut dres, dln, x, mean, rstd] = acts.views_mut([
+            r(Act::DRes, 0),
+            r(Act::DLn, 0),
+            res_in,
+            r(Act::Ln1Mean, l),
+            r(Act::Ln1Rstd, l),
+        ])?;
+        let [mut dw, mut db] = grads.views_mut([g(ParamTensor::Ln1W, l), g(ParamTensor::Ln1B, l)])?;
+        let w = p(ParamTensor::Ln1W, l)?;
+        let (dy, x, mean, rstd) = (dln.as_view(), x.as_view(), mean.as_view(), rstd.as_view());
+        ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w, mean, rstd, n, c)?;
+    }
+    let [dres] = acts.views_mut([r(Act::DRes, 0)])?;
+    let [mut dwte, mut dwpe] =
+        grads.views_mut([layout.range(ParamTensor::Wte), layout.range(ParamTensor::Wpe)])?;
+    ops::encoder_backward(ctx, &mut dwte, &mut dwpe, dres.as_view(), tok, b, t, c)?;
+    ws.dlogits_ready = false;
+    Ok(())
 }

@@ -1,5 +1,10 @@
 //! One training step: gradient accumulation over micro-batches, global-norm clipping, AdamW.
 
+use std::ops::Range;
+
+use rayon::prelude::*;
+use trident_runtime::{Buffer, Device, DeviceKind, RuntimeError};
+
 use crate::data::{Batch, DataError, DataLoader};
 use crate::model::{Gpt, ModelError, Workspace};
 use crate::ops::{OpsContext, OpsError};
@@ -27,6 +32,8 @@ pub enum TrainError {
     Ops(#[from] OpsError),
     #[error(transparent)]
     Data(#[from] DataError),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
     #[error("--global-batch-size {global} is not a multiple of --micro-batch-size {micro}")]
     BatchSizes { global: usize, micro: usize },
     #[error("the data gave a {got_b} x {got_t} batch, the trainer expects {b} x {t}")]
@@ -72,19 +79,66 @@ pub struct Trainer {
     pub model: Gpt,
     pub optimizer: AdamW,
     pub settings: TrainSettings,
-    workspace: Workspace,
+    lanes: Lanes,
     /// Steps taken (the next step's 0-based iteration).
     pub iter: u64,
 }
 
+/// How a micro-batch runs through the model.
+enum Lanes {
+    /// All its rows through one workspace, each op using every core.
+    Whole(Box<Workspace>),
+    /// On the Cpu device with several cores, the rows are split into one share per core and
+    /// the shares run side by side, each with its own activations and gradients; the shares'
+    /// gradients are then summed into the model's. A core then runs whole forward and
+    /// backward passes instead of meeting the others at the end of every op, and an idle core
+    /// still takes work from a busy one's ops. The split is fixed by the core count, so a run
+    /// is deterministic on a given machine.
+    Shares(Vec<Share>),
+}
+
+struct Share {
+    rows: Range<usize>,
+    workspace: Workspace,
+    grads: Buffer<f32>,
+}
+
+impl Lanes {
+    fn new(device: &Device, model: &Gpt, b: usize, t: usize, shares: usize) -> Result<Self, TrainError> {
+        let shares = shares.min(b);
+        if device.kind() != DeviceKind::Cpu || shares < 2 {
+            return Ok(Lanes::Whole(Box::new(Workspace::new(device, model.config(), b, t, true)?)));
+        }
+        (0..shares)
+            .map(|i| {
+                let rows = i * b / shares..(i + 1) * b / shares;
+                let workspace = Workspace::new(device, model.config(), rows.len(), t, true)?;
+                let grads = Buffer::zeros(device, model.num_params())?;
+                Ok(Share { rows, workspace, grads })
+            })
+            .collect::<Result<_, TrainError>>()
+            .map(Lanes::Shares)
+    }
+}
+
 impl Trainer {
     pub fn new(ctx: OpsContext, model: Gpt, settings: TrainSettings) -> Result<Self, TrainError> {
+        Self::with_row_shares(ctx, model, settings, rayon::current_num_threads())
+    }
+
+    /// A trainer that splits each micro-batch into up to `shares` shares of rows run side by
+    /// side (on the Cpu device; see [`new`](Self::new), which takes one share per core).
+    pub fn with_row_shares(
+        ctx: OpsContext,
+        model: Gpt,
+        settings: TrainSettings,
+        shares: usize,
+    ) -> Result<Self, TrainError> {
         settings.accumulation_steps()?;
         let device = ctx.device().clone();
-        let workspace =
-            Workspace::new(&device, model.config(), settings.micro_batch, settings.seq_len, true)?;
+        let lanes = Lanes::new(&device, &model, settings.micro_batch, settings.seq_len, shares)?;
         let optimizer = AdamW::new(&device, model.num_params(), settings.adamw)?;
-        Ok(Self { ctx, model, optimizer, settings, workspace, iter: 0 })
+        Ok(Self { ctx, model, optimizer, settings, lanes, iter: 0 })
     }
 
     /// One optimizer step over `global_batch / micro_batch` micro-batches from `data`.
@@ -92,13 +146,36 @@ impl Trainer {
         let accum = self.settings.accumulation_steps()?;
         let (b, t) = (self.settings.micro_batch, self.settings.seq_len);
         let dloss = 1.0 / (accum * b * t) as f32;
-        self.model.zero_grads()?;
         let mut loss = 0.0f64;
-        for _ in 0..accum {
-            let batch = self.checked_batch(data)?;
-            self.model.forward(&self.ctx, &mut self.workspace, &batch.inputs, b, t)?;
-            loss += self.model.loss(&self.ctx, &mut self.workspace, &batch.targets, Some(dloss))? as f64;
-            self.model.backward(&self.ctx, &mut self.workspace)?;
+        match &mut self.lanes {
+            Lanes::Whole(ws) => {
+                self.model.zero_grads()?;
+                for _ in 0..accum {
+                    let batch = checked_batch(&self.settings, data)?;
+                    self.model.forward(&self.ctx, ws, &batch.inputs, b, t)?;
+                    loss += self.model.loss(&self.ctx, ws, &batch.targets, Some(dloss))? as f64;
+                    self.model.backward(&self.ctx, ws)?;
+                }
+            }
+            Lanes::Shares(shares) => {
+                shares.par_iter_mut().try_for_each(|s| s.grads.view_mut(..)?.fill_zero())?;
+                for _ in 0..accum {
+                    let batch = checked_batch(&self.settings, data)?;
+                    let (model, ctx) = (&self.model, &self.ctx);
+                    let sums = shares.par_iter_mut().map(|s| -> Result<f64, TrainError> {
+                        let (tokens, rows) = (s.rows.start * t..s.rows.end * t, s.rows.len());
+                        model.forward(ctx, &mut s.workspace, &batch.inputs[tokens.clone()], rows, t)?;
+                        let l = model.loss(ctx, &mut s.workspace, &batch.targets[tokens], Some(dloss))?;
+                        model.backward_into(ctx, &mut s.workspace, &mut s.grads)?;
+                        Ok(l as f64 * rows as f64)
+                    });
+                    loss += sums.collect::<Result<Vec<_>, _>>()?.iter().sum::<f64>() / b as f64;
+                }
+                let grads: Vec<&[f32]> = shares.iter().map(|s| host(&s.grads)).collect::<Result<_, _>>()?;
+                let mut total = self.model.grads_mut().view_mut(..)?;
+                let total = total.host_mut().expect("Cpu buffers live in host memory");
+                crate::ops::cpu::sum_into(total, &grads);
+            }
         }
         let loss = (loss / accum as f64) as f32;
         if !loss.is_finite() {
@@ -116,19 +193,41 @@ impl Trainer {
         let (b, t) = (self.settings.micro_batch, self.settings.seq_len);
         let mut total = 0.0f64;
         for _ in 0..iters.max(1) {
-            let batch = self.checked_batch(data)?;
-            self.model.forward(&self.ctx, &mut self.workspace, &batch.inputs, b, t)?;
-            total += self.model.loss(&self.ctx, &mut self.workspace, &batch.targets, None)? as f64;
+            let batch = checked_batch(&self.settings, data)?;
+            let (model, ctx) = (&self.model, &self.ctx);
+            total += match &mut self.lanes {
+                Lanes::Whole(ws) => {
+                    model.forward(ctx, ws, &batch.inputs, b, t)?;
+                    model.loss(ctx, ws, &batch.targets, None)? as f64
+                }
+                Lanes::Shares(shares) => {
+                    let sums = shares.par_iter_mut().map(|s| -> Result<f64, TrainError> {
+                        let (tokens, rows) = (s.rows.start * t..s.rows.end * t, s.rows.len());
+                        model.forward(ctx, &mut s.workspace, &batch.inputs[tokens.clone()], rows, t)?;
+                        Ok(model.loss(ctx, &mut s.workspace, &batch.targets[tokens], None)? as f64
+                            * rows as f64)
+                    });
+                    sums.collect::<Result<Vec<_>, _>>()?.iter().sum::<f64>() / b as f64
+                }
+            };
         }
         Ok((total / iters.max(1) as f64) as f32)
     }
-
-    fn checked_batch(&self, data: &mut dyn BatchSource) -> Result<Batch, TrainError> {
-        let batch = data.next_batch()?;
-        let (b, t) = (self.settings.micro_batch, self.settings.seq_len);
-        if batch.batch_size != b || batch.seq_len != t || batch.inputs.len() != b * t {
-            return Err(TrainError::BatchShape { got_b: batch.batch_size, got_t: batch.seq_len, b, t });
-        }
-        Ok(batch)
-    }
 }
+
+fn checked_batch(settings: &TrainSettings, data: &mut dyn BatchSource) -> Result<Batch, TrainError> {
+    let batch = data.next_batch()?;
+    let (b, t) = (settings.micro_batch, settings.seq_len);
+    if batch.batch_size != b || batch.seq_len != t || batch.inputs.len() != b * t {
+        return Err(TrainError::BatchShape { got_b: batch.batch_size, got_t: batch.seq_len, b, t });
+    }
+    Ok(batch)
+}
+
+/// The host memory of a Cpu buffer.
+fn host(buffer: &Buffer<f32>) -> Result<&[f32], TrainError> {
+    Ok(buffer.view(..)?.host().expect("Cpu buffers live in host memory"))
+}
+
+#[cfg(test)]
+mod tests;

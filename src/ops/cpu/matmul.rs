@@ -20,8 +20,18 @@ fn rows_per_task(m: usize, n: usize, k: usize) -> usize {
     m.div_ceil(threads * 4).next_multiple_of(16).max(64)
 }
 
-/// `dst[m, n] = (accumulate ? dst : 0) + lhs[m, k] @ rhs[k, n]` for row-major `dst`, with
-/// `lhs` and `rhs` given by (row, column) strides. Below [`BIG_GEMM`], rows of `dst` are split
+/// What the destination of a product starts from.
+#[derive(Clone, Copy)]
+enum Start<'a> {
+    Zero,
+    /// Its current contents (gradients that accumulate).
+    Current,
+    /// This row in every row (a bias).
+    Row(&'a [f32]),
+}
+
+/// `dst[m, n] = start + lhs[m, k] @ rhs[k, n]` for row-major `dst`, with `lhs` and `rhs` given
+/// by (row, column) strides. Below [`BIG_GEMM`], rows of `dst` are split
 /// across rayon tasks, each a single-threaded `gemm` call, so no task waits on another's
 /// progress.
 ///
@@ -30,7 +40,7 @@ fn rows_per_task(m: usize, n: usize, k: usize) -> usize {
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_strided(
     dst: &mut [f32],
-    accumulate: bool,
+    start: Start,
     lhs: (&[f32], isize, isize),
     rhs: (&[f32], isize, isize),
     m: usize,
@@ -38,7 +48,16 @@ unsafe fn gemm_strided(
     k: usize,
 ) {
     assert!(dst.len() >= m * n, "gemm destination holds {} < {m}x{n}", dst.len());
+    // A bias is written into each task's rows just before its product adds to them, while
+    // they are in cache: a separate pass would send every row through memory twice.
+    let fill = |rows: &mut [f32]| {
+        if let Start::Row(row) = start {
+            rows.chunks_exact_mut(n).for_each(|r| r.copy_from_slice(row));
+        }
+    };
+    let accumulate = !matches!(start, Start::Zero);
     if m * n * k >= BIG_GEMM {
+        dst[..m * n].par_chunks_mut(n * 16).for_each(fill);
         let (lhs, rhs) = (Mat(lhs.0.as_ptr(), lhs.1, lhs.2), Mat(rhs.0.as_ptr(), rhs.1, rhs.2));
         // SAFETY: the whole row-major destination; operands vouched for by the caller.
         unsafe { gemm_into(dst.as_mut_ptr(), n, accumulate, lhs, rhs, m, n, k, Parallelism::Rayon(0)) };
@@ -48,6 +67,7 @@ unsafe fn gemm_strided(
     let (lhs_ptr, rhs_ptr) = (lhs.0.as_ptr() as usize, rhs.0.as_ptr() as usize);
     dst[..m * n].par_chunks_mut(rows * n.max(1)).enumerate().for_each(|(task, out)| {
         let (r0, mr) = (task * rows, out.len() / n.max(1));
+        fill(out);
         // SAFETY: `out` is rows r0..r0+mr of the row-major destination; the lhs rows start
         // r0 row strides in, inside the caller-vouched operand; rhs is shared read-only.
         unsafe {
@@ -117,12 +137,10 @@ pub fn matmul_forward(
 ) {
     let n = inp.len() / ic;
     assert!(inp.len() == n * ic && out.len() == n * oc && weight.len() == oc * ic);
-    if let Some(bias) = bias {
-        out.par_chunks_mut(oc).with_min_len(16).for_each(|row| row.copy_from_slice(bias));
-    }
+    let start = bias.map_or(Start::Zero, Start::Row);
     // SAFETY: inp is [n, ic] row-major (row stride ic); weight^T is [ic, oc] with element
     // (i, o) at o * ic + i (row stride 1, column stride ic). Lengths checked above.
-    unsafe { gemm_strided(out, bias.is_some(), (inp, ic as isize, 1), (weight, 1, ic as isize), n, oc, ic) }
+    unsafe { gemm_strided(out, start, (inp, ic as isize, 1), (weight, 1, ic as isize), n, oc, ic) }
 }
 
 /// Gradients of `matmul_forward`: `dinp = dout @ weight` (overwritten), `dweight += dout^T @
@@ -142,10 +160,10 @@ pub fn matmul_backward(
     assert!(inp.len() == n * ic && dinp.len() == n * ic && dout.len() == n * oc);
     assert!(weight.len() == oc * ic && dweight.len() == oc * ic);
     // SAFETY: dout is [n, oc] row-major and weight [oc, ic] row-major; lengths checked above.
-    unsafe { gemm_strided(dinp, false, (dout, oc as isize, 1), (weight, ic as isize, 1), n, ic, oc) }
+    unsafe { gemm_strided(dinp, Start::Zero, (dout, oc as isize, 1), (weight, ic as isize, 1), n, ic, oc) }
     // SAFETY: dout^T is [oc, n] with element (o, r) at r * oc + o (row stride 1, column stride
     // oc); inp is [n, ic] row-major. Lengths checked above.
-    unsafe { gemm_strided(dweight, true, (dout, 1, oc as isize), (inp, ic as isize, 1), oc, ic, n) }
+    unsafe { gemm_strided(dweight, Start::Current, (dout, 1, oc as isize), (inp, ic as isize, 1), oc, ic, n) }
     if let Some(dbias) = dbias {
         const BLOCK: usize = 64;
         dbias.par_chunks_mut(BLOCK).enumerate().for_each(|(blk, db)| {

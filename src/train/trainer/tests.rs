@@ -1,0 +1,85 @@
+use trident_runtime::Device;
+
+use super::*;
+use crate::model::init::NormalRng;
+use crate::model::GptConfig;
+use crate::train::{DecayStyle, LrSchedule};
+
+/// Seeded random tokens: every source made with the same seed serves the same batches.
+struct RandomTokens {
+    rng: NormalRng,
+    vocab: u64,
+    b: usize,
+    t: usize,
+}
+
+impl BatchSource for RandomTokens {
+    fn next_batch(&mut self) -> Result<Batch, DataError> {
+        let mut draw = || (0..self.b * self.t).map(|_| (self.rng.next_u64() % self.vocab) as u32).collect();
+        let (inputs, targets) = (draw(), draw());
+        Ok(Batch { batch_size: self.b, seq_len: self.t, inputs, targets })
+    }
+}
+
+const SEED: u64 = 11;
+const B: usize = 6;
+const T: usize = 16;
+
+/// Losses of four steps (two micro-batches each) and the final parameters, with each
+/// micro-batch split into `shares` shares of rows.
+fn train(shares: usize) -> (Vec<f32>, f32, Vec<f32>) {
+    let config = GptConfig::new(32, 50, 2, 4, 64, 16).unwrap();
+    let model = Gpt::new(&Device::Cpu, config, SEED).unwrap();
+    let settings = TrainSettings {
+        micro_batch: B,
+        global_batch: 2 * B,
+        seq_len: T,
+        schedule: LrSchedule {
+            max_lr: 3e-3,
+            min_lr: 0.0,
+            warmup_iters: 0,
+            decay_iters: 4,
+            style: DecayStyle::Cosine,
+        },
+        adamw: AdamWConfig::default(),
+        clip_grad: 1.0,
+    };
+    let ctx = OpsContext::new(&Device::Cpu).unwrap();
+    let mut trainer = Trainer::with_row_shares(ctx, model, settings, shares).unwrap();
+    let mut data = RandomTokens { rng: NormalRng::new(SEED), vocab: 50, b: B, t: T };
+    let losses = (0..4).map(|_| trainer.step(&mut data).unwrap().loss).collect();
+    let val = trainer.evaluate(&mut data, 2).unwrap();
+    (losses, val, trainer.model.params().to_vec().unwrap())
+}
+
+#[test]
+fn row_shares_train_like_the_whole_batch() {
+    let (whole, whole_val, whole_params) = train(1);
+    for shares in [2, 4] {
+        let (split, split_val, split_params) = train(shares);
+        // Only the order of the gradient sums differs.
+        for (step, (a, b)) in whole.iter().zip(&split).enumerate() {
+            let rel = ((a - b) / a).abs();
+            assert!(rel < 1e-5, "{shares} shares, step {step}: loss {b} vs {a} (seed {SEED})");
+        }
+        assert!(
+            ((whole_val - split_val) / whole_val).abs() < 1e-5,
+            "{shares} shares: validation {split_val} vs {whole_val}"
+        );
+        let scale = whole_params.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let worst = whole_params.iter().zip(&split_params).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(worst < 1e-4 * scale, "{shares} shares: parameters differ by {worst} (largest {scale})");
+    }
+}
+
+#[test]
+fn row_shares_are_deterministic() {
+    let (a, a_val, a_params) = train(3);
+    let (b, b_val, b_params) = train(3);
+    assert_eq!(a, b);
+    assert_eq!(a_val.to_bits(), b_val.to_bits());
+    assert!(
+        a_params.iter().zip(&b_params).all(|(x, y)| x.to_bits() == y.to_bits()),
+        "parameters differ between runs"
+    );
+}
