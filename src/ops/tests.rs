@@ -238,9 +238,9 @@ fn layernorm_matches_reference_and_finite_differences() {
 }
 
 #[test]
-fn matmul_at_the_size_that_shares_packing_across_cores() {
-    // n * ic * oc = 2^30 multiply-adds in each of the three products: one gemm call on every
-    // core instead of one per row block. Checked on sampled entries against f64.
+fn matmul_at_a_size_split_across_cores() {
+    // n * ic * oc = 2^30 multiply-adds in each of the three products, which gemm splits across
+    // its threads. Checked on sampled entries against f64.
     let seed = 17;
     let mut r = rng(seed);
     let ctx = cpu();

@@ -5,21 +5,6 @@ use rayon::prelude::*;
 
 use super::math::simd;
 
-/// Multiply-adds from which one `gemm` call runs on every core, sharing its packed operands:
-/// split by rows instead, each task would pack the whole right operand again (for GPT-2's
-/// 50k-row output projection, 150 MB per task).
-const BIG_GEMM: usize = 1 << 30;
-
-/// Rows of `dst` per parallel task: enough tasks to balance the cores, each big enough to
-/// amortise packing its operands.
-fn rows_per_task(m: usize, n: usize, k: usize) -> usize {
-    let threads = rayon::current_num_threads();
-    if threads == 1 || 2 * m * n * k < 1 << 22 {
-        return m.max(1);
-    }
-    m.div_ceil(threads * 4).next_multiple_of(16).max(64)
-}
-
 /// What the destination of a product starts from.
 #[derive(Clone, Copy)]
 enum Start<'a> {
@@ -31,9 +16,9 @@ enum Start<'a> {
 }
 
 /// `dst[m, n] = start + lhs[m, k] @ rhs[k, n]` for row-major `dst`, with `lhs` and `rhs` given
-/// by (row, column) strides. Below [`BIG_GEMM`], rows of `dst` are split
-/// across rayon tasks, each a single-threaded `gemm` call, so no task waits on another's
-/// progress.
+/// by (row, column) strides, as one `gemm` call on every core: `gemm` packs each block of the
+/// operands once and shares it between its threads, where tasks over rows of `dst` would each
+/// pack all of `rhs` again (for a weight gradient, the whole activation matrix per task).
 ///
 /// # Safety
 /// Every element the strides reach must lie inside the slices' allocations.
@@ -48,34 +33,16 @@ unsafe fn gemm_strided(
     k: usize,
 ) {
     assert!(dst.len() >= m * n, "gemm destination holds {} < {m}x{n}", dst.len());
-    // A bias is written into each task's rows just before its product adds to them, while
-    // they are in cache: a separate pass would send every row through memory twice.
-    let fill = |rows: &mut [f32]| {
-        if let Start::Row(row) = start {
-            rows.chunks_exact_mut(n).for_each(|r| r.copy_from_slice(row));
-        }
-    };
-    let accumulate = !matches!(start, Start::Zero);
-    if m * n * k >= BIG_GEMM {
-        dst[..m * n].par_chunks_mut(n * 16).for_each(fill);
-        let (lhs, rhs) = (Mat(lhs.0.as_ptr(), lhs.1, lhs.2), Mat(rhs.0.as_ptr(), rhs.1, rhs.2));
-        // SAFETY: the whole row-major destination; operands vouched for by the caller.
-        unsafe { gemm_into(dst.as_mut_ptr(), n, accumulate, lhs, rhs, m, n, k, Parallelism::Rayon(0)) };
-        return;
+    if let Start::Row(row) = start {
+        dst[..m * n]
+            .par_chunks_mut(n * 16)
+            .for_each(|rows| rows.chunks_exact_mut(n).for_each(|r| r.copy_from_slice(row)));
     }
-    let rows = rows_per_task(m, n, k);
-    let (lhs_ptr, rhs_ptr) = (lhs.0.as_ptr() as usize, rhs.0.as_ptr() as usize);
-    dst[..m * n].par_chunks_mut(rows * n.max(1)).enumerate().for_each(|(task, out)| {
-        let (r0, mr) = (task * rows, out.len() / n.max(1));
-        fill(out);
-        // SAFETY: `out` is rows r0..r0+mr of the row-major destination; the lhs rows start
-        // r0 row strides in, inside the caller-vouched operand; rhs is shared read-only.
-        unsafe {
-            let lhs = Mat((lhs_ptr as *const f32).offset(r0 as isize * lhs.1), lhs.1, lhs.2);
-            let rhs = Mat(rhs_ptr as *const f32, rhs.1, rhs.2);
-            gemm_into(out.as_mut_ptr(), n, accumulate, lhs, rhs, mr, n, k, Parallelism::None)
-        }
-    });
+    let accumulate = !matches!(start, Start::Zero);
+    let (lhs, rhs) = (Mat(lhs.0.as_ptr(), lhs.1, lhs.2), Mat(rhs.0.as_ptr(), rhs.1, rhs.2));
+    // SAFETY: the whole row-major destination, borrowed mutably; operands vouched for by the
+    // caller.
+    unsafe { gemm_into(dst.as_mut_ptr(), n, accumulate, lhs, rhs, m, n, k, Parallelism::Rayon(0)) }
 }
 
 /// A matrix operand: first element, row stride, column stride (in elements).
