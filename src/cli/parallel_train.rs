@@ -68,8 +68,8 @@ pub fn run(
     )?;
     par.distributed_optimizer = args.use_distributed_optimizer;
     par.recompute = args.recompute_granularity.unwrap_or_default();
-    let global_batch = args.global_batch_size.unwrap_or(args.micro_batch_size * par.dp);
-    let micro_batches = par.validate(&config, args.micro_batch_size, global_batch)?;
+    let global_batch = args.global_batch_size.unwrap_or(settings.micro_batch * par.dp);
+    let micro_batches = par.validate(&config, settings.micro_batch, global_batch)?;
     let settings = TrainSettings { global_batch, ..settings };
     let spec = RunSpec {
         config,
@@ -99,7 +99,7 @@ pub fn run(
         par.dp,
         dataset.train.name(),
         device.kind(),
-        args.micro_batch_size,
+        settings.micro_batch,
         settings.seq_len,
         if par.distributed_optimizer { ", distributed optimizer" } else { "" },
         match par.recompute {

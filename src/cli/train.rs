@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::common::{data_spec, open_device, DeviceArg, Preset, Start};
 use crate::checkpoint::{step_dir, AdamWMoments, Checkpoint};
-use crate::data::{DataLoader, DataOrder, DataSpec, Dataset, TokenizerKind};
+use crate::data::{AdditionTask, DataLoader, DataOrder, DataSpec, TokenizerKind};
 use crate::metrics::{IterMetrics, MetricsWriter};
 use crate::model::{generate, init::NormalRng, Gpt, GptConfig, SamplingParams, Workspace};
 use crate::ops::OpsContext;
@@ -17,6 +17,12 @@ use crate::optim::AdamWConfig;
 use crate::plot::plot_metrics;
 use crate::progress::Progress;
 use crate::train::{peak_flops, train_flops_per_token, DecayStyle, LrSchedule, TrainSettings, Trainer};
+
+/// Sequences per micro-batch on text and shards, when --micro-batch-size is not given.
+const DEFAULT_MICRO_BATCH: usize = 8;
+/// Tokens per micro-batch on the built-in task, when --micro-batch-size is not given: about
+/// what 8 sequences of 256 tokens hold, in one-problem sequences.
+const BUILTIN_BATCH_TOKENS: usize = 2048;
 
 #[derive(Args, Debug)]
 pub struct TrainArgs {
@@ -35,12 +41,15 @@ pub struct TrainArgs {
     /// Positions the model has (default: the preset's).
     #[arg(long)]
     pub max_position_embeddings: Option<usize>,
-    /// Tokens per training sequence (default: the model's positions).
+    /// Tokens per training sequence (default: the model's positions; with --data builtin, one
+    /// problem line, 13 tokens for 3 digits, so that every sequence is one problem at the
+    /// positions it is scored at).
     #[arg(long)]
     pub seq_length: Option<usize>,
-    /// Sequences per forward/backward pass.
-    #[arg(long, default_value_t = 8)]
-    pub micro_batch_size: usize,
+    /// Sequences per forward/backward pass (default: 8; with --data builtin, as many
+    /// one-problem sequences as fill 2,048 tokens: 158 for 3 digits).
+    #[arg(long)]
+    pub micro_batch_size: Option<usize>,
     /// Sequences per optimizer step; a multiple of --micro-batch-size (default: equal to it).
     #[arg(long)]
     pub global_batch_size: Option<usize>,
@@ -130,7 +139,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let tokenizer = args.tokenizer.as_deref().map(TokenizerKind::parse).transpose()?;
     let spec_text = data_spec(&args.data);
     let spec = DataSpec::parse(&spec_text, tokenizer)?;
-    let dataset = spec.open(args.seed).with_context(|| format!("opening --data {}", args.data))?;
+    let vocab_size = spec.tokenizer().vocab_size();
 
     let start = args.load.as_deref().map(Start::open).transpose()?;
     let config = match &start {
@@ -139,26 +148,20 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             check_shape_flags(&args, &config, &start.describe())?;
             config
         }
-        None => model_config(&args, &dataset)?,
+        None => model_config(&args, vocab_size)?,
     };
-    if config.vocab_size != dataset.vocab_size() {
+    if config.vocab_size != vocab_size {
         bail!(
-            "the model's vocabulary ({}) does not match the data's tokenizer ({} tokens); pick the \
-             tokenizer the model was made for with --tokenizer",
+            "the model's vocabulary ({}) does not match the data's tokenizer ({vocab_size} tokens); \
+             pick the tokenizer the model was made for with --tokenizer",
             config.vocab_size,
-            dataset.vocab_size()
         );
     }
-    let seq_len = args.seq_length.unwrap_or(config.max_seq_len);
-    if seq_len > config.max_seq_len {
-        bail!(
-            "--seq-length {seq_len} is longer than the model's {} positions; lower it or raise --max-position-embeddings",
-            config.max_seq_len
-        );
-    }
-    let global_batch = args.global_batch_size.unwrap_or(args.micro_batch_size);
+    let (seq_len, micro_batch) = batch_shape(&args, spec.addition(), config.max_seq_len)?;
+    let dataset = spec.open(args.seed, seq_len).with_context(|| format!("opening --data {}", args.data))?;
+    let global_batch = args.global_batch_size.unwrap_or(micro_batch);
     let settings = TrainSettings {
-        micro_batch: args.micro_batch_size,
+        micro_batch,
         global_batch,
         seq_len,
         schedule: LrSchedule {
@@ -187,12 +190,10 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         None => Gpt::new(&device, config, args.seed)?,
     };
     let mut trainer = Trainer::new(ctx, model, settings)?;
-    let mut train_data =
-        DataLoader::new(dataset.train.clone(), args.micro_batch_size, seq_len, args.seed, true)?
-            .with_order(args.data_order)?;
-    let mut val_data =
-        DataLoader::new(dataset.val.clone(), args.micro_batch_size, seq_len, args.seed, false)?
-            .with_order(args.data_order)?;
+    let mut train_data = DataLoader::new(dataset.train.clone(), micro_batch, seq_len, args.seed, true)?
+        .with_order(args.data_order)?;
+    let mut val_data = DataLoader::new(dataset.val.clone(), micro_batch, seq_len, args.seed, false)?
+        .with_order(args.data_order)?;
     let checkpoint = match &start {
         Some(Start::Checkpoint(ck)) => Some(ck),
         _ => None,
@@ -238,7 +239,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         config.padded_vocab_size,
         dataset.train.name(),
         device.kind(),
-        args.micro_batch_size,
+        micro_batch,
         seq_len,
     );
 
@@ -325,6 +326,31 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Tokens per sequence and sequences per micro-batch: the flags', else the defaults for the
+/// data (`builtin`: the task's problems, one per sequence) and a model of `positions`.
+pub(super) fn batch_shape(
+    args: &TrainArgs,
+    builtin: Option<AdditionTask>,
+    positions: usize,
+) -> anyhow::Result<(usize, usize)> {
+    let seq_len = match (args.seq_length, builtin) {
+        (Some(seq_len), _) => seq_len,
+        (None, Some(task)) => task.line_len().min(positions),
+        (None, None) => positions,
+    };
+    if seq_len > positions {
+        bail!(
+            "--seq-length {seq_len} is longer than the model's {positions} positions; lower it or raise --max-position-embeddings"
+        );
+    }
+    let micro_batch = match (args.micro_batch_size, builtin) {
+        (Some(micro_batch), _) => micro_batch,
+        (None, Some(_)) => BUILTIN_BATCH_TOKENS.div_ceil(seq_len.max(1)),
+        (None, None) => DEFAULT_MICRO_BATCH,
+    };
+    Ok((seq_len, micro_batch))
+}
+
 /// Refuses shape flags that disagree with a loaded model (`source` names it).
 fn check_shape_flags(args: &TrainArgs, config: &GptConfig, source: &str) -> anyhow::Result<()> {
     let flags = [
@@ -341,14 +367,14 @@ fn check_shape_flags(args: &TrainArgs, config: &GptConfig, source: &str) -> anyh
     Ok(())
 }
 
-fn model_config(args: &TrainArgs, dataset: &Dataset) -> anyhow::Result<GptConfig> {
+fn model_config(args: &TrainArgs, vocab_size: usize) -> anyhow::Result<GptConfig> {
     let (layers, hidden, heads, positions) = args.model.shape();
     // Megatron-LM pads the vocabulary to a multiple of 128 per tensor-parallel rank.
     let multiple = 128 * args.tensor_model_parallel_size.max(1);
     let positions = args.max_position_embeddings.unwrap_or(positions);
     Ok(GptConfig::new(
         positions,
-        dataset.vocab_size(),
+        vocab_size,
         args.num_layers.unwrap_or(layers),
         args.num_attention_heads.unwrap_or(heads),
         args.hidden_size.unwrap_or(hidden),
