@@ -39,6 +39,7 @@ pub fn run(
     config: GptConfig,
     dataset: &Dataset,
     settings: TrainSettings,
+    iters: u64,
     start: Option<&Start>,
 ) -> anyhow::Result<()> {
     if args.save.is_some() || matches!(start, Some(Start::Checkpoint(_))) {
@@ -77,7 +78,7 @@ pub fn run(
         settings,
         data_seed: args.seed,
         data_order: args.data_order,
-        iters: args.train_iters,
+        iters,
         eval_interval: args.eval_interval,
         eval_iters: args.eval_iters,
     };
@@ -176,7 +177,7 @@ pub fn run(
         run_ranks(world_size, rank_main)?
     };
     let elapsed = started.elapsed().as_secs_f64();
-    report(&results, &schedule, args.train_iters, tokens_per_step, elapsed);
+    report(&results, &schedule, iters, tokens_per_step, elapsed);
     Ok(())
 }
 

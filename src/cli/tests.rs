@@ -201,7 +201,8 @@ fn an_llmc_model_file_trains_like_the_reference_run() {
 
 #[test]
 fn builtin_data_trains_on_one_problem_per_sequence_by_default() {
-    use super::train::batch_shape;
+    use super::common::Preset;
+    use super::train::{batch_shape, DataDefaults};
     use crate::data::AdditionTask;
     let args = |flags: &[&str]| {
         let argv = [&["trident", "train"][..], flags].concat();
@@ -224,4 +225,13 @@ fn builtin_data_trains_on_one_problem_per_sequence_by_default() {
     assert_eq!(batch_shape(&flags, None, 256).unwrap(), (64, 3));
     let err = batch_shape(&args(&["--seq-length", "300"]), three, 256).unwrap_err();
     assert!(err.to_string().contains("longer than the model's 256 positions"), "{err}");
+
+    // A smaller model, a larger step and more of them on the built-in task only.
+    let builtin = DataDefaults::of(three);
+    assert_eq!((builtin.model, builtin.train_iters), (Preset::Nano, 1000));
+    let text = DataDefaults::of(None);
+    assert_eq!((text.model, text.train_iters), (Preset::Tiny, 200));
+    assert!(builtin.lr > text.lr && text.lr == 1e-3, "{builtin:?} {text:?}");
+    let flags = args(&["--model", "tiny", "--lr", "5e-4", "--train-iters", "7"]);
+    assert_eq!((flags.model, flags.lr, flags.train_iters), (Some(Preset::Tiny), Some(5e-4), Some(7)));
 }
