@@ -228,7 +228,7 @@ fn builtin_data_trains_on_one_problem_per_sequence_by_default() {
 
     // A smaller model, a larger step and more of them on the built-in task only.
     let builtin = DataDefaults::of(three);
-    assert_eq!((builtin.model, builtin.train_iters), (Preset::Nano, 1000));
+    assert_eq!((builtin.model, builtin.train_iters), (Preset::Nano, 2000));
     let text = DataDefaults::of(None);
     assert_eq!((text.model, text.train_iters), (Preset::Tiny, 200));
     assert!(builtin.lr > text.lr && text.lr == 1e-3, "{builtin:?} {text:?}");
