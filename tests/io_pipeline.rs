@@ -37,7 +37,7 @@ fn addition_shards_batch_checkpoint_and_resume() {
         .unwrap();
 
     let spec = DataSpec::parse(dir.path().to_str().unwrap(), Some(TokenizerKind::Addition)).unwrap();
-    let data = spec.open(seed).unwrap();
+    let data = spec.open(seed, 48).unwrap();
     assert_eq!(data.train.total_tokens(), train.len());
     assert_eq!(data.val.total_tokens(), 300 * task.line_len());
     let tok = Tokenizer::new(data.tokenizer).unwrap();
@@ -76,7 +76,7 @@ fn addition_shards_batch_checkpoint_and_resume() {
     let back: Checkpoint = Checkpoint::load(&ck_dir).unwrap();
     assert_eq!(back, ck);
 
-    let reopened = spec.open(seed).unwrap();
+    let reopened = spec.open(seed, 48).unwrap();
     let mut resumed = DataLoader::new(reopened.train, b, t, 0, true).unwrap();
     resumed.restore(back.loader.unwrap()).unwrap();
     for i in 0..40 {
@@ -95,7 +95,7 @@ fn addition_shards_batch_checkpoint_and_resume() {
 
 #[test]
 fn built_in_addition_data_scores_a_perfect_solver() {
-    let data = DataSpec::parse("addition:4", None).unwrap().open(1).unwrap();
+    let data = DataSpec::parse("addition:4", None).unwrap().open(1, 64).unwrap();
     let task = data.addition.unwrap();
     assert_eq!(data.vocab_size(), 13);
     let tok = Tokenizer::new(data.tokenizer).unwrap();

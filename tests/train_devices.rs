@@ -24,8 +24,8 @@ impl BatchSource for Repeat {
 /// Per-step losses of a small GPT on the addition data; `repeat` trains on one batch only.
 fn losses(device: &Device, seed: u64, repeat: bool) -> Vec<f32> {
     let task = AdditionTask::new(2).unwrap();
-    let data = Dataset::addition(task, 2000, 100, seed);
     let (b, t) = (4, 24);
+    let data = Dataset::addition(task, 2000, 100, seed, t).unwrap();
     let mut loader = DataLoader::new(data.train.clone(), b, t, seed, true).unwrap();
     let mut source: Box<dyn BatchSource> =
         if repeat { Box::new(Repeat(loader.next_batch().unwrap())) } else { Box::new(loader) };

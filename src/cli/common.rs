@@ -32,6 +32,8 @@ pub fn open_device(arg: DeviceArg) -> anyhow::Result<Device> {
 /// A model shape: layers, hidden size, heads, positions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
+    /// 2 layers, 128 wide, 4 heads, 256 positions
+    Nano,
     /// 4 layers, 256 wide, 4 heads, 256 positions
     Tiny,
     /// 6 layers, 384 wide, 6 heads, 512 positions
@@ -45,6 +47,7 @@ impl Preset {
     /// (layers, hidden, heads, max positions)
     pub fn shape(self) -> (usize, usize, usize, usize) {
         match self {
+            Preset::Nano => (2, 128, 4, 256),
             Preset::Tiny => (4, 256, 4, 256),
             Preset::Small => (6, 384, 6, 512),
             Preset::Gpt2_124m => (12, 768, 12, 1024),

@@ -39,6 +39,7 @@ pub fn run(
     config: GptConfig,
     dataset: &Dataset,
     settings: TrainSettings,
+    iters: u64,
     start: Option<&Start>,
 ) -> anyhow::Result<()> {
     if args.save.is_some() || matches!(start, Some(Start::Checkpoint(_))) {
@@ -68,8 +69,8 @@ pub fn run(
     )?;
     par.distributed_optimizer = args.use_distributed_optimizer;
     par.recompute = args.recompute_granularity.unwrap_or_default();
-    let global_batch = args.global_batch_size.unwrap_or(args.micro_batch_size * par.dp);
-    let micro_batches = par.validate(&config, args.micro_batch_size, global_batch)?;
+    let global_batch = args.global_batch_size.unwrap_or(settings.micro_batch * par.dp);
+    let micro_batches = par.validate(&config, settings.micro_batch, global_batch)?;
     let settings = TrainSettings { global_batch, ..settings };
     let spec = RunSpec {
         config,
@@ -77,7 +78,7 @@ pub fn run(
         settings,
         data_seed: args.seed,
         data_order: args.data_order,
-        iters: args.train_iters,
+        iters,
         eval_interval: args.eval_interval,
         eval_iters: args.eval_iters,
     };
@@ -99,7 +100,7 @@ pub fn run(
         par.dp,
         dataset.train.name(),
         device.kind(),
-        args.micro_batch_size,
+        settings.micro_batch,
         settings.seq_len,
         if par.distributed_optimizer { ", distributed optimizer" } else { "" },
         match par.recompute {
@@ -176,7 +177,7 @@ pub fn run(
         run_ranks(world_size, rank_main)?
     };
     let elapsed = started.elapsed().as_secs_f64();
-    report(&results, &schedule, args.train_iters, tokens_per_step, elapsed);
+    report(&results, &schedule, iters, tokens_per_step, elapsed);
     Ok(())
 }
 

@@ -198,3 +198,40 @@ fn an_llmc_model_file_trains_like_the_reference_run() {
     let err = run(argv(shard, &[])).unwrap_err();
     assert!(format!("{err:#}").contains("not an llm.c model"), "{err:#}");
 }
+
+#[test]
+fn builtin_data_trains_on_one_problem_per_sequence_by_default() {
+    use super::common::Preset;
+    use super::train::{batch_shape, DataDefaults};
+    use crate::data::AdditionTask;
+    let args = |flags: &[&str]| {
+        let argv = [&["trident", "train"][..], flags].concat();
+        match Cli::try_parse_from(argv).unwrap().command {
+            super::Command::Train(args) => args,
+            other => panic!("parsed {other:?}"),
+        }
+    };
+    let three = AdditionTask::new(3).ok();
+    let two = AdditionTask::new(2).ok();
+    // One problem line per sequence, about 2,048 tokens per micro-batch.
+    assert_eq!(batch_shape(&args(&[]), three, 256).unwrap(), (13, 158));
+    assert_eq!(batch_shape(&args(&[]), two, 256).unwrap(), (10, 205));
+    assert_eq!(batch_shape(&args(&[]), three, 8).unwrap(), (8, 256));
+    // Text and shards: the model's positions, 8 sequences.
+    assert_eq!(batch_shape(&args(&[]), None, 256).unwrap(), (256, 8));
+    // The flags win everywhere.
+    let flags = args(&["--seq-length", "64", "--micro-batch-size", "3"]);
+    assert_eq!(batch_shape(&flags, three, 256).unwrap(), (64, 3));
+    assert_eq!(batch_shape(&flags, None, 256).unwrap(), (64, 3));
+    let err = batch_shape(&args(&["--seq-length", "300"]), three, 256).unwrap_err();
+    assert!(err.to_string().contains("longer than the model's 256 positions"), "{err}");
+
+    // A smaller model, a larger step and more of them on the built-in task only.
+    let builtin = DataDefaults::of(three);
+    assert_eq!((builtin.model, builtin.train_iters), (Preset::Nano, 2000));
+    let text = DataDefaults::of(None);
+    assert_eq!((text.model, text.train_iters), (Preset::Tiny, 200));
+    assert!(builtin.lr > text.lr && text.lr == 1e-3, "{builtin:?} {text:?}");
+    let flags = args(&["--model", "tiny", "--lr", "5e-4", "--train-iters", "7"]);
+    assert_eq!((flags.model, flags.lr, flags.train_iters), (Some(Preset::Tiny), Some(5e-4), Some(7)));
+}

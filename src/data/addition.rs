@@ -157,6 +157,35 @@ impl AdditionTask {
         out
     }
 
+    /// Problems in one training sequence of `seq_len` tokens (the last one cut short when
+    /// `seq_len` is not a whole number of lines).
+    pub fn problems_per_sequence(&self, seq_len: usize) -> usize {
+        seq_len.div_ceil(self.line_len()).max(1)
+    }
+
+    /// `sequences` independent training sequences of `split`, `seq_len + 1` tokens each (the
+    /// inputs and the last target of one window), deterministic in `seed`. Each begins with a
+    /// newline and continues with whole problem lines, the last one cut where the sequence
+    /// ends. Every problem line thus starts at the same position in every sequence as a scored
+    /// [`prompt`](Self::prompt) does, and with `seq_len = line_len()` a sequence is exactly
+    /// a prompt, its answer and the closing newline.
+    pub fn generate_sequences(&self, split: Split, sequences: usize, seq_len: usize, seed: u64) -> Vec<u16> {
+        let mut rng = SplitMix64::new(derive_seed(seed, &[split as u64, seq_len as u64]));
+        let record = seq_len + 1;
+        let mut sequence = Vec::with_capacity(record + self.line_len());
+        let mut out = Vec::with_capacity(sequences * record);
+        for _ in 0..sequences {
+            sequence.clear();
+            sequence.push(NEWLINE);
+            while sequence.len() < record {
+                let (a, b) = self.sample_problem(&mut rng, split);
+                self.push_line(a, b, &mut sequence);
+            }
+            out.extend(sequence[..record].iter().map(|&t| t as u16));
+        }
+        out
+    }
+
     /// Reads a completed answer: digits up to the first newline, reversed back. `None` when the
     /// completion is not `answer_len()` digits.
     pub fn parse_answer(&self, completion: &[u32]) -> Option<u64> {
@@ -234,6 +263,47 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn sequences_begin_like_a_prompt_and_hold_whole_lines() {
+        let seed = 0x5e9;
+        for (digits, seq_len) in [(3, 13), (3, 40), (2, 10), (1, 5), (4, 3)] {
+            let task = AdditionTask::new(digits).unwrap();
+            let d = digits as usize;
+            for split in [Split::Train, Split::Validation] {
+                let stream = task.generate_sequences(split, 50, seq_len, seed);
+                assert_eq!(stream.len(), 50 * (seq_len + 1));
+                for record in stream.chunks(seq_len + 1) {
+                    let record: Vec<u32> = record.iter().map(|&t| u32::from(t)).collect();
+                    assert_eq!(record[0], NEWLINE, "seed {seed}: {record:?}");
+                    let lines = record[1..].split(|&t| t == NEWLINE);
+                    let mut whole = 0;
+                    for (i, line) in lines.enumerate() {
+                        // Positions repeat every line: line i starts i lines in.
+                        let start = 1 + i * task.line_len();
+                        assert!(start <= record.len(), "seed {seed}: {record:?}");
+                        if line.len() < task.line_len() - 1 {
+                            assert_eq!(start + line.len(), record.len(), "only the last line is cut");
+                            continue;
+                        }
+                        let num = |s: &[u32]| s.iter().fold(0u64, |acc, &t| acc * 10 + u64::from(t));
+                        let (a, b) = (num(&line[..d]), num(&line[d + 1..2 * d + 1]));
+                        assert_eq!(&record[start - 1..start + 2 * d + 2], &task.prompt(a, b)[..]);
+                        assert_eq!(task.parse_answer(&line[2 * d + 2..]), Some(a + b), "seed {seed}");
+                        assert_eq!(task.split_of(a, b), split, "seed {seed}: {a}+{b}");
+                        whole += 1;
+                    }
+                    assert_eq!(whole, (seq_len + 1) / task.line_len(), "seed {seed}: {record:?}");
+                }
+            }
+        }
+        // One line per sequence: a prompt, its answer and the newline that closes it.
+        let task = AdditionTask::new(3).unwrap();
+        assert_eq!(task.problems_per_sequence(13), 1);
+        assert_eq!(task.problems_per_sequence(14), 2);
+        let one = task.generate_sequences(Split::Train, 1, 13, seed);
+        assert_eq!(one.last(), Some(&(NEWLINE as u16)));
     }
 
     #[test]

@@ -55,6 +55,33 @@ impl TokenSet {
         })
     }
 
+    /// An in-memory set of independent sequences: `tokens` cut into consecutive records of
+    /// `record_len` tokens, each its own part. A loader with `seq_len = record_len - 1` then
+    /// serves every record as one whole window, never a window straddling two records.
+    pub fn from_records(
+        name: impl Into<String>,
+        tokens: Vec<u16>,
+        record_len: usize,
+        vocab_size: usize,
+    ) -> Result<Self, DataError> {
+        let name = name.into();
+        if record_len < 2 || tokens.is_empty() || tokens.len() % record_len != 0 {
+            return Err(DataError::InvalidArgument(format!(
+                "{name}: {} tokens do not make whole records of {record_len} (at least 2) tokens",
+                tokens.len()
+            )));
+        }
+        check_vocab(&name, &tokens, vocab_size)?;
+        let all = Arc::new(tokens);
+        let parts = (0..all.len() / record_len)
+            .map(|i| Part {
+                source: PartSource::Memory(all.clone()),
+                range: i * record_len..(i + 1) * record_len,
+            })
+            .collect();
+        Ok(Self { name, parts, vocab_size })
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -138,22 +165,29 @@ impl Dataset {
         }
     }
 
-    /// The addition task: `train_problems` training lines drawn with `seed`, and
-    /// `val_problems` held-out lines.
-    pub fn addition(task: AdditionTask, train_problems: usize, val_problems: usize, seed: u64) -> Self {
+    /// The addition task: about `train_problems` training problems drawn with `seed`, and
+    /// about `val_problems` held-out ones, as independent sequences of `seq_len` tokens
+    /// ([`AdditionTask::generate_sequences`]) that a loader with that `seq_len` serves whole.
+    pub fn addition(
+        task: AdditionTask,
+        train_problems: usize,
+        val_problems: usize,
+        seed: u64,
+        seq_len: usize,
+    ) -> Result<Self, DataError> {
         let vocab = task.vocab_size();
-        let make = |name: &str, tokens| {
-            TokenSet::from_tokens(name, tokens, vocab).expect("generated tokens are in the vocabulary")
+        let per_sequence = task.problems_per_sequence(seq_len);
+        let make = |name: &str, split, problems: usize, seed| {
+            let sequences = problems.div_ceil(per_sequence);
+            let tokens = task.generate_sequences(split, sequences, seq_len, seed);
+            TokenSet::from_records(name, tokens, seq_len + 1, vocab)
         };
-        Self {
+        Ok(Self {
             tokenizer: TokenizerKind::Addition,
-            train: make("addition (train)", task.generate(Split::Train, train_problems, seed)),
-            val: make(
-                "addition (held out)",
-                task.generate(Split::Validation, val_problems, ADDITION_VAL_SEED),
-            ),
+            train: make("addition (train)", Split::Train, train_problems, seed)?,
+            val: make("addition (held out)", Split::Validation, val_problems, ADDITION_VAL_SEED)?,
             addition: Some(task),
-        }
+        })
     }
 
     /// One token stream; its last `val_fraction` is the validation set.
@@ -309,6 +343,37 @@ mod tests {
 
         assert!(Dataset::shards(&[val_path], TokenizerKind::Bytes, 0.1).is_err());
         assert!(Dataset::shards(&[train_path], TokenizerKind::Bytes, 1.5).is_err());
+    }
+
+    #[test]
+    fn addition_windows_are_whole_sequences() {
+        use crate::data::addition::NEWLINE;
+        use crate::data::DataLoader;
+        let seed = 0xa11;
+        let task = AdditionTask::new(3).unwrap();
+        for seq_len in [13, 30] {
+            let data = Dataset::addition(task, 400, 50, seed, seq_len).unwrap();
+            let per_sequence = task.problems_per_sequence(seq_len);
+            assert_eq!(data.train.num_parts(), 400usize.div_ceil(per_sequence));
+            assert_eq!(data.val.total_tokens(), 50usize.div_ceil(per_sequence) * (seq_len + 1));
+            let (train, _) = data.train.load_part(0).unwrap();
+            let records: std::collections::HashSet<&[u16]> = train.chunks(seq_len + 1).collect();
+            let mut loader = DataLoader::new(data.train.clone(), 7, seq_len, seed, true).unwrap();
+            // Past an epoch, so that a second epoch's order is drawn too.
+            for _ in 0..2 * data.train.num_parts() / 7 + 1 {
+                let batch = loader.next_batch().unwrap();
+                for (inputs, targets) in batch.inputs.chunks(seq_len).zip(batch.targets.chunks(seq_len)) {
+                    assert_eq!(inputs[0], NEWLINE, "seed {seed}: a window starts mid-sequence");
+                    let mut window: Vec<u16> = inputs.iter().map(|&t| t as u16).collect();
+                    window.push(*targets.last().unwrap() as u16);
+                    assert!(records.contains(&window[..]), "seed {seed}: {window:?} is no sequence");
+                }
+            }
+        }
+        // A sequence needs one input and one target at least.
+        assert!(Dataset::addition(task, 400, 50, seed, 0).is_err());
+        assert!(TokenSet::from_records("r", vec![1; 10], 3, 13).is_err());
+        assert_eq!(TokenSet::from_records("r", vec![1; 9], 3, 13).unwrap().num_parts(), 3);
     }
 
     #[test]

@@ -76,6 +76,14 @@ impl DataSpec {
         Ok(Self::Text { path: path.into(), tokenizer: tokenizer.unwrap_or(TokenizerKind::Bytes) })
     }
 
+    /// The built-in task, if this is it.
+    pub fn addition(&self) -> Option<AdditionTask> {
+        match self {
+            Self::Addition { digits } => AdditionTask::new(*digits).ok(),
+            _ => None,
+        }
+    }
+
     pub fn tokenizer(&self) -> TokenizerKind {
         match self {
             Self::Addition { .. } => TokenizerKind::Addition,
@@ -83,15 +91,17 @@ impl DataSpec {
         }
     }
 
-    /// Opens (or, for addition, generates with `seed`) the data set.
-    pub fn open(&self, seed: u64) -> Result<Dataset, DataError> {
+    /// Opens (or, for addition, generates with `seed` as sequences of `seq_len` tokens) the
+    /// data set.
+    pub fn open(&self, seed: u64, seq_len: usize) -> Result<Dataset, DataError> {
         match self {
-            Self::Addition { digits } => Ok(Dataset::addition(
+            Self::Addition { digits } => Dataset::addition(
                 AdditionTask::new(*digits)?,
                 ADDITION_TRAIN_PROBLEMS,
                 ADDITION_VAL_PROBLEMS,
                 seed,
-            )),
+                seq_len,
+            ),
             Self::Text { path, tokenizer } => Dataset::text_file(path, *tokenizer, DEFAULT_VAL_FRACTION),
             Self::Shards { paths, tokenizer } => Dataset::shards(paths, *tokenizer, DEFAULT_VAL_FRACTION),
         }
@@ -131,7 +141,7 @@ mod tests {
         );
         assert!(DataSpec::parse("no/such/file.txt", None).is_err());
         // An empty shard is rejected when opened, with the file named.
-        let err = DataSpec::parse(dir.path().to_str().unwrap(), None).unwrap().open(0).unwrap_err();
+        let err = DataSpec::parse(dir.path().to_str().unwrap(), None).unwrap().open(0, 64).unwrap_err();
         assert!(err.to_string().contains("a.bin"), "{err}");
     }
 }
