@@ -28,6 +28,8 @@ fn bad_model_shapes_and_data_are_refused() {
     assert!(format!("{err:#}").contains("longer than the model's 256 positions"), "{err:#}");
     let err = train(&[&SMALL[..], &["--global-batch-size", "3"]].concat()).unwrap_err();
     assert!(format!("{err:#}").contains("not a multiple"), "{err:#}");
+    let err = train(&["--data-order", "llmc"]).unwrap_err();
+    assert!(format!("{err:#}").contains("one problem per sequence"), "{err:#}");
 
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.txt");

@@ -161,6 +161,12 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             config.vocab_size,
         );
     }
+    if spec.addition().is_some() && args.data_order == DataOrder::Llmc {
+        bail!(
+            "--data-order llmc serves llm.c token shards and text files as contiguous runs of \
+             tokens; the built-in data set is one problem per sequence: drop --data-order"
+        );
+    }
     let (seq_len, micro_batch) = batch_shape(&args, spec.addition(), config.max_seq_len)?;
     let dataset = spec.open(args.seed, seq_len).with_context(|| format!("opening --data {}", args.data))?;
     let global_batch = args.global_batch_size.unwrap_or(micro_batch);
