@@ -44,12 +44,13 @@ fn settings(micro_batch: usize, global_batch: usize) -> TrainSettings {
 }
 
 /// The single-rank run: micro-batch B x DP (the union of the DP ranks' batches), the same
-/// micro-batches per step.
+/// micro-batches per step, each through one workspace (no row shares), so that the reference
+/// sums every gradient in one product as a GPU would.
 fn reference(seed: u64, dp: usize, micro_batches: usize, init: &[f32]) -> Reference {
     let device = Device::Cpu;
     let s = settings(MICRO * dp, MICRO * dp * micro_batches);
     let model = Gpt::from_params(&device, config(), init).unwrap();
-    let mut trainer = Trainer::new(OpsContext::new(&device).unwrap(), model, s).unwrap();
+    let mut trainer = Trainer::with_row_shares(OpsContext::new(&device).unwrap(), model, s, 1).unwrap();
     let mut loader = DataLoader::new(data(seed), MICRO * dp, SEQ, seed, true).unwrap();
     let stats =
         (0..STEPS).map(|_| trainer.step(&mut loader).unwrap()).map(|s| (s.loss, s.grad_norm)).collect();
