@@ -33,6 +33,9 @@ unsafe fn gemm_strided(
     k: usize,
 ) {
     assert!(dst.len() >= m * n, "gemm destination holds {} < {m}x{n}", dst.len());
+    if m == 0 || n == 0 {
+        return;
+    }
     if let Start::Row(row) = start {
         dst[..m * n]
             .par_chunks_mut(n * 16)
