@@ -122,6 +122,8 @@ impl Lanes {
 }
 
 impl Trainer {
+    /// A trainer that, on the Cpu device, splits each micro-batch into one share of rows per
+    /// core.
     pub fn new(ctx: OpsContext, model: Gpt, settings: TrainSettings) -> Result<Self, TrainError> {
         Self::with_row_shares(ctx, model, settings, rayon::current_num_threads())
     }
@@ -218,7 +220,12 @@ impl Trainer {
 fn checked_batch(settings: &TrainSettings, data: &mut dyn BatchSource) -> Result<Batch, TrainError> {
     let batch = data.next_batch()?;
     let (b, t) = (settings.micro_batch, settings.seq_len);
-    if batch.batch_size != b || batch.seq_len != t || batch.inputs.len() != b * t {
+    let tokens = b * t;
+    if batch.batch_size != b
+        || batch.seq_len != t
+        || batch.inputs.len() != tokens
+        || batch.targets.len() != tokens
+    {
         return Err(TrainError::BatchShape { got_b: batch.batch_size, got_t: batch.seq_len, b, t });
     }
     Ok(batch)

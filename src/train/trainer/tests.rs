@@ -83,3 +83,41 @@ fn row_shares_are_deterministic() {
         "parameters differ between runs"
     );
 }
+
+/// Serves batches whose targets are one token short.
+struct ShortTargets(RandomTokens);
+
+impl BatchSource for ShortTargets {
+    fn next_batch(&mut self) -> Result<Batch, DataError> {
+        let mut batch = self.0.next_batch()?;
+        batch.targets.pop();
+        Ok(batch)
+    }
+}
+
+#[test]
+fn a_batch_with_missing_targets_is_refused() {
+    for shares in [1, 2] {
+        let config = GptConfig::new(32, 50, 1, 2, 32, 16).unwrap();
+        let model = Gpt::new(&Device::Cpu, config, SEED).unwrap();
+        let settings = TrainSettings {
+            micro_batch: B,
+            global_batch: B,
+            seq_len: T,
+            schedule: LrSchedule {
+                max_lr: 1e-3,
+                min_lr: 0.0,
+                warmup_iters: 0,
+                decay_iters: 1,
+                style: DecayStyle::Cosine,
+            },
+            adamw: AdamWConfig::default(),
+            clip_grad: 1.0,
+        };
+        let ctx = OpsContext::new(&Device::Cpu).unwrap();
+        let mut trainer = Trainer::with_row_shares(ctx, model, settings, shares).unwrap();
+        let mut data = ShortTargets(RandomTokens { rng: NormalRng::new(SEED), vocab: 50, b: B, t: T });
+        let err = trainer.step(&mut data).unwrap_err();
+        assert!(matches!(err, TrainError::BatchShape { .. }), "{shares} shares: {err}");
+    }
+}
