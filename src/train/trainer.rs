@@ -103,6 +103,30 @@ struct Share {
     grads: Buffer<f32>,
 }
 
+impl Share {
+    /// Runs every share's rows of `batch` side by side and returns the mean loss over the
+    /// batch. With `dloss`, each share's backward pass adds its gradients into its own buffer.
+    fn mean_loss(
+        shares: &mut [Share],
+        model: &Gpt,
+        ctx: &OpsContext,
+        batch: &Batch,
+        t: usize,
+        dloss: Option<f32>,
+    ) -> Result<f64, TrainError> {
+        let sums = shares.par_iter_mut().map(|s| -> Result<f64, TrainError> {
+            let (tokens, rows) = (s.rows.start * t..s.rows.end * t, s.rows.len());
+            model.forward(ctx, &mut s.workspace, &batch.inputs[tokens.clone()], rows, t)?;
+            let loss = model.loss(ctx, &mut s.workspace, &batch.targets[tokens], dloss)?;
+            if dloss.is_some() {
+                model.backward_into(ctx, &mut s.workspace, &mut s.grads)?;
+            }
+            Ok(loss as f64 * rows as f64)
+        });
+        Ok(sums.collect::<Result<Vec<_>, _>>()?.iter().sum::<f64>() / batch.batch_size as f64)
+    }
+}
+
 impl Lanes {
     fn new(device: &Device, model: &Gpt, b: usize, t: usize, shares: usize) -> Result<Self, TrainError> {
         let shares = shares.min(b);
@@ -164,14 +188,7 @@ impl Trainer {
                 for _ in 0..accum {
                     let batch = checked_batch(&self.settings, data)?;
                     let (model, ctx) = (&self.model, &self.ctx);
-                    let sums = shares.par_iter_mut().map(|s| -> Result<f64, TrainError> {
-                        let (tokens, rows) = (s.rows.start * t..s.rows.end * t, s.rows.len());
-                        model.forward(ctx, &mut s.workspace, &batch.inputs[tokens.clone()], rows, t)?;
-                        let l = model.loss(ctx, &mut s.workspace, &batch.targets[tokens], Some(dloss))?;
-                        model.backward_into(ctx, &mut s.workspace, &mut s.grads)?;
-                        Ok(l as f64 * rows as f64)
-                    });
-                    loss += sums.collect::<Result<Vec<_>, _>>()?.iter().sum::<f64>() / b as f64;
+                    loss += Share::mean_loss(shares, model, ctx, &batch, t, Some(dloss))?;
                 }
                 let grads: Vec<&[f32]> = shares.iter().map(|s| host(&s.grads)).collect::<Result<_, _>>()?;
                 let mut total = self.model.grads_mut().view_mut(..)?;
@@ -202,15 +219,7 @@ impl Trainer {
                     model.forward(ctx, ws, &batch.inputs, b, t)?;
                     model.loss(ctx, ws, &batch.targets, None)? as f64
                 }
-                Lanes::Shares(shares) => {
-                    let sums = shares.par_iter_mut().map(|s| -> Result<f64, TrainError> {
-                        let (tokens, rows) = (s.rows.start * t..s.rows.end * t, s.rows.len());
-                        model.forward(ctx, &mut s.workspace, &batch.inputs[tokens.clone()], rows, t)?;
-                        Ok(model.loss(ctx, &mut s.workspace, &batch.targets[tokens], None)? as f64
-                            * rows as f64)
-                    });
-                    sums.collect::<Result<Vec<_>, _>>()?.iter().sum::<f64>() / b as f64
-                }
+                Lanes::Shares(shares) => Share::mean_loss(shares, model, ctx, &batch, t, None)?,
             };
         }
         Ok((total / iters.max(1) as f64) as f32)

@@ -25,27 +25,31 @@ const SEED: u64 = 11;
 const B: usize = 6;
 const T: usize = 16;
 
-/// Losses of four steps (two micro-batches each) and the final parameters, with each
-/// micro-batch split into `shares` shares of rows.
-fn train(shares: usize) -> (Vec<f32>, f32, Vec<f32>) {
-    let config = GptConfig::new(32, 50, 2, 4, 64, 16).unwrap();
+/// A Cpu trainer over `micro_batches` micro-batches of B x T a step, with `shares` row shares,
+/// its learning rate decaying over `iters` steps.
+fn trainer(shares: usize, micro_batches: usize, config: GptConfig, iters: u64) -> Trainer {
     let model = Gpt::new(&Device::Cpu, config, SEED).unwrap();
     let settings = TrainSettings {
         micro_batch: B,
-        global_batch: 2 * B,
+        global_batch: micro_batches * B,
         seq_len: T,
         schedule: LrSchedule {
             max_lr: 3e-3,
             min_lr: 0.0,
             warmup_iters: 0,
-            decay_iters: 4,
+            decay_iters: iters,
             style: DecayStyle::Cosine,
         },
         adamw: AdamWConfig::default(),
         clip_grad: 1.0,
     };
-    let ctx = OpsContext::new(&Device::Cpu).unwrap();
-    let mut trainer = Trainer::with_row_shares(ctx, model, settings, shares).unwrap();
+    Trainer::with_row_shares(OpsContext::new(&Device::Cpu).unwrap(), model, settings, shares).unwrap()
+}
+
+/// Losses of four steps (two micro-batches each) and the final parameters, with each
+/// micro-batch split into `shares` shares of rows.
+fn train(shares: usize) -> (Vec<f32>, f32, Vec<f32>) {
+    let mut trainer = trainer(shares, 2, GptConfig::new(32, 50, 2, 4, 64, 16).unwrap(), 4);
     let mut data = RandomTokens { rng: NormalRng::new(SEED), vocab: 50, b: B, t: T };
     let losses = (0..4).map(|_| trainer.step(&mut data).unwrap().loss).collect();
     let val = trainer.evaluate(&mut data, 2).unwrap();
@@ -98,24 +102,7 @@ impl BatchSource for ShortTargets {
 #[test]
 fn a_batch_with_missing_targets_is_refused() {
     for shares in [1, 2] {
-        let config = GptConfig::new(32, 50, 1, 2, 32, 16).unwrap();
-        let model = Gpt::new(&Device::Cpu, config, SEED).unwrap();
-        let settings = TrainSettings {
-            micro_batch: B,
-            global_batch: B,
-            seq_len: T,
-            schedule: LrSchedule {
-                max_lr: 1e-3,
-                min_lr: 0.0,
-                warmup_iters: 0,
-                decay_iters: 1,
-                style: DecayStyle::Cosine,
-            },
-            adamw: AdamWConfig::default(),
-            clip_grad: 1.0,
-        };
-        let ctx = OpsContext::new(&Device::Cpu).unwrap();
-        let mut trainer = Trainer::with_row_shares(ctx, model, settings, shares).unwrap();
+        let mut trainer = trainer(shares, 1, GptConfig::new(32, 50, 1, 2, 32, 16).unwrap(), 1);
         let mut data = ShortTargets(RandomTokens { rng: NormalRng::new(SEED), vocab: 50, b: B, t: T });
         let err = trainer.step(&mut data).unwrap_err();
         assert!(matches!(err, TrainError::BatchShape { .. }), "{shares} shares: {err}");
