@@ -12,7 +12,7 @@ use crate::token::JobToken;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,7 +36,13 @@ struct Shared {
     changed: Condvar,
     stop: AtomicBool,
     token: JobToken,
+    /// Authenticated connections still open.
+    clients: AtomicUsize,
 }
+
+/// How long a dropped server keeps serving clients that are still connected: a rank that
+/// finishes first must not take the store away from one still making its last requests.
+const LINGER: Duration = Duration::from_secs(3);
 
 /// The server side, hosted by rank 0; stops when dropped.
 pub struct StoreServer {
@@ -57,6 +63,7 @@ impl StoreServer {
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
             token,
+            clients: AtomicUsize::new(0),
         });
         let s = shared.clone();
         let accept_thread = std::thread::Builder::new()
@@ -73,6 +80,10 @@ impl StoreServer {
 
 impl Drop for StoreServer {
     fn drop(&mut self) {
+        let deadline = Instant::now() + LINGER;
+        while self.shared.clients.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         self.shared.stop.store(true, Ordering::Release);
         self.shared.changed.notify_all();
         if let Some(t) = self.accept_thread.take() {
@@ -125,6 +136,15 @@ fn invalid(msg: &str) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, msg.to_string())
 }
 
+/// Counts a connection closed when dropped.
+struct Disconnect<'a>(&'a AtomicUsize);
+
+impl Drop for Disconnect<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 fn serve(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_nodelay(true)?;
@@ -138,6 +158,8 @@ fn serve(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         return Err(invalid("refused: not a Trident store client or wrong job token"));
     }
     stream.write_all(&[1])?;
+    shared.clients.fetch_add(1, Ordering::AcqRel);
+    let _connected = Disconnect(&shared.clients);
     // Idle clients are fine once authenticated; the job's own timeouts bound the waits.
     stream.set_read_timeout(None)?;
     loop {
