@@ -1,6 +1,10 @@
 //! Host memory for `Cpu` and `Emu` buffers, aligned as the CUDA allocator aligns device memory
 //! (256 bytes), so that a kernel's vector loads and `cp.async` copies see on the emulator the
 //! same alignment they get on a GPU.
+//!
+//! Buffers of 2 MiB and more (parameters, gradients, optimizer state, activation arenas) are
+//! aligned to 2 MiB and, on Linux, asked to be backed by transparent huge pages: the ops stream
+//! through them, and with 4 KiB pages every pass over a large buffer walks the page tables.
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
@@ -9,6 +13,8 @@ use bytemuck::Pod;
 
 /// Alignment of every host buffer, in bytes.
 pub const HOST_ALIGN: usize = 256;
+/// Size (and alignment) of a transparent huge page on the targets that have them.
+const HUGE_PAGE: usize = 2 << 20;
 
 /// A zero-initialised, 256-byte aligned array of `len` elements.
 pub(crate) struct AlignedVec<T: Pod> {
@@ -24,15 +30,26 @@ unsafe impl<T: Pod> Sync for AlignedVec<T> {}
 
 impl<T: Pod> AlignedVec<T> {
     fn layout(len: usize) -> Layout {
-        let bytes = (len * size_of::<T>()).max(1);
-        Layout::from_size_align(bytes, HOST_ALIGN.max(align_of::<T>())).expect("buffer size overflows")
+        let bytes = len.checked_mul(size_of::<T>()).expect("buffer size overflows").max(1);
+        let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { HOST_ALIGN.max(align_of::<T>()) };
+        Layout::from_size_align(bytes, align).expect("buffer size overflows")
     }
 
     pub fn zeroed(len: usize) -> Self {
         let layout = Self::layout(len);
+        if layout.align() < HUGE_PAGE {
+            // SAFETY: the layout has a non-zero size.
+            let raw = unsafe { alloc::alloc_zeroed(layout) };
+            let ptr = NonNull::new(raw as *mut T).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+            return Self { ptr, len };
+        }
         // SAFETY: the layout has a non-zero size.
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let raw = unsafe { alloc::alloc(layout) };
         let ptr = NonNull::new(raw as *mut T).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+        advise_huge_pages(raw, layout.size());
+        // SAFETY: `raw` is valid for writes of `layout.size()` bytes. Zeroing after the advice
+        // lets the first touch of each 2 MiB fault in a huge page.
+        unsafe { std::ptr::write_bytes(raw, 0, layout.size()) };
         Self { ptr, len }
     }
 
@@ -53,6 +70,19 @@ impl<T: Pod> AlignedVec<T> {
     }
 }
 
+/// Asks the kernel to back the whole 2 MiB pages of `bytes` at `ptr` with huge pages. Advice
+/// only: where transparent huge pages are off, or on other systems, nothing changes.
+fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: madvise only changes how the kernel backs this range, which the caller owns; the
+    // range starts 2 MiB aligned and is rounded down to whole huge pages.
+    unsafe {
+        libc::madvise(ptr.cast(), bytes / HUGE_PAGE * HUGE_PAGE, libc::MADV_HUGEPAGE);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (ptr, bytes);
+}
+
 impl<T: Pod> Drop for AlignedVec<T> {
     fn drop(&mut self) {
         // SAFETY: allocated in `zeroed` with this same layout.
@@ -66,10 +96,17 @@ mod tests {
 
     #[test]
     fn aligned_like_device_memory() {
-        for len in [0, 1, 3, 1000] {
+        for len in [0, 1, 3, 1000, HUGE_PAGE / 4 + 5] {
             let v = AlignedVec::<f32>::from_slice(&vec![1.5; len]);
             assert_eq!(v.as_slice().as_ptr() as usize % HOST_ALIGN, 0);
             assert!(v.as_slice().iter().all(|&x| x == 1.5));
         }
+    }
+
+    #[test]
+    fn large_buffers_start_zeroed_on_a_huge_page_boundary() {
+        let v = AlignedVec::<f32>::zeroed(3 * HUGE_PAGE / 4 + 1);
+        assert_eq!(v.as_slice().as_ptr() as usize % HUGE_PAGE, 0);
+        assert!(v.as_slice().iter().all(|&x| x == 0.0));
     }
 }

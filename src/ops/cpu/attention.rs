@@ -1,32 +1,53 @@
-//! Causal self-attention, flash style: for each (batch, head), query blocks run an online
-//! softmax over key blocks, so only `BLOCK x BLOCK` score tiles are ever held; the backward pass
-//! recomputes the probabilities from the saved per-row log-sum-exp (FlashAttention-2 order: key
-//! blocks outside, query blocks inside). Tiles are multiplied with `gemm` straight out of the
-//! strided `qkv` rows. Parallel over (batch, head).
+//! Causal self-attention on the CPU, one (batch, head) per task. Each block of `BLOCK` query
+//! rows meets all the keys it can see at once: its scores are a `BLOCK x T` strip in a
+//! per-thread scratch buffer, never a `T x T` matrix, so the softmax is exact (no running
+//! rescale) and every product is one `gemm` call over the whole strip instead of one per tile.
+//! The backward pass recomputes the probabilities from the saved per-row log-sum-exp.
 //!
 //! `qkv` is `[B, T, 3C]` (Q, K, V, each with head `h` in channels `h*hs..(h+1)*hs`), `out` is
 //! `[B, T, C]`, `lse` is `[B, NH, T]`.
 
+use std::cell::RefCell;
+
 use gemm::Parallelism;
 use rayon::prelude::*;
 
-use super::math::{dot, exp, max, scale, simd, sum, DisjointMut};
+use super::math::{dot, exp, max, simd, sum, DisjointMut};
 use super::matmul::{gemm_into, Mat};
 
-/// Longest head the CPU kernels hold in their tiles.
+/// Longest head the CPU kernels accept (the GPU kernels' limit, so that every device takes
+/// the same models).
 pub const MAX_HEAD_DIM: usize = 128;
-/// Query rows and keys per tile.
+/// Query rows per strip.
 const BLOCK: usize = 64;
 
-/// `dst[m, n] (row stride ld) = (accumulate ? dst : 0) + lhs[m, k] @ rhs[k, n]`, one thread.
+thread_local! {
+    /// Score strips of the task running on this thread; grown to the longest sequence seen.
+    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on `len` floats of this thread's scratch (contents unspecified).
+fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    SCRATCH.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < len {
+            s.resize(len, 0.0);
+        }
+        f(&mut s[..len])
+    })
+}
+
+/// `dst[m, n] (row stride ld) = (accumulate ? dst : 0) + scale * lhs[m, k] @ rhs[k, n]`, on
+/// this thread alone (the tasks are already one per core or more).
 ///
 /// # Safety
 /// As for [`gemm_into`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn tile_gemm(
+unsafe fn strip_gemm(
     dst: *mut f32,
     ld: usize,
     accumulate: bool,
+    scale: f32,
     lhs: Mat,
     rhs: Mat,
     m: usize,
@@ -34,7 +55,13 @@ unsafe fn tile_gemm(
     k: usize,
 ) {
     // SAFETY: forwarded from the caller.
-    unsafe { gemm_into(dst, ld, accumulate, lhs, rhs, m, n, k, Parallelism::None) }
+    unsafe { gemm_into(dst, ld, accumulate, scale, lhs, rhs, m, n, k, Parallelism::None) }
+}
+
+/// Row `r` of a strip starting at query `i0` sees keys `0..i0 + r + 1`.
+#[inline(always)]
+fn visible(i0: usize, r: usize) -> usize {
+    i0 + r + 1
 }
 
 pub fn attention_forward(
@@ -55,67 +82,53 @@ pub fn attention_forward(
         let (bi, h) = (bh / nh, bh % nh);
         let at = |row: usize, part: usize| bi * t * 3 * c + row * 3 * c + part * c + h * hs;
         let ld = (3 * c) as isize;
-        let mut s = [0.0f32; BLOCK * BLOCK];
-        let mut acc = [0.0f32; BLOCK * MAX_HEAD_DIM];
-        let (mut m, mut l) = ([0.0f32; BLOCK], [0.0f32; BLOCK]);
-        for i0 in (0..t).step_by(BLOCK) {
-            let mq = BLOCK.min(t - i0);
-            m.fill(f32::NEG_INFINITY);
-            l.fill(0.0);
-            acc[..mq * hs].fill(0.0);
-            for j0 in (0..i0 + mq).step_by(BLOCK) {
-                let nk = BLOCK.min(i0 + mq - j0);
+        with_scratch(BLOCK * t, |s| {
+            for i0 in (0..t).step_by(BLOCK) {
+                let mq = BLOCK.min(t - i0);
+                let nk = i0 + mq;
                 let q = Mat(qkv[at(i0, 0)..].as_ptr(), ld, 1);
-                let kt = Mat(qkv[at(j0, 1)..].as_ptr(), 1, ld);
-                // SAFETY: Q rows i0..i0+mq and K rows j0..j0+nk of this head lie in `qkv`; `s`
-                // holds mq x nk at row stride BLOCK.
-                unsafe { tile_gemm(s.as_mut_ptr(), BLOCK, false, q, kt, mq, nk, hs) };
+                let kt = Mat(qkv[at(0, 1)..].as_ptr(), 1, ld);
+                // SAFETY: Q rows i0..i0+mq and K rows 0..nk of this head lie in `qkv`; `s`
+                // holds mq x nk at row stride nk.
+                unsafe { strip_gemm(s.as_mut_ptr(), nk, false, sc, q, kt, mq, nk, hs) };
+                let mut inv = [0.0f32; BLOCK];
                 simd(
                     #[inline(always)]
                     || {
                         for r in 0..mq {
-                            let row = &mut s[r * BLOCK..r * BLOCK + nk];
-                            // Keys after the query are masked (only in the diagonal tile).
-                            let visible = (i0 + r + 1).saturating_sub(j0).min(nk);
-                            let (seen, masked) = row.split_at_mut(visible);
-                            // Separate passes, the reductions over lane arrays: a loop that
-                            // reduces in order does not vectorise, exp included.
-                            scale(sc, seen);
-                            let m_new = m[r].max(max(seen));
-                            let correction = exp(m[r] - m_new);
+                            let (seen, masked) = s[r * nk..(r + 1) * nk].split_at_mut(visible(i0, r));
+                            let m = max(seen);
                             for x in seen.iter_mut() {
-                                *x = exp(*x - m_new);
+                                *x = exp(*x - m);
                             }
                             masked.fill(0.0);
-                            l[r] = l[r] * correction + sum(seen);
-                            m[r] = m_new;
-                            for a in acc[r * hs..(r + 1) * hs].iter_mut() {
-                                *a *= correction;
+                            let l = sum(seen);
+                            inv[r] = 1.0 / l;
+                            lse[i0 + r] = m + l.ln();
+                        }
+                    },
+                );
+                let v = Mat(qkv[at(0, 2)..].as_ptr(), ld, 1);
+                // SAFETY: P is mq x nk in `s`; V rows 0..nk of this head lie in `qkv`; the
+                // destination is this head's columns of rows i0..i0+mq, which task (bi, h)
+                // alone writes.
+                unsafe {
+                    let o = out.ptr((bi * t + i0) * c + h * hs);
+                    strip_gemm(o, c, false, 1.0, Mat(s.as_ptr(), nk as isize, 1), v, mq, hs, nk)
+                };
+                simd(
+                    #[inline(always)]
+                    || {
+                        for (r, &inv) in inv[..mq].iter().enumerate() {
+                            // SAFETY: as above.
+                            for o in unsafe { out.slice((bi * t + i0 + r) * c + h * hs, hs) } {
+                                *o *= inv;
                             }
                         }
                     },
                 );
-                let v = Mat(qkv[at(j0, 2)..].as_ptr(), ld, 1);
-                // SAFETY: P is mq x nk in `s`; V rows j0..j0+nk lie in `qkv`; acc is mq x hs.
-                unsafe {
-                    tile_gemm(acc.as_mut_ptr(), hs, true, Mat(s.as_ptr(), BLOCK as isize, 1), v, mq, hs, nk)
-                };
             }
-            simd(
-                #[inline(always)]
-                || {
-                    for r in 0..mq {
-                        // SAFETY: task (bi, h) alone writes head h's columns of batch bi's rows.
-                        let o = unsafe { out.slice((bi * t + i0 + r) * c + h * hs, hs) };
-                        let inv = 1.0 / l[r];
-                        for (o, a) in o.iter_mut().zip(&acc[r * hs..(r + 1) * hs]) {
-                            *o = a * inv;
-                        }
-                        lse[i0 + r] = m[r] + l[r].ln();
-                    }
-                },
-            );
-        }
+        });
     });
 }
 
@@ -144,102 +157,61 @@ pub fn attention_backward(
         let at_out = |row: usize| (bi * t + row) * c + h * hs;
         let (ld, ldo) = ((3 * c) as isize, c as isize);
         let lse = &lse[bh * t..][..t];
+        // dK and dV accumulate over the strips; dQ is written whole by its own strip.
         for i in 0..t {
             // SAFETY: task (bi, h) alone touches head h's columns of batch bi's rows.
-            unsafe { dqkv.slice(at(i, 0), hs) }.fill(0.0);
+            unsafe { dqkv.slice(at(i, 1), hs) }.fill(0.0);
+            // SAFETY: as above.
+            unsafe { dqkv.slice(at(i, 2), hs) }.fill(0.0);
         }
-        let mut p = [0.0f32; BLOCK * BLOCK];
-        let mut dp = [0.0f32; BLOCK * BLOCK];
-        let mut dk = [0.0f32; BLOCK * MAX_HEAD_DIM];
-        let mut dv = [0.0f32; BLOCK * MAX_HEAD_DIM];
-        let mut delta = [0.0f32; BLOCK];
-        for j0 in (0..t).step_by(BLOCK) {
-            let nk = BLOCK.min(t - j0);
-            dk[..nk * hs].fill(0.0);
-            dv[..nk * hs].fill(0.0);
-            for i0 in (j0 / BLOCK * BLOCK..t).step_by(BLOCK) {
+        with_scratch(2 * BLOCK * t, |scratch| {
+            let (p, ds) = scratch.split_at_mut(BLOCK * t);
+            for i0 in (0..t).step_by(BLOCK) {
                 let mq = BLOCK.min(t - i0);
+                let nk = i0 + mq;
                 let q = Mat(qkv[at(i0, 0)..].as_ptr(), ld, 1);
+                let k = Mat(qkv[at(0, 1)..].as_ptr(), ld, 1);
+                let kt = Mat(qkv[at(0, 1)..].as_ptr(), 1, ld);
+                let vt = Mat(qkv[at(0, 2)..].as_ptr(), 1, ld);
                 let d_o = Mat(dout[at_out(i0)..].as_ptr(), ldo, 1);
-                // SAFETY (all tile products below): the Q, K, V rows of this head and the dout
-                // rows lie in their slices at the given strides; p, dp, dk, dv are local tiles
-                // of BLOCK x BLOCK and BLOCK x hs; dq rows belong to this task alone.
+                // SAFETY (all strip products below): the Q, K, V rows of this head and the dout
+                // rows lie in their slices at the given strides; p and ds hold mq x nk at row
+                // stride nk; the dQ, dK, dV destinations are this head's columns, which task
+                // (bi, h) alone touches.
                 unsafe {
-                    tile_gemm(
-                        p.as_mut_ptr(),
-                        BLOCK,
-                        false,
-                        q,
-                        Mat(qkv[at(j0, 1)..].as_ptr(), 1, ld),
-                        mq,
-                        nk,
-                        hs,
-                    )
-                };
-                unsafe {
-                    tile_gemm(
-                        dp.as_mut_ptr(),
-                        BLOCK,
-                        false,
-                        d_o,
-                        Mat(qkv[at(j0, 2)..].as_ptr(), 1, ld),
-                        mq,
-                        nk,
-                        hs,
-                    )
-                };
+                    // S = sc Q K^T and dP = dO V^T over the strip.
+                    strip_gemm(p.as_mut_ptr(), nk, false, sc, q, kt, mq, nk, hs);
+                    strip_gemm(ds.as_mut_ptr(), nk, false, 1.0, d_o, vt, mq, nk, hs);
+                }
                 simd(
                     #[inline(always)]
                     || {
                         for r in 0..mq {
-                            let o = &out[at_out(i0 + r)..][..hs];
-                            let dy = &dout[at_out(i0 + r)..][..hs];
-                            delta[r] = dot(o, dy);
-                        }
-                        for r in 0..mq {
-                            let visible = (i0 + r + 1).saturating_sub(j0).min(nk);
-                            let (pr, dpr) =
-                                (&mut p[r * BLOCK..r * BLOCK + nk], &mut dp[r * BLOCK..r * BLOCK + nk]);
-                            let shift = lse[i0 + r];
-                            for (x, d) in pr[..visible].iter_mut().zip(dpr[..visible].iter_mut()) {
-                                *x = exp(*x * sc - shift);
-                                *d = *x * (*d - delta[r]) * sc;
+                            let row = i0 + r;
+                            let delta = dot(&out[at_out(row)..][..hs], &dout[at_out(row)..][..hs]);
+                            let (pr, dr) = (&mut p[r * nk..(r + 1) * nk], &mut ds[r * nk..(r + 1) * nk]);
+                            let (seen, masked) = pr.split_at_mut(visible(i0, r));
+                            let (dseen, dmasked) = dr.split_at_mut(visible(i0, r));
+                            let shift = lse[row];
+                            // dS = P (dP - delta) sc, delta = sum_j P dP = dO . O.
+                            for (x, d) in seen.iter_mut().zip(dseen.iter_mut()) {
+                                *x = exp(*x - shift);
+                                *d = *x * (*d - delta) * sc;
                             }
-                            pr[visible..].fill(0.0);
-                            dpr[visible..].fill(0.0);
+                            masked.fill(0.0);
+                            dmasked.fill(0.0);
                         }
                     },
                 );
-                let (pm, dsm) = (p.as_ptr(), dp.as_ptr());
-                let bl = BLOCK as isize;
+                let dsm = Mat(ds.as_ptr(), nk as isize, 1);
+                let (pt, dst) = (Mat(p.as_ptr(), 1, nk as isize), Mat(ds.as_ptr(), 1, nk as isize));
                 unsafe {
-                    // dV += P^T dO, dK += dS^T Q, dQ += dS K.
-                    tile_gemm(dv.as_mut_ptr(), hs, true, Mat(pm, 1, bl), d_o, nk, hs, mq);
-                    tile_gemm(dk.as_mut_ptr(), hs, true, Mat(dsm, 1, bl), q, nk, hs, mq);
-                    let dq = dqkv.ptr(at(i0, 0));
-                    tile_gemm(
-                        dq,
-                        3 * c,
-                        true,
-                        Mat(dsm, bl, 1),
-                        Mat(qkv[at(j0, 1)..].as_ptr(), ld, 1),
-                        mq,
-                        hs,
-                        nk,
-                    );
+                    // dQ = dS K, dK += dS^T Q, dV += P^T dO.
+                    strip_gemm(dqkv.ptr(at(i0, 0)), 3 * c, false, 1.0, dsm, k, mq, hs, nk);
+                    strip_gemm(dqkv.ptr(at(0, 1)), 3 * c, true, 1.0, dst, q, nk, hs, mq);
+                    strip_gemm(dqkv.ptr(at(0, 2)), 3 * c, true, 1.0, pt, d_o, nk, hs, mq);
                 }
             }
-            simd(
-                #[inline(always)]
-                || {
-                    for r in 0..nk {
-                        // SAFETY: as above.
-                        unsafe { dqkv.slice(at(j0 + r, 1), hs) }.copy_from_slice(&dk[r * hs..(r + 1) * hs]);
-                        // SAFETY: as above.
-                        unsafe { dqkv.slice(at(j0 + r, 2), hs) }.copy_from_slice(&dv[r * hs..(r + 1) * hs]);
-                    }
-                },
-            );
-        }
+        });
     });
 }

@@ -45,15 +45,15 @@ unsafe fn gemm_strided(
     let (lhs, rhs) = (Mat(lhs.0.as_ptr(), lhs.1, lhs.2), Mat(rhs.0.as_ptr(), rhs.1, rhs.2));
     // SAFETY: the whole row-major destination, borrowed mutably; operands vouched for by the
     // caller.
-    unsafe { gemm_into(dst.as_mut_ptr(), n, accumulate, lhs, rhs, m, n, k, Parallelism::Rayon(0)) }
+    unsafe { gemm_into(dst.as_mut_ptr(), n, accumulate, 1.0, lhs, rhs, m, n, k, Parallelism::Rayon(0)) }
 }
 
 /// A matrix operand: first element, row stride, column stride (in elements).
 #[derive(Clone, Copy)]
 pub(super) struct Mat(pub *const f32, pub isize, pub isize);
 
-/// `dst[m, n] (row stride ld) = (accumulate ? dst : 0) + lhs[m, k] @ rhs[k, n]`, on the
-/// threads `parallelism` allows.
+/// `dst[m, n] (row stride ld) = (accumulate ? dst : 0) + scale * lhs[m, k] @ rhs[k, n]`, on
+/// the threads `parallelism` allows.
 ///
 /// # Safety
 /// Every element the strides reach must be valid for reads (`lhs`, `rhs`) and for writes
@@ -63,6 +63,7 @@ pub(super) unsafe fn gemm_into(
     dst: *mut f32,
     ld: usize,
     accumulate: bool,
+    scale: f32,
     lhs: Mat,
     rhs: Mat,
     m: usize,
@@ -87,7 +88,7 @@ pub(super) unsafe fn gemm_into(
             rhs.2,
             rhs.1,
             1.0,
-            1.0,
+            scale,
             false,
             false,
             false,
