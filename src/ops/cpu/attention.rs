@@ -205,6 +205,7 @@ pub fn attention_backward(
                 );
                 let dsm = Mat(ds.as_ptr(), nk as isize, 1);
                 let (pt, dst) = (Mat(p.as_ptr(), 1, nk as isize), Mat(ds.as_ptr(), 1, nk as isize));
+                // SAFETY: as for the two products above.
                 unsafe {
                     // dQ = dS K, dK += dS^T Q, dV += P^T dO.
                     strip_gemm(dqkv.ptr(at(i0, 0)), 3 * c, false, 1.0, dsm, k, mq, hs, nk);
