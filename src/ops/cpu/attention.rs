@@ -20,6 +20,8 @@ use super::matmul::{gemm_into, Mat};
 pub const MAX_HEAD_DIM: usize = 128;
 /// Query rows per strip.
 const BLOCK: usize = 64;
+/// The strip products run on their task's thread: the tasks are already one per core or more.
+const ONE_THREAD: Parallelism = Parallelism::None;
 
 thread_local! {
     /// Score strips of the task running on this thread; grown to the longest sequence seen.
@@ -35,27 +37,6 @@ fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
         }
         f(&mut s[..len])
     })
-}
-
-/// `dst[m, n] (row stride ld) = (accumulate ? dst : 0) + scale * lhs[m, k] @ rhs[k, n]`, on
-/// this thread alone (the tasks are already one per core or more).
-///
-/// # Safety
-/// As for [`gemm_into`].
-#[allow(clippy::too_many_arguments)]
-unsafe fn strip_gemm(
-    dst: *mut f32,
-    ld: usize,
-    accumulate: bool,
-    scale: f32,
-    lhs: Mat,
-    rhs: Mat,
-    m: usize,
-    n: usize,
-    k: usize,
-) {
-    // SAFETY: forwarded from the caller.
-    unsafe { gemm_into(dst, ld, accumulate, scale, lhs, rhs, m, n, k, Parallelism::None) }
 }
 
 /// Row `r` of a strip starting at query `i0` sees keys `0..i0 + r + 1`.
@@ -90,7 +71,7 @@ pub fn attention_forward(
                 let kt = Mat(qkv[at(0, 1)..].as_ptr(), 1, ld);
                 // SAFETY: Q rows i0..i0+mq and K rows 0..nk of this head lie in `qkv`; `s`
                 // holds mq x nk at row stride nk.
-                unsafe { strip_gemm(s.as_mut_ptr(), nk, false, sc, q, kt, mq, nk, hs) };
+                unsafe { gemm_into(s.as_mut_ptr(), nk, false, sc, q, kt, mq, nk, hs, ONE_THREAD) };
                 let mut inv = [0.0f32; BLOCK];
                 simd(
                     #[inline(always)]
@@ -114,7 +95,7 @@ pub fn attention_forward(
                 // alone writes.
                 unsafe {
                     let o = out.ptr((bi * t + i0) * c + h * hs);
-                    strip_gemm(o, c, false, 1.0, Mat(s.as_ptr(), nk as isize, 1), v, mq, hs, nk)
+                    gemm_into(o, c, false, 1.0, Mat(s.as_ptr(), nk as isize, 1), v, mq, hs, nk, ONE_THREAD)
                 };
                 simd(
                     #[inline(always)]
@@ -180,8 +161,8 @@ pub fn attention_backward(
                 // (bi, h) alone touches.
                 unsafe {
                     // S = sc Q K^T and dP = dO V^T over the strip.
-                    strip_gemm(p.as_mut_ptr(), nk, false, sc, q, kt, mq, nk, hs);
-                    strip_gemm(ds.as_mut_ptr(), nk, false, 1.0, d_o, vt, mq, nk, hs);
+                    gemm_into(p.as_mut_ptr(), nk, false, sc, q, kt, mq, nk, hs, ONE_THREAD);
+                    gemm_into(ds.as_mut_ptr(), nk, false, 1.0, d_o, vt, mq, nk, hs, ONE_THREAD);
                 }
                 simd(
                     #[inline(always)]
@@ -208,9 +189,9 @@ pub fn attention_backward(
                 // SAFETY: as for the two products above.
                 unsafe {
                     // dQ = dS K, dK += dS^T Q, dV += P^T dO.
-                    strip_gemm(dqkv.ptr(at(i0, 0)), 3 * c, false, 1.0, dsm, k, mq, hs, nk);
-                    strip_gemm(dqkv.ptr(at(0, 1)), 3 * c, true, 1.0, dst, q, nk, hs, mq);
-                    strip_gemm(dqkv.ptr(at(0, 2)), 3 * c, true, 1.0, pt, d_o, nk, hs, mq);
+                    gemm_into(dqkv.ptr(at(i0, 0)), 3 * c, false, 1.0, dsm, k, mq, hs, nk, ONE_THREAD);
+                    gemm_into(dqkv.ptr(at(0, 1)), 3 * c, true, 1.0, dst, q, nk, hs, mq, ONE_THREAD);
+                    gemm_into(dqkv.ptr(at(0, 2)), 3 * c, true, 1.0, pt, d_o, nk, hs, mq, ONE_THREAD);
                 }
             }
         });
