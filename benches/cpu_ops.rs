@@ -48,16 +48,28 @@ fn ops(c: &mut Criterion) {
         b.iter(|| cpu::layernorm_backward(&mut dinp, &mut dw, &mut db, &dout, &inp, &w, &mean, &rstd, C))
     });
 
-    for (name, ic, oc) in [("qkv", C, 3 * C), ("fc", C, 4 * C), ("fcproj", 4 * C, C)] {
+    // The two projections add onto the residual stream as they are computed.
+    let projections =
+        [("qkv", C, 3 * C, false), ("proj", C, C, true), ("fc", C, 4 * C, false), ("fcproj", 4 * C, C, true)];
+    for (name, ic, oc, onto_residual) in projections {
         let (inp, weight, bias) = (data(ROWS * ic, 7), data(oc * ic, 8), data(oc, 9));
         let dout = data(ROWS * oc, 10);
         let mut out = vec![0.0f32; ROWS * oc];
         let (mut dinp, mut dweight, mut dbias) =
             (vec![0.0f32; ROWS * ic], vec![0.0f32; oc * ic], vec![0.0f32; oc]);
         g.throughput(Throughput::Elements((2 * ROWS * ic * oc) as u64));
-        g.bench_function(format!("matmul_forward/{name}"), |b| {
-            b.iter(|| cpu::matmul_forward(&mut out, &inp, &weight, Some(&bias), ic, oc))
-        });
+        if onto_residual {
+            let residual = data(ROWS * oc, 18);
+            g.bench_function(format!("matmul_residual_forward/{name}"), |b| {
+                b.iter(|| {
+                    cpu::matmul_residual_forward(&mut out, &inp, &weight, Some(&bias), &residual, ic, oc)
+                })
+            });
+        } else {
+            g.bench_function(format!("matmul_forward/{name}"), |b| {
+                b.iter(|| cpu::matmul_forward(&mut out, &inp, &weight, Some(&bias), ic, oc))
+            });
+        }
         g.throughput(Throughput::Elements((4 * ROWS * ic * oc) as u64));
         g.bench_function(format!("matmul_backward/{name}"), |b| {
             b.iter(|| {
@@ -94,6 +106,8 @@ fn ops(c: &mut Criterion) {
         b.iter_batched_ref(|| dact.clone(), |d| cpu::gelu_backward(d, &pre), BatchSize::LargeInput)
     });
 
+    // Used where a collective sits between a projection and the residual add (tensor
+    // parallelism); a single rank adds during the projection.
     let (ra, rb) = (data(ROWS * C, 15), data(ROWS * C, 16));
     let mut res = vec![0.0f32; ROWS * C];
     g.throughput(Throughput::Bytes(f32s(3 * ROWS * C)));

@@ -21,7 +21,7 @@ mod optim;
 pub use attention::{attention_backward, attention_forward, AttentionShape};
 pub use combine::{combine, CombineOp};
 pub use crossentropy::crossentropy;
-pub use elementwise::add;
+pub use elementwise::{add, add_assign};
 pub use encoder::{encoder_backward, encoder_forward, EncoderShape};
 pub use error::LaunchError;
 pub use gelu::{gelu_backward, gelu_backward_inplace, gelu_forward};

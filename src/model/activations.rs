@@ -21,9 +21,7 @@ pub enum Act {
     Atty,
     /// Per-row log-sum-exp of the attention scores `[B, NH, T]`.
     AttLse,
-    /// Attention projection output (scratch: not needed by the backward pass).
-    AttProj,
-    /// Residual stream after attention.
+    /// Residual stream after attention (the projection adds onto the stream entering).
     Res2,
     Ln2,
     Ln2Mean,
@@ -31,9 +29,7 @@ pub enum Act {
     /// `[B, T, 4C]`
     Fch,
     FchGelu,
-    /// MLP projection output (scratch).
-    FcProj,
-    /// Residual stream leaving the layer.
+    /// Residual stream leaving the layer (the MLP projection adds onto `Res2`).
     Res3,
     Lnf,
     LnfMean,
@@ -54,7 +50,7 @@ pub enum Act {
 }
 
 impl Act {
-    pub const ALL: [Act; 26] = [
+    pub const ALL: [Act; 24] = [
         Act::Encoded,
         Act::Ln1,
         Act::Ln1Mean,
@@ -62,14 +58,12 @@ impl Act {
         Act::Qkv,
         Act::Atty,
         Act::AttLse,
-        Act::AttProj,
         Act::Res2,
         Act::Ln2,
         Act::Ln2Mean,
         Act::Ln2Rstd,
         Act::Fch,
         Act::FchGelu,
-        Act::FcProj,
         Act::Res3,
         Act::Lnf,
         Act::LnfMean,
@@ -133,13 +127,13 @@ impl Act {
 pub struct ActivationLayout {
     config: GptConfig,
     tokens: usize,
-    offsets: [usize; 26],
+    offsets: [usize; Act::ALL.len()],
     total: usize,
 }
 
 impl ActivationLayout {
     pub fn new(config: GptConfig, tokens: usize, training: bool) -> Self {
-        let mut offsets = [usize::MAX; 26];
+        let mut offsets = [usize::MAX; Act::ALL.len()];
         let mut total = 0;
         for (i, a) in Act::ALL.iter().enumerate() {
             if a.is_gradient() && !training {

@@ -134,11 +134,10 @@ impl Gpt {
             let [mut atty, mut lse, qkv] =
                 acts.views_mut([r(Act::Atty, l), r(Act::AttLse, l), r(Act::Qkv, l)])?;
             ops::attention_forward(ctx, &mut atty, &mut lse, qkv.as_view(), b, t, c, nh)?;
-            let [mut proj, atty] = acts.views_mut([r(Act::AttProj, 0), r(Act::Atty, l)])?;
+            let [mut res2, atty, x] = acts.views_mut([r(Act::Res2, l), r(Act::Atty, l), res_in])?;
             let (w, bias) = (p(ParamTensor::AttnProjW, l)?, p(ParamTensor::AttnProjB, l)?);
-            ops::matmul_forward(ctx, &mut proj, atty.as_view(), w, Some(bias), n, c, c)?;
-            let [mut res2, x, proj] = acts.views_mut([r(Act::Res2, l), res_in, r(Act::AttProj, 0)])?;
-            ops::residual_forward(ctx, &mut res2, x.as_view(), proj.as_view(), n * c)?;
+            let (atty, x) = (atty.as_view(), x.as_view());
+            ops::matmul_residual_forward(ctx, &mut res2, atty, w, Some(bias), x, n, c, c)?;
             // MLP block.
             let [mut ln2, mut mean, mut rstd, x] =
                 acts.views_mut([r(Act::Ln2, l), r(Act::Ln2Mean, l), r(Act::Ln2Rstd, l), r(Act::Res2, l)])?;
@@ -149,12 +148,11 @@ impl Gpt {
             ops::matmul_forward(ctx, &mut fch, ln2.as_view(), w, Some(bias), n, c, 4 * c)?;
             let [mut gelu, fch] = acts.views_mut([r(Act::FchGelu, l), r(Act::Fch, l)])?;
             ops::gelu_forward(ctx, &mut gelu, fch.as_view(), n * 4 * c)?;
-            let [mut proj, gelu] = acts.views_mut([r(Act::FcProj, 0), r(Act::FchGelu, l)])?;
+            let [mut res3, gelu, x] =
+                acts.views_mut([r(Act::Res3, l), r(Act::FchGelu, l), r(Act::Res2, l)])?;
             let (w, bias) = (p(ParamTensor::FcProjW, l)?, p(ParamTensor::FcProjB, l)?);
-            ops::matmul_forward(ctx, &mut proj, gelu.as_view(), w, Some(bias), n, 4 * c, c)?;
-            let [mut res3, x, proj] =
-                acts.views_mut([r(Act::Res3, l), r(Act::Res2, l), r(Act::FcProj, 0)])?;
-            ops::residual_forward(ctx, &mut res3, x.as_view(), proj.as_view(), n * c)?;
+            let (gelu, x) = (gelu.as_view(), x.as_view());
+            ops::matmul_residual_forward(ctx, &mut res3, gelu, w, Some(bias), x, n, 4 * c, c)?;
         }
         let last = r(Act::Res3, self.config.num_layers - 1);
         let [mut lnf, mut mean, mut rstd, x] =

@@ -81,6 +81,22 @@ pub fn matmul_forward(
     Ok(launch::linear_forward(ctx.kernels()?, out, &inp, &weight, bias.as_ref(), n, ic, oc)?)
 }
 
+pub fn matmul_residual_forward(
+    ctx: &OpsContext,
+    out: &mut ViewMut<f32>,
+    inp: View<f32>,
+    weight: View<f32>,
+    bias: Option<View<f32>>,
+    residual: View<f32>,
+    n: usize,
+    ic: usize,
+    oc: usize,
+) -> Result<()> {
+    let k = ctx.kernels()?;
+    launch::linear_forward(k, out, &inp, &weight, bias.as_ref(), n, ic, oc)?;
+    Ok(launch::add_assign(k, out, &residual)?)
+}
+
 pub fn matmul_backward(
     ctx: &OpsContext,
     dinp: &mut ViewMut<f32>,

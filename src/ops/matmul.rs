@@ -35,6 +35,48 @@ pub fn matmul_forward(
     }
 }
 
+/// A linear layer that adds its result to the residual stream: `out = residual + inp @
+/// weight^T + bias`. Its backward is [`matmul_backward`] with the residual stream's gradient as
+/// `dout` (the residual branch passes it on unchanged). On the Cpu device the product
+/// accumulates onto `residual + bias`, which saves a pass over the output.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_residual_forward(
+    ctx: &OpsContext,
+    out: &mut ViewMut<f32>,
+    inp: View<f32>,
+    weight: View<f32>,
+    bias: Option<View<f32>>,
+    residual: View<f32>,
+    n: usize,
+    ic: usize,
+    oc: usize,
+) -> Result<()> {
+    const OP: &str = "matmul_residual_forward";
+    check::that(OP, ic > 0 && oc > 0, || format!("empty weight [oc={oc}, ic={ic}]"))?;
+    check::len(OP, "out", out.len(), n * oc, &format!("[n={n}, oc={oc}]"))?;
+    check::len(OP, "inp", inp.len(), n * ic, &format!("[n={n}, ic={ic}]"))?;
+    check::len(OP, "weight", weight.len(), oc * ic, &format!("[oc={oc}, ic={ic}]"))?;
+    check::len(OP, "residual", residual.len(), n * oc, &format!("[n={n}, oc={oc}]"))?;
+    if let Some(bias) = bias {
+        check::len(OP, "bias", bias.len(), oc, &format!("[oc={oc}]"))?;
+        check::devices(ctx, OP, &[("bias", bias.device())])?;
+    }
+    let devices = [("out", out.device()), ("inp", inp.device()), ("weight", weight.device())];
+    check::devices(ctx, OP, &devices)?;
+    check::devices(ctx, OP, &[("residual", residual.device())])?;
+    match ctx.device() {
+        Device::Cpu => {
+            let bias = bias.map(|b| check::host(OP, b)).transpose()?;
+            let (x, w, res) = (check::host(OP, inp)?, check::host(OP, weight)?, check::host(OP, residual)?);
+            cpu::matmul_residual_forward(check::host_mut(OP, out)?, x, w, bias, res, ic, oc);
+            Ok(())
+        }
+        Device::Emu | Device::Cuda(_) => {
+            gpu::matmul_residual_forward(ctx, out, inp, weight, bias, residual, n, ic, oc)
+        }
+    }
+}
+
 /// Gradient of [`matmul_forward`]: `dinp = dout @ weight` (overwritten), `dweight += dout^T @
 /// inp`, `dbias += dout` summed over rows (accumulated, so micro-batches add up).
 #[allow(clippy::too_many_arguments)]

@@ -29,7 +29,7 @@ pub use elementwise::{gelu_backward, gelu_forward, residual_forward};
 pub use encoder::{encoder_backward, encoder_forward};
 pub use error::{OpsError, Result};
 pub use layernorm::{layernorm_backward, layernorm_forward};
-pub use matmul::{matmul_backward, matmul_forward};
+pub use matmul::{matmul_backward, matmul_forward, matmul_residual_forward};
 pub use optimizer::{adamw_update, sum_of_squares, AdamWParams};
 
 #[cfg(test)]

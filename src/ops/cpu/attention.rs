@@ -7,13 +7,12 @@
 //! `qkv` is `[B, T, 3C]` (Q, K, V, each with head `h` in channels `h*hs..(h+1)*hs`), `out` is
 //! `[B, T, C]`, `lse` is `[B, NH, T]`.
 
-use std::cell::RefCell;
-
 use gemm::Parallelism;
 use rayon::prelude::*;
 
 use super::math::{dot, exp, max, simd, sum, DisjointMut};
 use super::matmul::{gemm_into, Mat};
+use super::scratch::with_scratch;
 
 /// Longest head the CPU kernels accept (the GPU kernels' limit, so that every device takes
 /// the same models).
@@ -22,22 +21,6 @@ pub const MAX_HEAD_DIM: usize = 128;
 const BLOCK: usize = 64;
 /// The strip products run on their task's thread: the tasks are already one per core or more.
 const ONE_THREAD: Parallelism = Parallelism::None;
-
-thread_local! {
-    /// Score strips of the task running on this thread; grown to the longest sequence seen.
-    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Runs `f` on `len` floats of this thread's scratch (contents unspecified).
-fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-    SCRATCH.with(|s| {
-        let mut s = s.borrow_mut();
-        if s.len() < len {
-            s.resize(len, 0.0);
-        }
-        f(&mut s[..len])
-    })
-}
 
 /// Row `r` of a strip starting at query `i0` sees keys `0..i0 + r + 1`.
 #[inline(always)]
@@ -138,18 +121,14 @@ pub fn attention_backward(
         let at_out = |row: usize| (bi * t + row) * c + h * hs;
         let (ld, ldo) = ((3 * c) as isize, c as isize);
         let lse = &lse[bh * t..][..t];
-        // dK and dV accumulate over the strips; dQ is written whole by its own strip.
-        for i in 0..t {
-            // SAFETY: task (bi, h) alone touches head h's columns of batch bi's rows.
-            unsafe { dqkv.slice(at(i, 1), hs) }.fill(0.0);
-            // SAFETY: as above.
-            unsafe { dqkv.slice(at(i, 2), hs) }.fill(0.0);
-        }
         with_scratch(2 * BLOCK * t, |scratch| {
             let (p, ds) = scratch.split_at_mut(BLOCK * t);
-            for i0 in (0..t).step_by(BLOCK) {
+            // The last strip sees every key, so it writes dK and dV whole and the strips before
+            // it accumulate into them; dQ is written whole by each strip.
+            for i0 in (0..t).step_by(BLOCK).rev() {
                 let mq = BLOCK.min(t - i0);
                 let nk = i0 + mq;
+                let first = nk == t;
                 let q = Mat(qkv[at(i0, 0)..].as_ptr(), ld, 1);
                 let k = Mat(qkv[at(0, 1)..].as_ptr(), ld, 1);
                 let kt = Mat(qkv[at(0, 1)..].as_ptr(), 1, ld);
@@ -190,8 +169,8 @@ pub fn attention_backward(
                 unsafe {
                     // dQ = dS K, dK += dS^T Q, dV += P^T dO.
                     gemm_into(dqkv.ptr(at(i0, 0)), 3 * c, false, 1.0, dsm, k, mq, hs, nk, ONE_THREAD);
-                    gemm_into(dqkv.ptr(at(0, 1)), 3 * c, true, 1.0, dst, q, nk, hs, mq, ONE_THREAD);
-                    gemm_into(dqkv.ptr(at(0, 2)), 3 * c, true, 1.0, pt, d_o, nk, hs, mq, ONE_THREAD);
+                    gemm_into(dqkv.ptr(at(0, 1)), 3 * c, !first, 1.0, dst, q, nk, hs, mq, ONE_THREAD);
+                    gemm_into(dqkv.ptr(at(0, 2)), 3 * c, !first, 1.0, pt, d_o, nk, hs, mq, ONE_THREAD);
                 }
             }
         });

@@ -1,6 +1,7 @@
 use rayon::prelude::*;
 
 use super::math::{simd, sum};
+use super::scratch::with_scratch;
 
 pub const LAYERNORM_EPS: f32 = 1e-5;
 
@@ -47,8 +48,13 @@ pub fn layernorm_forward(
         });
 }
 
+/// Rows per task of the backward pass. Each task leaves its share of the weight and bias
+/// gradients in a scratch row; the rows are then summed in task order, so the result does not
+/// depend on which thread ran which task.
+const ROWS: usize = 32;
+
 /// Accumulates the gradients of `layernorm_forward` into `dinp` (`+=`, it is the residual
-/// stream's gradient), `dweight` and `dbias`.
+/// stream's gradient), `dweight` and `dbias`, in one pass over the rows.
 #[allow(clippy::too_many_arguments)]
 pub fn layernorm_backward(
     dinp: &mut [f32],
@@ -61,60 +67,82 @@ pub fn layernorm_backward(
     rstd: &[f32],
     c: usize,
 ) {
-    dinp.par_chunks_mut(c)
-        .zip(dout.par_chunks(c).zip(inp.par_chunks(c)))
-        .zip(mean.par_iter().zip(rstd.par_iter()))
-        .with_min_len(8)
-        .for_each(|((di, (dy, x)), (&mu, &r))| {
-            simd(
-                #[inline(always)]
-                || {
-                    // dnorm = weight * dy; dx = r * (dnorm - mean(dnorm) - norm * mean(dnorm * norm))
-                    let mut a = [0.0f32; 16];
-                    let mut b = [0.0f32; 16];
-                    let (mut ta, mut tb) = (0.0, 0.0);
-                    let it = dy.chunks_exact(16).zip(x.chunks_exact(16)).zip(weight.chunks_exact(16));
-                    for ((dy, x), w) in it {
-                        for k in 0..16 {
-                            let dn = w[k] * dy[k];
-                            a[k] += dn;
-                            b[k] += dn * (x[k] - mu) * r;
+    let tasks = mean.len().div_ceil(ROWS);
+    with_scratch(tasks * 2 * c, |partials| {
+        dinp.par_chunks_mut(ROWS * c).zip(partials.par_chunks_mut(2 * c)).enumerate().for_each(
+            |(task, (di, part))| {
+                let (pw, pb) = part.split_at_mut(c);
+                let r0 = task * ROWS;
+                simd(
+                    #[inline(always)]
+                    || {
+                        pw.fill(0.0);
+                        pb.fill(0.0);
+                        for (i, di) in di.chunks_exact_mut(c).enumerate() {
+                            let (mu, r) = (mean[r0 + i], rstd[r0 + i]);
+                            let dy = &dout[(r0 + i) * c..][..c];
+                            let x = &inp[(r0 + i) * c..][..c];
+                            row_backward(di, pw, pb, dy, x, weight, mu, r);
                         }
+                    },
+                )
+            },
+        );
+        const BLOCK: usize = 64;
+        let partials = &*partials;
+        dweight.par_chunks_mut(BLOCK).zip(dbias.par_chunks_mut(BLOCK)).enumerate().for_each(
+            |(blk, (dw, db))| {
+                let c0 = blk * BLOCK;
+                for part in partials.chunks_exact(2 * c) {
+                    for (d, p) in dw.iter_mut().zip(&part[c0..]) {
+                        *d += p;
                     }
-                    let full = c - c % 16;
-                    for k in full..c {
-                        let dn = weight[k] * dy[k];
-                        ta += dn;
-                        tb += dn * (x[k] - mu) * r;
-                    }
-                    let dn_mean = (a.iter().sum::<f32>() + ta) / c as f32;
-                    let dn_norm_mean = (b.iter().sum::<f32>() + tb) / c as f32;
-                    for (((d, &dy), &x), &w) in di.iter_mut().zip(dy).zip(x).zip(weight) {
-                        let norm = (x - mu) * r;
-                        *d += r * (w * dy - dn_mean - norm * dn_norm_mean);
-                    }
-                },
-            )
-        });
-    // Weight and bias gradients: reduce over rows, parallel over column blocks.
-    const BLOCK: usize = 64;
-    let rows = mean.len();
-    dweight.par_chunks_mut(BLOCK).zip(dbias.par_chunks_mut(BLOCK)).enumerate().for_each(|(blk, (dw, db))| {
-        let c0 = blk * BLOCK;
-        let w = dw.len();
-        simd(
-            #[inline(always)]
-            || {
-                for row in 0..rows {
-                    let (mu, r) = (mean[row], rstd[row]);
-                    let dy = &dout[row * c + c0..][..w];
-                    let x = &inp[row * c + c0..][..w];
-                    for k in 0..w {
-                        dw[k] += (x[k] - mu) * r * dy[k];
-                        db[k] += dy[k];
+                    for (d, p) in db.iter_mut().zip(&part[c + c0..]) {
+                        *d += p;
                     }
                 }
             },
-        )
+        );
     });
+}
+
+/// One row: `dx += r * (dnorm - mean(dnorm) - norm * mean(dnorm * norm))` with `dnorm = w dy`;
+/// `dw += norm * dy`, `db += dy`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn row_backward(
+    dx: &mut [f32],
+    dw: &mut [f32],
+    db: &mut [f32],
+    dy: &[f32],
+    x: &[f32],
+    w: &[f32],
+    mu: f32,
+    r: f32,
+) {
+    let c = dx.len();
+    let mut a = [0.0f32; 16];
+    let mut b = [0.0f32; 16];
+    let (mut ta, mut tb) = (0.0, 0.0);
+    for ((dy, x), w) in dy.chunks_exact(16).zip(x.chunks_exact(16)).zip(w.chunks_exact(16)) {
+        for k in 0..16 {
+            let dn = w[k] * dy[k];
+            a[k] += dn;
+            b[k] += dn * (x[k] - mu) * r;
+        }
+    }
+    for k in c - c % 16..c {
+        let dn = w[k] * dy[k];
+        ta += dn;
+        tb += dn * (x[k] - mu) * r;
+    }
+    let dn_mean = (a.iter().sum::<f32>() + ta) / c as f32;
+    let dn_norm_mean = (b.iter().sum::<f32>() + tb) / c as f32;
+    let it = dx.iter_mut().zip(dw.iter_mut().zip(db.iter_mut())).zip(dy.iter().zip(x).zip(w));
+    for ((dx, (dw, db)), ((&dy, &x), &w)) in it {
+        let norm = (x - mu) * r;
+        *dx += r * (w * dy - dn_mean - norm * dn_norm_mean);
+        *dw += norm * dy;
+        *db += dy;
+    }
 }

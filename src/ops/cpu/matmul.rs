@@ -13,6 +13,8 @@ enum Start<'a> {
     Current,
     /// This row in every row (a bias).
     Row(&'a [f32]),
+    /// A matrix of the destination's shape, plus a row (a bias) when there is one.
+    Sum(&'a [f32], Option<&'a [f32]>),
 }
 
 /// `dst[m, n] = start + lhs[m, k] @ rhs[k, n]` for row-major `dst`, with `lhs` and `rhs` given
@@ -36,10 +38,30 @@ unsafe fn gemm_strided(
     if m == 0 || n == 0 {
         return;
     }
-    if let Start::Row(row) = start {
-        dst[..m * n]
-            .par_chunks_mut(n * 16)
-            .for_each(|rows| rows.chunks_exact_mut(n).for_each(|r| r.copy_from_slice(row)));
+    const ROWS: usize = 16;
+    match start {
+        Start::Zero | Start::Current => {}
+        Start::Row(row) => dst[..m * n]
+            .par_chunks_mut(n * ROWS)
+            .for_each(|rows| rows.chunks_exact_mut(n).for_each(|r| r.copy_from_slice(row))),
+        Start::Sum(matrix, row) => {
+            assert!(matrix.len() >= m * n, "gemm start holds {} < {m}x{n}", matrix.len());
+            dst[..m * n].par_chunks_mut(n * ROWS).zip(matrix.par_chunks(n * ROWS)).for_each(|(d, a)| {
+                simd(
+                    #[inline(always)]
+                    || match row {
+                        Some(row) => {
+                            for (d, a) in d.chunks_exact_mut(n).zip(a.chunks_exact(n)) {
+                                for ((d, &a), &b) in d.iter_mut().zip(a).zip(row) {
+                                    *d = a + b;
+                                }
+                            }
+                        }
+                        None => d.copy_from_slice(&a[..d.len()]),
+                    },
+                )
+            })
+        }
     }
     let accumulate = !matches!(start, Start::Zero);
     let (lhs, rhs) = (Mat(lhs.0.as_ptr(), lhs.1, lhs.2), Mat(rhs.0.as_ptr(), rhs.1, rhs.2));
@@ -111,6 +133,26 @@ pub fn matmul_forward(
     let start = bias.map_or(Start::Zero, Start::Row);
     // SAFETY: inp is [n, ic] row-major (row stride ic); weight^T is [ic, oc] with element
     // (i, o) at o * ic + i (row stride 1, column stride ic). Lengths checked above.
+    unsafe { gemm_strided(out, start, (inp, ic as isize, 1), (weight, 1, ic as isize), n, oc, ic) }
+}
+
+/// `out[n, oc] = residual[n, oc] + inp[n, ic] @ weight[oc, ic]^T + bias[oc]`: the product
+/// accumulates onto `residual + bias`, written in one pass.
+pub fn matmul_residual_forward(
+    out: &mut [f32],
+    inp: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    residual: &[f32],
+    ic: usize,
+    oc: usize,
+) {
+    let n = inp.len() / ic;
+    assert!(
+        inp.len() == n * ic && out.len() == n * oc && weight.len() == oc * ic && residual.len() == out.len()
+    );
+    let start = Start::Sum(residual, bias);
+    // SAFETY: as in `matmul_forward`.
     unsafe { gemm_strided(out, start, (inp, ic as isize, 1), (weight, 1, ic as isize), n, oc, ic) }
 }
 

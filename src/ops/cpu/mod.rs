@@ -12,6 +12,7 @@ pub mod math;
 mod matmul;
 mod norm;
 mod residual;
+mod scratch;
 
 pub use adamw::adamw_update;
 pub use attention::{attention_backward, attention_forward, MAX_HEAD_DIM};
@@ -19,7 +20,7 @@ pub use cross_entropy::softmax_cross_entropy;
 pub use encoder::{encoder_backward, encoder_forward};
 pub use gelu::{gelu_backward, gelu_forward};
 pub use layernorm::{layernorm_backward, layernorm_forward, LAYERNORM_EPS};
-pub use matmul::{matmul_backward, matmul_forward};
+pub use matmul::{matmul_backward, matmul_forward, matmul_residual_forward};
 pub use norm::sum_of_squares;
 pub use residual::{residual_forward, sum_into};
 
