@@ -15,15 +15,7 @@ pub fn matmul_forward(
     oc: usize,
 ) -> Result<()> {
     const OP: &str = "matmul_forward";
-    check::that(OP, ic > 0 && oc > 0, || format!("empty weight [oc={oc}, ic={ic}]"))?;
-    check::len(OP, "out", out.len(), n * oc, &format!("[n={n}, oc={oc}]"))?;
-    check::len(OP, "inp", inp.len(), n * ic, &format!("[n={n}, ic={ic}]"))?;
-    check::len(OP, "weight", weight.len(), oc * ic, &format!("[oc={oc}, ic={ic}]"))?;
-    if let Some(bias) = bias {
-        check::len(OP, "bias", bias.len(), oc, &format!("[oc={oc}]"))?;
-        check::devices(ctx, OP, &[("bias", bias.device())])?;
-    }
-    check::devices(ctx, OP, &[("out", out.device()), ("inp", inp.device()), ("weight", weight.device())])?;
+    check_forward(ctx, OP, out, inp, weight, bias, n, ic, oc)?;
     match ctx.device() {
         Device::Cpu => {
             let bias = bias.map(|b| check::host(OP, b)).transpose()?;
@@ -52,17 +44,8 @@ pub fn matmul_residual_forward(
     oc: usize,
 ) -> Result<()> {
     const OP: &str = "matmul_residual_forward";
-    check::that(OP, ic > 0 && oc > 0, || format!("empty weight [oc={oc}, ic={ic}]"))?;
-    check::len(OP, "out", out.len(), n * oc, &format!("[n={n}, oc={oc}]"))?;
-    check::len(OP, "inp", inp.len(), n * ic, &format!("[n={n}, ic={ic}]"))?;
-    check::len(OP, "weight", weight.len(), oc * ic, &format!("[oc={oc}, ic={ic}]"))?;
+    check_forward(ctx, OP, out, inp, weight, bias, n, ic, oc)?;
     check::len(OP, "residual", residual.len(), n * oc, &format!("[n={n}, oc={oc}]"))?;
-    if let Some(bias) = bias {
-        check::len(OP, "bias", bias.len(), oc, &format!("[oc={oc}]"))?;
-        check::devices(ctx, OP, &[("bias", bias.device())])?;
-    }
-    let devices = [("out", out.device()), ("inp", inp.device()), ("weight", weight.device())];
-    check::devices(ctx, OP, &devices)?;
     check::devices(ctx, OP, &[("residual", residual.device())])?;
     match ctx.device() {
         Device::Cpu => {
@@ -75,6 +58,30 @@ pub fn matmul_residual_forward(
             gpu::matmul_residual_forward(ctx, out, inp, weight, bias, residual, n, ic, oc)
         }
     }
+}
+
+/// The shapes and devices of a linear layer's forward pass.
+#[allow(clippy::too_many_arguments)]
+fn check_forward(
+    ctx: &OpsContext,
+    op: &'static str,
+    out: &ViewMut<f32>,
+    inp: View<f32>,
+    weight: View<f32>,
+    bias: Option<View<f32>>,
+    n: usize,
+    ic: usize,
+    oc: usize,
+) -> Result<()> {
+    check::that(op, ic > 0 && oc > 0, || format!("empty weight [oc={oc}, ic={ic}]"))?;
+    check::len(op, "out", out.len(), n * oc, &format!("[n={n}, oc={oc}]"))?;
+    check::len(op, "inp", inp.len(), n * ic, &format!("[n={n}, ic={ic}]"))?;
+    check::len(op, "weight", weight.len(), oc * ic, &format!("[oc={oc}, ic={ic}]"))?;
+    if let Some(bias) = bias {
+        check::len(op, "bias", bias.len(), oc, &format!("[oc={oc}]"))?;
+        check::devices(ctx, op, &[("bias", bias.device())])?;
+    }
+    check::devices(ctx, op, &[("out", out.device()), ("inp", inp.device()), ("weight", weight.device())])
 }
 
 /// Gradient of [`matmul_forward`]: `dinp = dout @ weight` (overwritten), `dweight += dout^T @

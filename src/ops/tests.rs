@@ -241,13 +241,12 @@ fn layernorm_matches_reference_and_finite_differences() {
 fn matmul_residual_forward_adds_the_product_to_the_stream_on_cpu_and_emu() {
     let seed = 19;
     let mut r = rng(seed);
-    // The larger shape takes gemm's parallel path on the Cpu device.
     for device in [Device::Cpu, Device::Emu] {
         let ctx = OpsContext::new(&device).unwrap();
+        let on = |v: &[f32]| Buffer::from_slice(&device, v).unwrap();
         for (n, ic, oc, with_bias) in [(7, 5, 9, true), (37, 20, 12, false), (130, 64, 96, true)] {
             let (x, w) = (randn(&mut r, n * ic, 1.0), randn(&mut r, oc * ic, 1.0));
             let (bias, res) = (randn(&mut r, oc, 1.0), randn(&mut r, n * oc, 2.0));
-            let on = |v: &[f32]| Buffer::from_slice(&device, v).unwrap();
             let (xb, wb, bb, rb, mut out) =
                 (on(&x), on(&w), on(&bias), on(&res), on(&vec![f32::NAN; n * oc]));
             let bias_view = with_bias.then(|| bb.view(..).unwrap());
@@ -259,16 +258,12 @@ fn matmul_residual_forward_adds_the_product_to_the_stream_on_cpu_and_emu() {
             let want: Vec<f64> = product.iter().zip(&res).map(|(p, &q)| p + q as f64).collect();
             assert_close("matmul_residual_forward", seed, &out.to_vec().unwrap(), &want, 1e-5);
         }
-        let (xb, wb) = (
-            Buffer::from_slice(&device, &[1.0f32; 6]).unwrap(),
-            Buffer::from_slice(&device, &[1.0f32; 6]).unwrap(),
-        );
-        let rb = Buffer::from_slice(&device, &[1.0f32; 5]).unwrap();
-        let mut out = Buffer::from_slice(&device, &[0.0f32; 6]).unwrap();
+        // A residual one element short of [n=2, oc=2].
+        let (xb, wb, rb, mut out) = (on(&[1.0; 6]), on(&[1.0; 6]), on(&[1.0; 3]), on(&[0.0; 4]));
         let (xv, wv, rv) = (xb.view(..).unwrap(), wb.view(..).unwrap(), rb.view(..).unwrap());
         let err = matmul_residual_forward(&ctx, &mut out.view_mut(..).unwrap(), xv, wv, None, rv, 2, 3, 2);
         let err = err.unwrap_err().to_string();
-        assert!(err.contains("residual"), "{err}");
+        assert!(err.contains("`residual` has 3 elements, expected 4"), "{err}");
     }
 }
 
