@@ -3,7 +3,7 @@
 use std::ops::Range;
 
 use rayon::prelude::*;
-use trident_runtime::{Buffer, Device, DeviceKind, RuntimeError};
+use trident_runtime::{Buffer, Device, DeviceKind, RuntimeError, ViewMut};
 
 use crate::data::{Batch, DataError, DataLoader};
 use crate::model::{Gpt, ModelError, Workspace};
@@ -90,7 +90,7 @@ enum Lanes {
     Whole(Box<Workspace>),
     /// On the Cpu device with several cores, the rows are split into one share per core and
     /// the shares run side by side, each with its own activations and gradients; the shares'
-    /// gradients are then summed into the model's. A core then runs whole forward and
+    /// gradients are then summed into the first share's buffer, which becomes the model's. A core then runs whole forward and
     /// backward passes instead of meeting the others at the end of every op, and an idle core
     /// still takes work from a busy one's ops. The split is fixed by the core count, so a run
     /// is deterministic on a given machine.
@@ -101,6 +101,8 @@ struct Share {
     rows: Range<usize>,
     workspace: Workspace,
     grads: Buffer<f32>,
+    /// Whether `grads` is known to hold zeros, so the next step need not clear it.
+    zeroed: bool,
 }
 
 impl Share {
@@ -138,7 +140,7 @@ impl Lanes {
                 let rows = i * b / shares..(i + 1) * b / shares;
                 let workspace = Workspace::new(device, model.config(), rows.len(), t, true)?;
                 let grads = Buffer::zeros(device, model.num_params())?;
-                Ok(Share { rows, workspace, grads })
+                Ok(Share { rows, workspace, grads, zeroed: true })
             })
             .collect::<Result<_, TrainError>>()
             .map(Lanes::Shares)
@@ -173,7 +175,7 @@ impl Trainer {
         let (b, t) = (self.settings.micro_batch, self.settings.seq_len);
         let dloss = 1.0 / (accum * b * t) as f32;
         let mut loss = 0.0f64;
-        match &mut self.lanes {
+        let norm = match &mut self.lanes {
             Lanes::Whole(ws) => {
                 self.model.zero_grads()?;
                 for _ in 0..accum {
@@ -182,25 +184,43 @@ impl Trainer {
                     loss += self.model.loss(&self.ctx, ws, &batch.targets, Some(dloss))? as f64;
                     self.model.backward(&self.ctx, ws)?;
                 }
+                None
             }
             Lanes::Shares(shares) => {
-                shares.par_iter_mut().try_for_each(|s| s.grads.view_mut(..)?.fill_zero())?;
+                for share in shares.iter_mut().filter(|s| !s.zeroed) {
+                    // Split across the cores: one core alone cannot saturate the memory bus.
+                    host_mut(&mut share.grads.view_mut(..)?)
+                        .par_chunks_mut(1 << 16)
+                        .for_each(|c| c.fill(0.0));
+                }
+                shares.iter_mut().for_each(|s| s.zeroed = false);
                 for _ in 0..accum {
                     let batch = checked_batch(&self.settings, data)?;
                     let (model, ctx) = (&self.model, &self.ctx);
                     loss += Share::mean_loss(shares, model, ctx, &batch, t, Some(dloss))?;
                 }
-                let grads: Vec<&[f32]> = shares.iter().map(|s| host(&s.grads)).collect::<Result<_, _>>()?;
-                let mut total = self.model.grads_mut().view_mut(..)?;
-                let total = total.host_mut().expect("Cpu buffers live in host memory");
-                crate::ops::cpu::sum_into(total, &grads);
+                // The other shares drain into the first, which then trades buffers with the
+                // model: its gradient is the sum, and the share takes the model's old buffer
+                // (cleared at the next step).
+                let (first, rest) = shares.split_first_mut().expect("at least two shares");
+                let mut rest_views =
+                    rest.iter_mut().map(|s| s.grads.view_mut(..)).collect::<Result<Vec<_>, _>>()?;
+                let mut parts: Vec<&mut [f32]> = rest_views.iter_mut().map(|v| host_mut(v)).collect();
+                let sumsq = crate::ops::cpu::drain_into(host_mut(&mut first.grads.view_mut(..)?), &mut parts);
+                drop(rest_views);
+                rest.iter_mut().for_each(|s| s.zeroed = true);
+                std::mem::swap(self.model.grads_mut(), &mut first.grads);
+                Some(sumsq.sqrt() as f32)
             }
-        }
+        };
         let loss = (loss / accum as f64) as f32;
         if !loss.is_finite() {
             return Err(TrainError::NonFinite { loss, iter: self.iter });
         }
-        let norm = grad_norm(&self.ctx, self.model.grads())?;
+        let norm = match norm {
+            Some(norm) => norm,
+            None => grad_norm(&self.ctx, self.model.grads())?,
+        };
         let lr = self.settings.schedule.lr(self.iter);
         self.optimizer.step(&self.ctx, &mut self.model, lr, clip_scale(norm, self.settings.clip_grad))?;
         self.iter += 1;
@@ -240,9 +260,9 @@ fn checked_batch(settings: &TrainSettings, data: &mut dyn BatchSource) -> Result
     Ok(batch)
 }
 
-/// The host memory of a Cpu buffer.
-fn host(buffer: &Buffer<f32>) -> Result<&[f32], TrainError> {
-    Ok(buffer.view(..)?.host().expect("Cpu buffers live in host memory"))
+/// The host memory of a view of a Cpu buffer.
+fn host_mut<'a>(view: &'a mut ViewMut<'_, f32>) -> &'a mut [f32] {
+    view.host_mut().expect("Cpu buffers live in host memory")
 }
 
 #[cfg(test)]
