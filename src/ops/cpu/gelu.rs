@@ -6,22 +6,23 @@ const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 const COEFF: f32 = 0.044_715;
 const CHUNK: usize = 4096;
 
-/// `0.5 (1 + tanh(u))` written as the logistic function of `2u`: one exponential and one
-/// division, without tanh's sign handling.
+/// `-2u` for `u = sqrt(2/pi) (x + 0.044715 x^3)`, as `x (C1 x^2 + C0)`.
 #[inline(always)]
-fn half_one_plus_tanh(u: f32) -> f32 {
-    1.0 / (1.0 + exp(-2.0 * u))
+fn minus_two_u(x: f32) -> f32 {
+    const C1: f32 = -2.0 * SQRT_2_OVER_PI * COEFF;
+    const C0: f32 = -2.0 * SQRT_2_OVER_PI;
+    x * (x * x).mul_add(C1, C0)
 }
 
-/// GeLU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+/// GeLU, tanh form: `0.5 x (1 + tanh u)`, computed as `x / (1 + e^(-2u))` (the logistic
+/// function of `2u`): one exponential and one division, without tanh's sign handling.
 pub fn gelu_forward(out: &mut [f32], inp: &[f32]) {
     out.par_chunks_mut(CHUNK).zip(inp.par_chunks(CHUNK)).for_each(|(o, x)| {
         simd(
             #[inline(always)]
             || {
                 for (o, &x) in o.iter_mut().zip(x) {
-                    let u = SQRT_2_OVER_PI * (x + COEFF * x * x * x);
-                    *o = x * half_one_plus_tanh(u);
+                    *o = x / (1.0 + exp(minus_two_u(x)));
                 }
             },
         )
@@ -29,17 +30,19 @@ pub fn gelu_forward(out: &mut [f32], inp: &[f32]) {
 }
 
 /// In place: `d` holds the gradient of GeLU's output and becomes that of its input `inp`.
-/// With `s = 0.5 (1 + tanh u)`, the derivative is `s + x * 2 s (1 - s) * du/dx`.
+/// With `s = 0.5 (1 + tanh u)`, the derivative is `s + x * 2 s (1 - s) du/dx`, written as
+/// `s (1 + (1 - s) g)` with `g = 2 x du/dx = x (D1 x^2 + D0)`.
 pub fn gelu_backward(d: &mut [f32], inp: &[f32]) {
+    const D1: f32 = 6.0 * SQRT_2_OVER_PI * COEFF;
+    const D0: f32 = 2.0 * SQRT_2_OVER_PI;
     d.par_chunks_mut(CHUNK).zip(inp.par_chunks(CHUNK)).for_each(|(d, x)| {
         simd(
             #[inline(always)]
             || {
                 for (d, &x) in d.iter_mut().zip(x) {
-                    let u = SQRT_2_OVER_PI * (x + COEFF * x * x * x);
-                    let s = half_one_plus_tanh(u);
-                    let du = SQRT_2_OVER_PI * (1.0 + 3.0 * COEFF * x * x);
-                    *d *= s + 2.0 * x * s * (1.0 - s) * du;
+                    let s = 1.0 / (1.0 + exp(minus_two_u(x)));
+                    let g = x * (x * x).mul_add(D1, D0);
+                    *d *= s * (1.0 - s).mul_add(g, 1.0);
                 }
             },
         )

@@ -29,17 +29,17 @@ pub fn layernorm_forward(
                     let chunks = x.chunks_exact(16);
                     let mut tail = 0.0;
                     for &v in chunks.remainder() {
-                        tail += (v - mu) * (v - mu);
+                        tail = (v - mu).mul_add(v - mu, tail);
                     }
                     for ch in chunks {
                         for k in 0..16 {
-                            var[k] += (ch[k] - mu) * (ch[k] - mu);
+                            var[k] = (ch[k] - mu).mul_add(ch[k] - mu, var[k]);
                         }
                     }
                     let var = (var.iter().sum::<f32>() + tail) / c as f32;
                     let r = 1.0 / (var + LAYERNORM_EPS).sqrt();
                     for (((o, &v), &w), &b) in o.iter_mut().zip(x).zip(weight).zip(bias) {
-                        *o = (v - mu) * r * w + b;
+                        *o = ((v - mu) * r).mul_add(w, b);
                     }
                     *m = mu;
                     *s = r;
@@ -128,21 +128,21 @@ fn row_backward(
         for k in 0..16 {
             let dn = w[k] * dy[k];
             a[k] += dn;
-            b[k] += dn * (x[k] - mu) * r;
+            b[k] = (dn * r).mul_add(x[k] - mu, b[k]);
         }
     }
     for k in c - c % 16..c {
         let dn = w[k] * dy[k];
         ta += dn;
-        tb += dn * (x[k] - mu) * r;
+        tb = (dn * r).mul_add(x[k] - mu, tb);
     }
     let dn_mean = (a.iter().sum::<f32>() + ta) / c as f32;
     let dn_norm_mean = (b.iter().sum::<f32>() + tb) / c as f32;
     let it = dx.iter_mut().zip(dw.iter_mut().zip(db.iter_mut())).zip(dy.iter().zip(x).zip(w));
     for ((dx, (dw, db)), ((&dy, &x), &w)) in it {
         let norm = (x - mu) * r;
-        *dx += r * (w * dy - dn_mean - norm * dn_norm_mean);
-        *dw += norm * dy;
+        *dx = r.mul_add((-norm).mul_add(dn_norm_mean, w.mul_add(dy, -dn_mean)), *dx);
+        *dw = norm.mul_add(dy, *dw);
         *db += dy;
     }
 }

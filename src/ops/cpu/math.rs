@@ -23,11 +23,13 @@ pub fn exp(x: f32) -> f32 {
     // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer.
     const ROUND: f32 = 12_582_912.0;
     let x = x.clamp(-87.3, 88.3);
-    let shifted = x * LOG2E + ROUND;
+    let shifted = x.mul_add(LOG2E, ROUND);
     let n = shifted - ROUND;
-    let r = x - n * LN2_HI - n * LN2_LO;
-    let p = 1.0
-        + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let r = (-n).mul_add(LN2_LO, (-n).mul_add(LN2_HI, x));
+    // Horner's rule in fused multiply-adds: LLVM does not contract `a * b + c` on its own.
+    let p = [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0]
+        .iter()
+        .fold(1.0f32 / 720.0, |p, &c| p.mul_add(r, c));
     // The low mantissa bits of `shifted` hold n (two's complement, offset by ROUND's bits):
     // integer arithmetic builds 2^n without a float-to-int conversion, which LLVM would not
     // vectorise (Rust's `as` saturates).
