@@ -90,9 +90,9 @@ enum Lanes {
     Whole(Box<Workspace>),
     /// On the Cpu device with several cores, the rows are split into one share per core and
     /// the shares run side by side, each with its own activations and gradients; the shares'
-    /// gradients are then summed into the first share's buffer, which becomes the model's. A core then runs whole forward and
-    /// backward passes instead of meeting the others at the end of every op, and an idle core
-    /// still takes work from a busy one's ops. The split is fixed by the core count, so a run
+    /// gradients are then summed into the first share's buffer, which becomes the model's. A
+    /// core then runs whole forward and backward passes instead of meeting the others at the
+    /// end of every op, and an idle core still takes work from a busy one's ops. The split is fixed by the core count, so a run
     /// is deterministic on a given machine.
     Shares(Vec<Share>),
 }

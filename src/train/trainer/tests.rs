@@ -108,3 +108,46 @@ fn a_batch_with_missing_targets_is_refused() {
         assert!(matches!(err, TrainError::BatchShape { .. }), "{shares} shares: {err}");
     }
 }
+
+/// Serves `good` batches, then batches whose targets are one token short.
+struct FailsAfter {
+    good: usize,
+    data: RandomTokens,
+}
+
+impl BatchSource for FailsAfter {
+    fn next_batch(&mut self) -> Result<Batch, DataError> {
+        let mut batch = self.data.next_batch()?;
+        match self.good {
+            0 => drop(batch.targets.pop()),
+            _ => self.good -= 1,
+        }
+        Ok(batch)
+    }
+}
+
+#[test]
+fn a_step_that_fails_midway_leaves_no_gradient_behind() {
+    let config = GptConfig::new(32, 50, 1, 2, 32, 16).unwrap();
+    // The first micro-batch's backward pass has added into every share when the second fails.
+    let mut recovered = trainer(2, 2, config, 2);
+    let mut broken =
+        FailsAfter { good: 1, data: RandomTokens { rng: NormalRng::new(SEED + 1), vocab: 50, b: B, t: T } };
+    let err = recovered.step(&mut broken).unwrap_err();
+    assert!(matches!(err, TrainError::BatchShape { .. }), "{err}");
+    let mut fresh = trainer(2, 2, config, 2);
+    let run = |trainer: &mut Trainer| {
+        let mut data = RandomTokens { rng: NormalRng::new(SEED), vocab: 50, b: B, t: T };
+        let stats: Vec<_> = (0..2)
+            .map(|_| trainer.step(&mut data).map(|s| (s.loss.to_bits(), s.grad_norm.to_bits())).unwrap())
+            .collect();
+        (stats, trainer.model.params().to_vec().unwrap())
+    };
+    let (got, got_params) = run(&mut recovered);
+    let (want, want_params) = run(&mut fresh);
+    assert_eq!(got, want, "losses and gradient norms (as bits) after a failed step");
+    assert!(
+        got_params.iter().zip(&want_params).all(|(a, b)| a.to_bits() == b.to_bits()),
+        "parameters differ"
+    );
+}
