@@ -314,6 +314,32 @@ fn matmul_at_a_size_split_across_cores() {
 }
 
 #[test]
+fn weight_gradient_over_many_output_rows_accumulates_every_block() {
+    // 4,100 output rows of 2,048 tokens: the Cpu weight gradient runs in blocks of output rows
+    // (2,048 here), the last one partial. Every entry is checked, and the gradient adds onto
+    // what was there.
+    let seed = 23;
+    let mut r = rng(seed);
+    let ctx = cpu();
+    let (n, ic, oc) = (2048, 3, 4100);
+    let (x, w, dout) = (randn(&mut r, n * ic, 1.0), randn(&mut r, oc * ic, 1.0), randn(&mut r, n * oc, 1.0));
+    let before = randn(&mut r, oc * ic, 1.0);
+    let (xb, wb, dy) = (buf(&x), buf(&w), buf(&dout));
+    let (mut dinp, mut dw) = (buf(&vec![0.0; n * ic]), buf(&before));
+    let (xv, wv, dyv) = (xb.view(..).unwrap(), wb.view(..).unwrap(), dy.view(..).unwrap());
+    let (dinp_view, dw_view) = (&mut dinp.view_mut(..).unwrap(), &mut dw.view_mut(..).unwrap());
+    matmul_backward(&ctx, dinp_view, dw_view, None, dyv, xv, wv, n, ic, oc).unwrap();
+    let want: Vec<f64> = (0..oc * ic)
+        .map(|e| {
+            let (o, i) = (e / ic, e % ic);
+            before[e] as f64
+                + (0..n).map(|row| dout[row * oc + o] as f64 * x[row * ic + i] as f64).sum::<f64>()
+        })
+        .collect();
+    assert_close("dweight in blocks of output rows", seed, &dw.to_vec().unwrap(), &want, 1e-5);
+}
+
+#[test]
 fn matmul_matches_reference_and_finite_differences() {
     let seed = 13;
     let mut r = rng(seed);

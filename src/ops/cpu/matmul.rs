@@ -174,9 +174,30 @@ pub fn matmul_backward(
     assert!(weight.len() == oc * ic && dweight.len() == oc * ic);
     // SAFETY: dout is [n, oc] row-major and weight [oc, ic] row-major; lengths checked above.
     unsafe { gemm_strided(dinp, Start::Zero, (dout, oc as isize, 1), (weight, ic as isize, 1), n, ic, oc) }
-    // SAFETY: dout^T is [oc, n] with element (o, r) at r * oc + o (row stride 1, column stride
-    // oc); inp is [n, ic] row-major. Lengths checked above.
-    unsafe { gemm_strided(dweight, Start::Current, (dout, 1, oc as isize), (inp, ic as isize, 1), oc, ic, n) }
+    // `gemm` allocates its packing buffer on every call, here up to n x oc floats of dout. A
+    // buffer past glibc's largest mmap threshold (32 MiB, see `retain_freed_memory`) is mapped
+    // afresh each time and every page of it faults, as for the 50,304 vocabulary rows of
+    // GPT-2's tied embedding; blocks of output rows keep it under the threshold.
+    const PACK_FLOATS: usize = 4 << 20;
+    let block = (PACK_FLOATS / n.max(1)).max(64) / 64 * 64;
+    for o0 in (0..oc).step_by(block) {
+        let rows = block.min(oc - o0);
+        // SAFETY: dout^T rows o0..o0 + rows are [rows, n] with element (o, r) at o0 + r * oc + o
+        // (row stride 1, column stride oc), inside dout; inp is [n, ic] row-major; the
+        // destination is rows o0..o0 + rows of dweight. Lengths checked above.
+        unsafe {
+            let dst = &mut dweight[o0 * ic..(o0 + rows) * ic];
+            gemm_strided(
+                dst,
+                Start::Current,
+                (&dout[o0..], 1, oc as isize),
+                (inp, ic as isize, 1),
+                rows,
+                ic,
+                n,
+            )
+        }
+    }
     if let Some(dbias) = dbias {
         const BLOCK: usize = 64;
         dbias.par_chunks_mut(BLOCK).enumerate().for_each(|(blk, db)| {
