@@ -40,10 +40,20 @@ theirs() {
 }
 
 printf '| shape | round | trident tokens/s | pytorch tokens/s | ratio |\n|---|---|---|---|---|\n'
+summary=()
 for shape in tiny gpt2-124m; do
+    ratios=()
     for r in $(seq 1 "$rounds"); do
         a=$(ours "$shape")
         b=$(theirs "$shape")
-        printf '| %s | %d | %.0f | %.0f | %.2f |\n' "$shape" "$r" "$a" "$b" "$(python3 -c "print($a / $b)")"
+        ratio=$(python3 -c "print($a / $b)")
+        ratios+=("$ratio")
+        printf '| %s | %d | %.0f | %.0f | %.2f |\n' "$shape" "$r" "$a" "$b" "$ratio"
     done
+    summary+=("$(python3 -c "
+import statistics, sys
+r = [float(x) for x in sys.argv[2:]]
+print(f'{sys.argv[1]}: ratio median {statistics.median(r):.2f}, lowest {min(r):.2f} over {len(r)} rounds')
+" "$shape" "${ratios[@]}")")
 done
+printf '%s\n' "${summary[@]}"
