@@ -182,11 +182,11 @@ pub fn matmul_backward(
     let block = (PACK_FLOATS / n.max(1)).max(64) / 64 * 64;
     for o0 in (0..oc).step_by(block) {
         let rows = block.min(oc - o0);
+        let dst = &mut dweight[o0 * ic..(o0 + rows) * ic];
         // SAFETY: dout^T rows o0..o0 + rows are [rows, n] with element (o, r) at o0 + r * oc + o
-        // (row stride 1, column stride oc), inside dout; inp is [n, ic] row-major; the
-        // destination is rows o0..o0 + rows of dweight. Lengths checked above.
+        // (row stride 1, column stride oc), inside dout; inp is [n, ic] row-major; dst holds
+        // rows x ic. Lengths checked above.
         unsafe {
-            let dst = &mut dweight[o0 * ic..(o0 + rows) * ic];
             gemm_strided(
                 dst,
                 Start::Current,
