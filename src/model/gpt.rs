@@ -4,10 +4,11 @@
 
 use std::ops::Range;
 
-use trident_runtime::{Buffer, Device, View};
+use trident_runtime::{Buffer, Device};
 
-use super::activations::{Act, Workspace};
-use super::{gpt2_init, GptConfig, ModelError, ParamLayout, ParamTensor};
+use super::activations::{Act as A, Workspace};
+use super::pass::{Backward, Forward, Linears, LN1, LN2, LNF};
+use super::{gpt2_init, GptConfig, ModelError, ParamLayout, ParamTensor as P};
 use crate::ops::{self, OpsContext};
 
 pub struct Gpt {
@@ -101,66 +102,31 @@ impl Gpt {
             let (token, vocab) = (tokens[position], self.config.vocab_size);
             return Err(ModelError::TokenOutOfRange { token, position, vocab });
         }
-        let GptConfig { channels: c, num_heads: nh, padded_vocab_size: vp, .. } = self.config;
+        let nl = self.config.num_layers;
+        let Linears { qkv, attn_proj, fc, fc_proj, lm_head } = Linears::of(&self.config);
         let n = b * t;
         ws.current = Some((b, t));
         ws.dlogits_ready = false;
         ws.tokens.view_mut(..n)?.copy_from_slice(tokens)?;
-        let (lay, acts, tok) = (&ws.layout, &mut ws.acts, ws.tokens.view(..n)?);
-        let r = |a: Act, l: usize| lay.range(a, l, n);
-        let p = |t: ParamTensor, l: usize| self.layer_param(t, l);
+        let (params, layout) = (&self.params, &self.layout);
+        let mut f = Forward::new(ctx, &self.config, layout, params, &ws.layout, &mut ws.acts, b, t);
 
-        let [mut enc] = acts.views_mut([r(Act::Encoded, 0)])?;
-        ops::encoder_forward(
-            ctx,
-            &mut enc,
-            tok,
-            self.param(ParamTensor::Wte)?,
-            self.param(ParamTensor::Wpe)?,
-            b,
-            t,
-            c,
-        )?;
-        for l in 0..self.config.num_layers {
-            let res_in = if l == 0 { r(Act::Encoded, 0) } else { r(Act::Res3, l - 1) };
+        f.encoder((A::Encoded, 0), ws.tokens.view(..n)?)?;
+        for l in 0..nl {
+            let res_in = if l == 0 { (A::Encoded, 0) } else { (A::Res3, l - 1) };
             // Attention block.
-            let [mut ln1, mut mean, mut rstd, x] =
-                acts.views_mut([r(Act::Ln1, l), r(Act::Ln1Mean, l), r(Act::Ln1Rstd, l), res_in.clone()])?;
-            let (w, bias) = (p(ParamTensor::Ln1W, l)?, p(ParamTensor::Ln1B, l)?);
-            ops::layernorm_forward(ctx, &mut ln1, &mut mean, &mut rstd, x.as_view(), w, bias, n, c)?;
-            let [mut qkv, ln1] = acts.views_mut([r(Act::Qkv, l), r(Act::Ln1, l)])?;
-            let (w, bias) = (p(ParamTensor::QkvW, l)?, p(ParamTensor::QkvB, l)?);
-            ops::matmul_forward(ctx, &mut qkv, ln1.as_view(), w, Some(bias), n, c, 3 * c)?;
-            let [mut atty, mut lse, qkv] =
-                acts.views_mut([r(Act::Atty, l), r(Act::AttLse, l), r(Act::Qkv, l)])?;
-            ops::attention_forward(ctx, &mut atty, &mut lse, qkv.as_view(), b, t, c, nh)?;
-            let [mut res2, atty, x] = acts.views_mut([r(Act::Res2, l), r(Act::Atty, l), res_in])?;
-            let (w, bias) = (p(ParamTensor::AttnProjW, l)?, p(ParamTensor::AttnProjB, l)?);
-            let (atty, x) = (atty.as_view(), x.as_view());
-            ops::matmul_residual_forward(ctx, &mut res2, atty, w, Some(bias), x, n, c, c)?;
+            f.layernorm(LN1, l, res_in)?;
+            f.linear(qkv, l, (A::Qkv, l), (A::Ln1, l))?;
+            f.attention((A::Atty, l), (A::AttLse, l), (A::Qkv, l))?;
+            f.linear_onto(attn_proj, l, (A::Res2, l), (A::Atty, l), res_in)?;
             // MLP block.
-            let [mut ln2, mut mean, mut rstd, x] =
-                acts.views_mut([r(Act::Ln2, l), r(Act::Ln2Mean, l), r(Act::Ln2Rstd, l), r(Act::Res2, l)])?;
-            let (w, bias) = (p(ParamTensor::Ln2W, l)?, p(ParamTensor::Ln2B, l)?);
-            ops::layernorm_forward(ctx, &mut ln2, &mut mean, &mut rstd, x.as_view(), w, bias, n, c)?;
-            let [mut fch, ln2] = acts.views_mut([r(Act::Fch, l), r(Act::Ln2, l)])?;
-            let (w, bias) = (p(ParamTensor::FcW, l)?, p(ParamTensor::FcB, l)?);
-            ops::matmul_forward(ctx, &mut fch, ln2.as_view(), w, Some(bias), n, c, 4 * c)?;
-            let [mut gelu, fch] = acts.views_mut([r(Act::FchGelu, l), r(Act::Fch, l)])?;
-            ops::gelu_forward(ctx, &mut gelu, fch.as_view(), n * 4 * c)?;
-            let [mut res3, gelu, x] =
-                acts.views_mut([r(Act::Res3, l), r(Act::FchGelu, l), r(Act::Res2, l)])?;
-            let (w, bias) = (p(ParamTensor::FcProjW, l)?, p(ParamTensor::FcProjB, l)?);
-            let (gelu, x) = (gelu.as_view(), x.as_view());
-            ops::matmul_residual_forward(ctx, &mut res3, gelu, w, Some(bias), x, n, 4 * c, c)?;
+            f.layernorm(LN2, l, (A::Res2, l))?;
+            f.linear(fc, l, (A::Fch, l), (A::Ln2, l))?;
+            f.gelu((A::FchGelu, l), (A::Fch, l))?;
+            f.linear_onto(fc_proj, l, (A::Res3, l), (A::FchGelu, l), (A::Res2, l))?;
         }
-        let last = r(Act::Res3, self.config.num_layers - 1);
-        let [mut lnf, mut mean, mut rstd, x] =
-            acts.views_mut([r(Act::Lnf, 0), r(Act::LnfMean, 0), r(Act::LnfRstd, 0), last])?;
-        let (w, bias) = (self.param(ParamTensor::LnfW)?, self.param(ParamTensor::LnfB)?);
-        ops::layernorm_forward(ctx, &mut lnf, &mut mean, &mut rstd, x.as_view(), w, bias, n, c)?;
-        let [mut logits, lnf] = acts.views_mut([r(Act::Logits, 0), r(Act::Lnf, 0)])?;
-        ops::matmul_forward(ctx, &mut logits, lnf.as_view(), self.param(ParamTensor::Wte)?, None, n, c, vp)?;
+        f.layernorm(LNF, 0, (A::Res3, nl - 1))?;
+        f.linear(lm_head, 0, (A::Logits, 0), (A::Lnf, 0))?;
         Ok(())
     }
 
@@ -197,7 +163,7 @@ impl Gpt {
         ws.targets.view_mut(..n)?.copy_from_slice(targets)?;
         let lay = &ws.layout;
         let [mut logits, mut losses] =
-            ws.acts.views_mut([lay.range(Act::Logits, 0, n), lay.range(Act::Losses, 0, n)])?;
+            ws.acts.views_mut([lay.range(A::Logits, 0, n), lay.range(A::Losses, 0, n)])?;
         let (v, vp) = (self.config.vocab_size, self.config.padded_vocab_size);
         ops::softmax_cross_entropy(ctx, &mut logits, &mut losses, ws.targets.view(..n)?, n, v, vp, dloss)?;
         ws.dlogits_ready = dloss.is_some();
@@ -216,7 +182,7 @@ impl Gpt {
             });
         }
         let vp = self.config.padded_vocab_size;
-        let start = ws.layout.range(Act::Logits, 0, b * t).start + (row * t + pos) * vp;
+        let start = ws.layout.range(A::Logits, 0, b * t).start + (row * t + pos) * vp;
         Ok(ws.acts.view(start..start + self.config.vocab_size)?.to_vec()?)
     }
 
@@ -235,16 +201,8 @@ impl Gpt {
         }
         backward_pass(&self.config, &self.layout, &self.params, grads, ctx, ws)
     }
-    fn param(&self, t: ParamTensor) -> Result<View<'_, f32>> {
-        Ok(self.params.view(self.layout.range(t))?)
-    }
-
-    fn layer_param(&self, t: ParamTensor, layer: usize) -> Result<View<'_, f32>> {
-        Ok(self.params.view(self.layout.layer_range(t, layer))?)
-    }
-
     /// Element range of a tensor (for per-tensor optimizer settings).
-    pub fn tensor_range(&self, t: ParamTensor) -> Range<usize> {
+    pub fn tensor_range(&self, t: P) -> Range<usize> {
         self.layout.range(t)
     }
 }
@@ -262,136 +220,30 @@ fn backward_pass(
         return Err(ModelError::NoLossGradient);
     }
     let (b, t) = ws.current.expect("a loss gradient comes from a forward pass");
-    let GptConfig { channels: c, num_heads: nh, padded_vocab_size: vp, num_layers: nl, .. } = *config;
-    let n = b * t;
-    let (lay, acts, tok) = (&ws.layout, &mut ws.acts, ws.tokens.view(..n)?);
-    let r = |a: Act, l: usize| lay.range(a, l, n);
-    let p = |t: ParamTensor, l: usize| params.view(layout.layer_range(t, l));
-    let g = |t: ParamTensor, l: usize| layout.layer_range(t, l);
+    let nl = config.num_layers;
+    let Linears { qkv, attn_proj, fc, fc_proj, lm_head } = Linears::of(config);
+    let f = Forward::new(ctx, config, layout, params, &ws.layout, &mut ws.acts, b, t);
+    let mut g = Backward::new(f, grads);
+    // DRes is the residual stream's gradient: the LayerNorms and projections add onto it.
+    g.zero((A::DRes, 0))?;
 
-    acts.view_mut(r(Act::DRes, 0))?.fill_zero()?;
     // LM head (tied with the token embedding) and the final LayerNorm.
-    let [mut dln, dlogits, lnf] = acts.views_mut([r(Act::DLn, 0), r(Act::Logits, 0), r(Act::Lnf, 0)])?;
-    let [mut dwte] = grads.views_mut([layout.range(ParamTensor::Wte)])?;
-    let wte = params.view(layout.range(ParamTensor::Wte))?;
-    ops::matmul_backward(ctx, &mut dln, &mut dwte, None, dlogits.as_view(), lnf.as_view(), wte, n, c, vp)?;
-    let [mut dres, dln, x, mean, rstd] = acts.views_mut([
-        r(Act::DRes, 0),
-        r(Act::DLn, 0),
-        r(Act::Res3, nl - 1),
-        r(Act::LnfMean, 0),
-        r(Act::LnfRstd, 0),
-    ])?;
-    let [mut dw, mut db] =
-        grads.views_mut([layout.range(ParamTensor::LnfW), layout.range(ParamTensor::LnfB)])?;
-    let w = params.view(layout.range(ParamTensor::LnfW))?;
-    let (dy, x, mean, rstd) = (dln.as_view(), x.as_view(), mean.as_view(), rstd.as_view());
-    ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w, mean, rstd, n, c)?;
-
+    g.linear(lm_head, 0, (A::DLn, 0), (A::Logits, 0), (A::Lnf, 0))?;
+    g.layernorm(LNF, 0, (A::DRes, 0), (A::DLn, 0), (A::Res3, nl - 1))?;
     for l in (0..nl).rev() {
-        let res_in = if l == 0 { r(Act::Encoded, 0) } else { r(Act::Res3, l - 1) };
-        // MLP block: dres is the gradient of both the MLP output and the residual.
-        let [mut dfch, dres, gelu] =
-            acts.views_mut([r(Act::DFch, 0), r(Act::DRes, 0), r(Act::FchGelu, l)])?;
-        let [mut dw, mut db] = grads.views_mut([g(ParamTensor::FcProjW, l), g(ParamTensor::FcProjB, l)])?;
-        let w = p(ParamTensor::FcProjW, l)?;
-        ops::matmul_backward(
-            ctx,
-            &mut dfch,
-            &mut dw,
-            Some(&mut db),
-            dres.as_view(),
-            gelu.as_view(),
-            w,
-            n,
-            4 * c,
-            c,
-        )?;
-        let [mut dfch, fch] = acts.views_mut([r(Act::DFch, 0), r(Act::Fch, l)])?;
-        ops::gelu_backward(ctx, &mut dfch, fch.as_view(), n * 4 * c)?;
-        let [mut dln, dfch, ln2] = acts.views_mut([r(Act::DLn, 0), r(Act::DFch, 0), r(Act::Ln2, l)])?;
-        let [mut dw, mut db] = grads.views_mut([g(ParamTensor::FcW, l), g(ParamTensor::FcB, l)])?;
-        let w = p(ParamTensor::FcW, l)?;
-        ops::matmul_backward(
-            ctx,
-            &mut dln,
-            &mut dw,
-            Some(&mut db),
-            dfch.as_view(),
-            ln2.as_view(),
-            w,
-            n,
-            c,
-            4 * c,
-        )?;
-        let [mut dres, dln, x, mean, rstd] = acts.views_mut([
-            r(Act::DRes, 0),
-            r(Act::DLn, 0),
-            r(Act::Res2, l),
-            r(Act::Ln2Mean, l),
-            r(Act::Ln2Rstd, l),
-        ])?;
-        let [mut dw, mut db] = grads.views_mut([g(ParamTensor::Ln2W, l), g(ParamTensor::Ln2B, l)])?;
-        let w = p(ParamTensor::Ln2W, l)?;
-        let (dy, x, mean, rstd) = (dln.as_view(), x.as_view(), mean.as_view(), rstd.as_view());
-        ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w, mean, rstd, n, c)?;
+        let res_in = if l == 0 { (A::Encoded, 0) } else { (A::Res3, l - 1) };
+        // MLP block: DRes is the gradient of both the MLP output and the residual.
+        g.linear(fc_proj, l, (A::DFch, 0), (A::DRes, 0), (A::FchGelu, l))?;
+        g.gelu((A::DFch, 0), (A::Fch, l))?;
+        g.linear(fc, l, (A::DLn, 0), (A::DFch, 0), (A::Ln2, l))?;
+        g.layernorm(LN2, l, (A::DRes, 0), (A::DLn, 0), (A::Res2, l))?;
         // Attention block.
-        let [mut datty, dres, atty] = acts.views_mut([r(Act::DAtty, 0), r(Act::DRes, 0), r(Act::Atty, l)])?;
-        let [mut dw, mut db] =
-            grads.views_mut([g(ParamTensor::AttnProjW, l), g(ParamTensor::AttnProjB, l)])?;
-        let w = p(ParamTensor::AttnProjW, l)?;
-        ops::matmul_backward(
-            ctx,
-            &mut datty,
-            &mut dw,
-            Some(&mut db),
-            dres.as_view(),
-            atty.as_view(),
-            w,
-            n,
-            c,
-            c,
-        )?;
-        let [mut dqkv, datty, qkv, atty, lse] = acts.views_mut([
-            r(Act::DQkv, 0),
-            r(Act::DAtty, 0),
-            r(Act::Qkv, l),
-            r(Act::Atty, l),
-            r(Act::AttLse, l),
-        ])?;
-        let (dy, qkv, atty, lse) = (datty.as_view(), qkv.as_view(), atty.as_view(), lse.as_view());
-        ops::attention_backward(ctx, &mut dqkv, dy, qkv, atty, lse, b, t, c, nh)?;
-        let [mut dln, dqkv, ln1] = acts.views_mut([r(Act::DLn, 0), r(Act::DQkv, 0), r(Act::Ln1, l)])?;
-        let [mut dw, mut db] = grads.views_mut([g(ParamTensor::QkvW, l), g(ParamTensor::QkvB, l)])?;
-        let w = p(ParamTensor::QkvW, l)?;
-        ops::matmul_backward(
-            ctx,
-            &mut dln,
-            &mut dw,
-            Some(&mut db),
-            dqkv.as_view(),
-            ln1.as_view(),
-            w,
-            n,
-            c,
-            3 * c,
-        )?;
-        let [mut dres, dln, x, mean, rstd] = acts.views_mut([
-            r(Act::DRes, 0),
-            r(Act::DLn, 0),
-            res_in,
-            r(Act::Ln1Mean, l),
-            r(Act::Ln1Rstd, l),
-        ])?;
-        let [mut dw, mut db] = grads.views_mut([g(ParamTensor::Ln1W, l), g(ParamTensor::Ln1B, l)])?;
-        let w = p(ParamTensor::Ln1W, l)?;
-        let (dy, x, mean, rstd) = (dln.as_view(), x.as_view(), mean.as_view(), rstd.as_view());
-        ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w, mean, rstd, n, c)?;
+        g.linear(attn_proj, l, (A::DAtty, 0), (A::DRes, 0), (A::Atty, l))?;
+        g.attention((A::DQkv, 0), (A::DAtty, 0), (A::Qkv, l), (A::Atty, l), (A::AttLse, l))?;
+        g.linear(qkv, l, (A::DLn, 0), (A::DQkv, 0), (A::Ln1, l))?;
+        g.layernorm(LN1, l, (A::DRes, 0), (A::DLn, 0), res_in)?;
     }
-    let [dres] = acts.views_mut([r(Act::DRes, 0)])?;
-    let [mut dwte, mut dwpe] =
-        grads.views_mut([layout.range(ParamTensor::Wte), layout.range(ParamTensor::Wpe)])?;
-    ops::encoder_backward(ctx, &mut dwte, &mut dwpe, dres.as_view(), tok, b, t, c)?;
+    g.encoder((A::DRes, 0), ws.tokens.view(..b * t)?)?;
     ws.dlogits_ready = false;
     Ok(())
 }

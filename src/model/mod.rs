@@ -7,6 +7,7 @@ mod error;
 mod gpt;
 pub mod init;
 pub mod layout;
+mod pass;
 pub mod sample;
 
 pub use activations::{Act, ActivationLayout, Workspace};
