@@ -4,6 +4,9 @@ use crate::simt;
 
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 const CUBE: f32 = 0.044715;
+/// Past this |x| GeLU's derivative is 0 or 1 in f32; clamping there keeps `x^3` from
+/// overflowing (near 7e12), where `(1 - t^2) * du` would be `0 * inf`.
+const SATURATED: f32 = 10.0;
 
 kernels! {
     /// `out[i] = gelu(inp[i])` for `i < n`.
@@ -23,7 +26,7 @@ kernels! {
         let stride = simt::block_dim_x() * simt::grid_dim_x();
         let mut i = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
         while i < n {
-            let x = *inp.add(i as usize);
+            let x = (*inp.add(i as usize)).clamp(-SATURATED, SATURATED);
             let u = SQRT_2_OVER_PI * (x + CUBE * x * x * x);
             let t = simt::tanh(u);
             let du = SQRT_2_OVER_PI * (1.0 + 3.0 * CUBE * x * x);

@@ -16,13 +16,19 @@ const LANES: usize = 16;
 /// give ~2e38 (never inf). A branch-free polynomial, so loops over it vectorise.
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
+    exp_in_range(x.clamp(-87.3, 88.3))
+}
+
+/// [`exp`] without its clamp, for callers whose `x` already lies in [-87.3, 88.3] (so that
+/// e^x is a normal f32). Outside that range the result is wrong, though always defined.
+#[inline(always)]
+pub fn exp_in_range(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     // ln 2 split in two so that n * LN2_HI is exact for |n| < 2^10.
     const LN2_HI: f32 = 0.693_145_75;
     const LN2_LO: f32 = 1.428_606_8e-6;
     // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer.
     const ROUND: f32 = 12_582_912.0;
-    let x = x.clamp(-87.3, 88.3);
     let shifted = x.mul_add(LOG2E, ROUND);
     let n = shifted - ROUND;
     let r = (-n).mul_add(LN2_LO, (-n).mul_add(LN2_HI, x));
