@@ -100,8 +100,8 @@ pub(super) struct Backward<'a> {
     grads: &'a mut Buffer<f32>,
 }
 
-fn param<'p>(params: &'p Buffer<f32>, layout: &ParamLayout, (t, l): Param) -> Result<View<'p, f32>> {
-    Ok(params.view(param_range(layout, (t, l)))?)
+fn param<'p>(params: &'p Buffer<f32>, layout: &ParamLayout, p: Param) -> Result<View<'p, f32>> {
+    Ok(params.view(param_range(layout, p))?)
 }
 
 fn param_range(layout: &ParamLayout, (t, l): Param) -> Range<usize> {
@@ -232,7 +232,7 @@ impl<'a> Backward<'a> {
         let n = f.b * f.t;
         let [mut dx, dy, x] = f.acts.views_mut([f.r(dinp), f.r(dout), f.r(inp)])?;
         let (dy, x) = (dy.as_view(), x.as_view());
-        let (w, (ic, oc)) = (param(f.params, f.layout, (lin.weight, l))?, (lin.ic, lin.oc));
+        let (w, ic, oc) = (param(f.params, f.layout, (lin.weight, l))?, lin.ic, lin.oc);
         let dw_range = param_range(f.layout, (lin.weight, l));
         match lin.bias {
             Some(bias) => {
