@@ -4,6 +4,9 @@
 # ratio. PyTorch lives in its own virtual environment (target/peer-venv, made on first use).
 #
 #   benches/peers/train_step.sh [ROUNDS] [THREADS]
+#
+# It ends with the GEMM calibration of `cargo bench --bench train_step` before and after the
+# rounds: about 340 GFLOP/s on the idle 2-core machine, lower when the machine is shared.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${1:-3}
@@ -39,6 +42,11 @@ theirs() {
         python3 -c 'import json, sys; print(json.loads(sys.stdin.readlines()[-1])["tokens_per_s"])'
 }
 
+calibrate() { # the machine's GEMM throughput now: how loaded it is (about 340 GFLOP/s idle)
+    cargo bench --quiet --bench train_step -- gemm 2>/dev/null | grep -o 'gemm calibration: [0-9]* GFLOP/s' || true
+}
+before=$(calibrate)
+
 printf '| shape | round | trident tokens/s | pytorch tokens/s | ratio |\n|---|---|---|---|---|\n'
 summary=()
 for shape in tiny gpt2-124m; do
@@ -57,3 +65,4 @@ print(f'{sys.argv[1]}: ratio median {statistics.median(r):.2f}, lowest {min(r):.
 " "$shape" "${ratios[@]}")")
 done
 printf '%s\n' "${summary[@]}"
+printf 'load: %s before, %s after\n' "${before:-?}" "$(calibrate)"
