@@ -104,14 +104,12 @@ impl Gpt {
         }
         let nl = self.config.num_layers;
         let Linears { qkv, attn_proj, fc, fc_proj, lm_head } = Linears::of(&self.config);
-        let n = b * t;
         ws.current = Some((b, t));
         ws.dlogits_ready = false;
-        ws.tokens.view_mut(..n)?.copy_from_slice(tokens)?;
-        let (params, layout) = (&self.params, &self.layout);
-        let mut f = Forward::new(ctx, &self.config, layout, params, &ws.layout, &mut ws.acts, b, t);
+        ws.tokens.view_mut(..b * t)?.copy_from_slice(tokens)?;
+        let mut f = Forward::new(ctx, &self.config, &self.layout, &self.params, ws)?;
 
-        f.encoder((A::Encoded, 0), ws.tokens.view(..n)?)?;
+        f.encoder((A::Encoded, 0))?;
         for l in 0..nl {
             let res_in = if l == 0 { (A::Encoded, 0) } else { (A::Res3, l - 1) };
             // Attention block.
@@ -219,11 +217,9 @@ fn backward_pass(
     if !ws.dlogits_ready || !ws.is_training() {
         return Err(ModelError::NoLossGradient);
     }
-    let (b, t) = ws.current.expect("a loss gradient comes from a forward pass");
     let nl = config.num_layers;
     let Linears { qkv, attn_proj, fc, fc_proj, lm_head } = Linears::of(config);
-    let f = Forward::new(ctx, config, layout, params, &ws.layout, &mut ws.acts, b, t);
-    let mut g = Backward::new(f, grads);
+    let mut g = Backward::new(Forward::new(ctx, config, layout, params, ws)?, grads);
     // DRes is the residual stream's gradient: the LayerNorms and projections add onto it.
     g.zero((A::DRes, 0))?;
 
@@ -243,7 +239,7 @@ fn backward_pass(
         g.linear(qkv, l, (A::DLn, 0), (A::DQkv, 0), (A::Ln1, l))?;
         g.layernorm(LN1, l, (A::DRes, 0), (A::DLn, 0), res_in)?;
     }
-    g.encoder((A::DRes, 0), ws.tokens.view(..b * t)?)?;
+    g.encoder((A::DRes, 0))?;
     ws.dlogits_ready = false;
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use trident_runtime::{Buffer, View};
 
-use super::activations::{Act, ActivationLayout};
+use super::activations::{Act, Workspace};
 use super::{GptConfig, ModelError, ParamLayout, ParamTensor};
 use crate::ops::{self, OpsContext};
 
@@ -82,14 +82,13 @@ impl Linears {
     }
 }
 
-/// The forward pass over `b x t` tokens.
+/// A pass over the `b x t` tokens of the workspace's current batch.
 pub(super) struct Forward<'a> {
     ctx: &'a OpsContext,
     config: &'a GptConfig,
     layout: &'a ParamLayout,
     params: &'a Buffer<f32>,
-    slots: &'a ActivationLayout,
-    acts: &'a mut Buffer<f32>,
+    ws: &'a mut Workspace,
     b: usize,
     t: usize,
 }
@@ -113,28 +112,28 @@ fn param_range(layout: &ParamLayout, (t, l): Param) -> Range<usize> {
 }
 
 impl<'a> Forward<'a> {
-    #[allow(clippy::too_many_arguments)]
+    /// A pass over `ws`'s current batch (set by the forward pass's caller).
     pub(super) fn new(
         ctx: &'a OpsContext,
         config: &'a GptConfig,
         layout: &'a ParamLayout,
         params: &'a Buffer<f32>,
-        slots: &'a ActivationLayout,
-        acts: &'a mut Buffer<f32>,
-        b: usize,
-        t: usize,
-    ) -> Self {
-        Self { ctx, config, layout, params, slots, acts, b, t }
+        ws: &'a mut Workspace,
+    ) -> Result<Self> {
+        let (b, t) =
+            ws.current.ok_or_else(|| ModelError::State { what: "a pass before forward()".into() })?;
+        Ok(Self { ctx, config, layout, params, ws, b, t })
     }
 
     fn r(&self, (a, l): Slot) -> Range<usize> {
-        self.slots.range(a, l, self.b * self.t)
+        self.ws.layout.range(a, l, self.b * self.t)
     }
 
-    /// `out = wte[tokens] + wpe[position]`.
-    pub(super) fn encoder(&mut self, out: Slot, tokens: View<u32>) -> Result<()> {
+    /// `out = wte[token] + wpe[position]` for the batch's tokens.
+    pub(super) fn encoder(&mut self, out: Slot) -> Result<()> {
         let (b, t, c) = (self.b, self.t, self.config.channels);
-        let [mut y] = self.acts.views_mut([self.r(out)])?;
+        let tokens = self.ws.tokens.view(..b * t)?;
+        let [mut y] = self.ws.acts.views_mut([self.r(out)])?;
         let wte = param(self.params, self.layout, (ParamTensor::Wte, 0))?;
         let wpe = param(self.params, self.layout, (ParamTensor::Wpe, 0))?;
         Ok(ops::encoder_forward(self.ctx, &mut y, tokens, wte, wpe, b, t, c)?)
@@ -144,7 +143,7 @@ impl<'a> Forward<'a> {
     pub(super) fn layernorm(&mut self, norm: Norm, l: usize, x: Slot) -> Result<()> {
         let (n, c) = (self.b * self.t, self.config.channels);
         let ranges = [self.r((norm.out, l)), self.r((norm.mean, l)), self.r((norm.rstd, l)), self.r(x)];
-        let [mut y, mut mean, mut rstd, x] = self.acts.views_mut(ranges)?;
+        let [mut y, mut mean, mut rstd, x] = self.ws.acts.views_mut(ranges)?;
         let w = param(self.params, self.layout, (norm.weight, l))?;
         let bias = param(self.params, self.layout, (norm.bias, l))?;
         Ok(ops::layernorm_forward(self.ctx, &mut y, &mut mean, &mut rstd, x.as_view(), w, bias, n, c)?)
@@ -153,7 +152,7 @@ impl<'a> Forward<'a> {
     /// Layer `l` of `lin` from `inp` into `out`.
     pub(super) fn linear(&mut self, lin: Linear, l: usize, out: Slot, inp: Slot) -> Result<()> {
         let n = self.b * self.t;
-        let [mut y, x] = self.acts.views_mut([self.r(out), self.r(inp)])?;
+        let [mut y, x] = self.ws.acts.views_mut([self.r(out), self.r(inp)])?;
         let w = param(self.params, self.layout, (lin.weight, l))?;
         let bias = lin.bias.map(|b| param(self.params, self.layout, (b, l))).transpose()?;
         Ok(ops::matmul_forward(self.ctx, &mut y, x.as_view(), w, bias, n, lin.ic, lin.oc)?)
@@ -170,7 +169,7 @@ impl<'a> Forward<'a> {
         residual: Slot,
     ) -> Result<()> {
         let n = self.b * self.t;
-        let [mut y, x, res] = self.acts.views_mut([self.r(out), self.r(inp), self.r(residual)])?;
+        let [mut y, x, res] = self.ws.acts.views_mut([self.r(out), self.r(inp), self.r(residual)])?;
         let w = param(self.params, self.layout, (lin.weight, l))?;
         let bias = lin.bias.map(|b| param(self.params, self.layout, (b, l))).transpose()?;
         let (x, res) = (x.as_view(), res.as_view());
@@ -180,13 +179,13 @@ impl<'a> Forward<'a> {
     /// Causal self-attention over `qkv`, saving the log-sum-exp of each row of scores.
     pub(super) fn attention(&mut self, out: Slot, lse: Slot, qkv: Slot) -> Result<()> {
         let GptConfig { channels: c, num_heads: nh, .. } = *self.config;
-        let [mut y, mut lse, qkv] = self.acts.views_mut([self.r(out), self.r(lse), self.r(qkv)])?;
+        let [mut y, mut lse, qkv] = self.ws.acts.views_mut([self.r(out), self.r(lse), self.r(qkv)])?;
         Ok(ops::attention_forward(self.ctx, &mut y, &mut lse, qkv.as_view(), self.b, self.t, c, nh)?)
     }
 
     pub(super) fn gelu(&mut self, out: Slot, inp: Slot) -> Result<()> {
         let len = self.r(out).len();
-        let [mut y, x] = self.acts.views_mut([self.r(out), self.r(inp)])?;
+        let [mut y, x] = self.ws.acts.views_mut([self.r(out), self.r(inp)])?;
         Ok(ops::gelu_forward(self.ctx, &mut y, x.as_view(), len)?)
     }
 }
@@ -197,17 +196,17 @@ impl<'a> Backward<'a> {
     }
 
     pub(super) fn zero(&mut self, slot: Slot) -> Result<()> {
-        Ok(self.pass.acts.view_mut(self.pass.r(slot))?.fill_zero()?)
+        Ok(self.pass.ws.acts.view_mut(self.pass.r(slot))?.fill_zero()?)
     }
 
     /// `dwte`, `dwpe` from the gradient `dout` of the embedding.
-    pub(super) fn encoder(&mut self, dout: Slot, tokens: View<u32>) -> Result<()> {
+    pub(super) fn encoder(&mut self, dout: Slot) -> Result<()> {
         let f = &self.pass;
         let (b, t, c) = (f.b, f.t, f.config.channels);
         let ranges =
             [param_range(f.layout, (ParamTensor::Wte, 0)), param_range(f.layout, (ParamTensor::Wpe, 0))];
         let [mut dwte, mut dwpe] = self.grads.views_mut(ranges)?;
-        let dy = f.acts.view(f.r(dout))?;
+        let (dy, tokens) = (f.ws.acts.view(f.r(dout))?, f.ws.tokens.view(..b * t)?);
         Ok(ops::encoder_backward(f.ctx, &mut dwte, &mut dwpe, dy, tokens, b, t, c)?)
     }
 
@@ -217,7 +216,7 @@ impl<'a> Backward<'a> {
         let f = &mut self.pass;
         let (n, c) = (f.b * f.t, f.config.channels);
         let ranges = [f.r(dinp), f.r(dout), f.r(x), f.r((norm.mean, l)), f.r((norm.rstd, l))];
-        let [mut dx, dy, x, mean, rstd] = f.acts.views_mut(ranges)?;
+        let [mut dx, dy, x, mean, rstd] = f.ws.acts.views_mut(ranges)?;
         let w = param(f.params, f.layout, (norm.weight, l))?;
         let granges = [param_range(f.layout, (norm.weight, l)), param_range(f.layout, (norm.bias, l))];
         let [mut dw, mut db] = self.grads.views_mut(granges)?;
@@ -230,7 +229,7 @@ impl<'a> Backward<'a> {
     pub(super) fn linear(&mut self, lin: Linear, l: usize, dinp: Slot, dout: Slot, inp: Slot) -> Result<()> {
         let f = &mut self.pass;
         let n = f.b * f.t;
-        let [mut dx, dy, x] = f.acts.views_mut([f.r(dinp), f.r(dout), f.r(inp)])?;
+        let [mut dx, dy, x] = f.ws.acts.views_mut([f.r(dinp), f.r(dout), f.r(inp)])?;
         let (dy, x) = (dy.as_view(), x.as_view());
         let (w, ic, oc) = (param(f.params, f.layout, (lin.weight, l))?, lin.ic, lin.oc);
         let dw_range = param_range(f.layout, (lin.weight, l));
@@ -259,7 +258,7 @@ impl<'a> Backward<'a> {
         let f = &mut self.pass;
         let GptConfig { channels: c, num_heads: nh, .. } = *f.config;
         let ranges = [f.r(dqkv), f.r(dout), f.r(qkv), f.r(out), f.r(lse)];
-        let [mut dqkv, dy, qkv, y, lse] = f.acts.views_mut(ranges)?;
+        let [mut dqkv, dy, qkv, y, lse] = f.ws.acts.views_mut(ranges)?;
         let (dy, qkv, y, lse) = (dy.as_view(), qkv.as_view(), y.as_view(), lse.as_view());
         Ok(ops::attention_backward(f.ctx, &mut dqkv, dy, qkv, y, lse, f.b, f.t, c, nh)?)
     }
@@ -268,7 +267,7 @@ impl<'a> Backward<'a> {
     pub(super) fn gelu(&mut self, d: Slot, inp: Slot) -> Result<()> {
         let f = &mut self.pass;
         let len = f.r(d).len();
-        let [mut d, x] = f.acts.views_mut([f.r(d), f.r(inp)])?;
+        let [mut d, x] = f.ws.acts.views_mut([f.r(d), f.r(inp)])?;
         Ok(ops::gelu_backward(f.ctx, &mut d, x.as_view(), len)?)
     }
 }
