@@ -251,6 +251,12 @@ impl StoreClient {
             };
             for target in targets {
                 match TcpStream::connect_timeout(&target, Duration::from_secs(2)) {
+                    // While nothing listens on a local port in the ephemeral range, a connection
+                    // to it can pick that same port as its source and connect to itself (TCP
+                    // simultaneous open); that is no store, so try again.
+                    Ok(stream) if is_self_connected(&stream) => {
+                        last_err = Some(std::io::Error::other("connected to itself: no store listening yet"))
+                    }
                     Ok(stream) => return Self::handshake(stream, addr, token),
                     Err(e) => last_err = Some(e),
                 }
@@ -353,9 +359,43 @@ impl StoreClient {
     }
 }
 
+fn is_self_connected(stream: &TcpStream) -> bool {
+    matches!((stream.local_addr(), stream.peer_addr()), (Ok(a), Ok(b)) if a == b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A socket bound to a local port and connected to that same port: what a store client
+    /// gets when it dials a port nobody listens on and the kernel picks that port as source.
+    fn self_connected_stream() -> TcpStream {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain socket calls on a descriptor this function owns; the addresses are
+        // initialised `sockaddr_in`s of the size passed; the descriptor moves into the stream.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            assert!(fd >= 0);
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            addr.sin_family = libc::AF_INET as libc::sa_family_t;
+            addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            assert_eq!(libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len), 0);
+            let mut bound: libc::sockaddr_in = std::mem::zeroed();
+            let mut blen = len;
+            assert_eq!(libc::getsockname(fd, &mut bound as *mut _ as *mut libc::sockaddr, &mut blen), 0);
+            assert_eq!(libc::connect(fd, &bound as *const _ as *const libc::sockaddr, len), 0);
+            TcpStream::from_raw_fd(fd)
+        }
+    }
+
+    #[test]
+    fn a_connection_to_itself_is_told_from_one_to_a_listener() {
+        assert!(is_self_connected(&self_connected_stream()));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        assert!(!is_self_connected(&stream));
+    }
 
     #[test]
     fn set_get_and_refusals() {
