@@ -10,6 +10,11 @@
 //! - [`data`], [`checkpoint`], [`metrics`], [`plot`], [`progress`]: what training reads and writes.
 
 pub use trident_collectives as collectives;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 pub use trident_runtime as runtime;
 
 pub mod checkpoint;
