@@ -66,6 +66,8 @@ fn run(
         iters: steps + 1,
         eval_interval: 0,
         eval_iters: 0,
+        save: None,
+        resume: None,
     };
     let init = gpt2_init(&ParamLayout::new(config), 1);
     let set = data();

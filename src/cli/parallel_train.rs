@@ -1,20 +1,24 @@
 //! `trident train` on several ranks: threads of this process (`--world-size N`) or one
 //! process per rank under a launcher (`trident launch`, torchrun, srun, mpirun).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{bail, Context};
 use trident_collectives::Communicator;
 use trident_runtime::Device;
 
-use super::common::Start;
+use serde_json::json;
+
+use super::common::{data_spec, Start};
 use super::train::TrainArgs;
 use crate::data::Dataset;
 use crate::metrics::{IterMetrics, MetricsWriter};
 use crate::model::{gpt2_init, GptConfig, ParamLayout};
+use crate::parallel::checkpoint::{self, SavePlan};
 use crate::parallel::run::{train_rank, RankData, RankResult, RunSpec};
 use crate::parallel::{run_ranks, ParallelConfig, ParallelError, Schedule};
+use crate::plot::plot_metrics;
 use crate::progress::Progress;
 use crate::train::TrainSettings;
 
@@ -42,12 +46,6 @@ pub fn run(
     iters: u64,
     start: Option<&Start>,
 ) -> anyhow::Result<()> {
-    if args.save.is_some() || matches!(start, Some(Start::Checkpoint(_))) {
-        bail!(
-            "checkpoints of parallel runs are not supported yet: drop --save/--load, or train with \
-             --world-size 1 and no parallel flags (--load of an llm.c model file works)"
-        );
-    }
     let world_size = if launched() {
         let world: usize = std::env::var("WORLD_SIZE")
             .or_else(|_| std::env::var("OMPI_COMM_WORLD_SIZE"))
@@ -72,6 +70,28 @@ pub fn run(
     let global_batch = args.global_batch_size.unwrap_or(settings.micro_batch * par.dp);
     let micro_batches = par.validate(&config, settings.micro_batch, global_batch)?;
     let settings = TrainSettings { global_batch, ..settings };
+    // A checkpoint of any grid resumes here; an embedding padded for another tensor-parallel
+    // size is padded again (its padded rows are zero).
+    let padded = checkpoint::padded_vocab_for(&config, par.tp);
+    let (config, init, resume) = match start {
+        Some(Start::Checkpoint(ck)) => {
+            let mut ck = (**ck).clone();
+            checkpoint::repad_vocab(&mut ck, padded)?;
+            let init = std::mem::take(&mut ck.params);
+            (ck.config, init, Some(Arc::new(ck)))
+        }
+        Some(start) => {
+            let init = checkpoint::repad_params(&config, start.params(), padded, "parameters")?;
+            (GptConfig { padded_vocab_size: padded, ..config }, init, None)
+        }
+        None => (config, gpt2_init(&ParamLayout::new(config), args.seed), None),
+    };
+    let save = args.save.as_ref().map(|dir| SavePlan {
+        dir: dir.clone(),
+        interval: args.save_interval,
+        state: json!({ "data": data_spec(&args.data), "tokenizer": dataset.tokenizer.name() }),
+    });
+    let start_iter = resume.as_ref().map_or(0, |ck| ck.step);
     let spec = RunSpec {
         config,
         par,
@@ -81,10 +101,8 @@ pub fn run(
         iters,
         eval_interval: args.eval_interval,
         eval_iters: args.eval_iters,
-    };
-    let init = match start {
-        Some(start) => start.params().to_vec(),
-        None => gpt2_init(&ParamLayout::new(config), args.seed),
+        save,
+        resume,
     };
     let schedule = Schedule::one_f_one_b(par.pp, micro_batches);
     let tokens_per_step = (global_batch * settings.seq_len) as f64;
@@ -110,14 +128,21 @@ pub fn run(
         },
         );
     }
-    let metrics = match &args.metrics_file {
-        Some(path) => Some(Mutex::new(MetricsWriter::create(path)?)),
-        None => None,
+    // Every iteration's metrics so far (a resumed run's metrics file included), for the loss
+    // curve drawn beside the checkpoints.
+    let (metrics, history) = match &args.metrics_file {
+        Some(path) if start_iter > 0 => {
+            let (writer, kept) = MetricsWriter::resume(path, start_iter)?;
+            (Some(Mutex::new(writer)), kept)
+        }
+        Some(path) => (Some(Mutex::new(MetricsWriter::create(path)?)), Vec::new()),
+        None => (None, Vec::new()),
     };
     let started = Instant::now();
     let rank_main = |mut world: Communicator| -> Result<RankResult, ParallelError> {
         let is_reporter = world.rank() == 0;
-        let mut progress = is_reporter.then(|| Progress::new(0, spec.iters));
+        let mut progress = is_reporter.then(|| Progress::new(start_iter, spec.iters));
+        let mut history = if is_reporter { history.clone() } else { Vec::new() };
         let last = std::cell::Cell::new(Instant::now());
         let mut on_start = |t: &crate::parallel::PipelineTrainer| {
             let g = &t.groups;
@@ -131,32 +156,33 @@ pub fn run(
             );
             last.set(Instant::now());
         };
-        let mut on_step =
-            |t: &crate::parallel::PipelineTrainer, s: &crate::train::StepStats, val_loss: Option<f32>| {
-                let Some(p) = progress.as_mut() else { return };
-                let now = Instant::now();
-                let tokens_per_s = tokens_per_step / now.duration_since(last.get()).as_secs_f64().max(1e-9);
-                last.set(now);
-                let iter = t.iter;
-                if let Some(v) = val_loss {
-                    p.println(&format!("iter {iter}: val loss {v:.4}"));
+        let mut on_step = |t: &crate::parallel::PipelineTrainer,
+                           s: &crate::train::StepStats,
+                           val_loss: Option<f32>| {
+            let Some(p) = progress.as_mut() else { return };
+            let now = Instant::now();
+            let tokens_per_s = tokens_per_step / now.duration_since(last.get()).as_secs_f64().max(1e-9);
+            last.set(now);
+            let iter = t.iter;
+            if let Some(v) = val_loss {
+                p.println(&format!("iter {iter}: val loss {v:.4}"));
+            }
+            p.update(iter, s.loss, tokens_per_s);
+            let line =
+                IterMetrics { iter, loss: s.loss, lr: s.lr, grad_norm: s.grad_norm, tokens_per_s, val_loss };
+            if let Some(m) = &metrics {
+                let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
+                if let Err(e) = m.write(&line) {
+                    p.println(&format!("warning: writing metrics: {e}"));
                 }
-                p.update(iter, s.loss, tokens_per_s);
-                if let Some(m) = &metrics {
-                    let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
-                    let line = IterMetrics {
-                        iter,
-                        loss: s.loss,
-                        lr: s.lr,
-                        grad_norm: s.grad_norm,
-                        tokens_per_s,
-                        val_loss: None,
-                    };
-                    if let Err(e) = m.write(&line) {
-                        p.println(&format!("warning: writing metrics: {e}"));
-                    }
+            }
+            history.push(line);
+            if let Some(plan) = spec.save.as_ref().filter(|plan| plan.due(iter, spec.iters)) {
+                if let Err(e) = plot_metrics(&plan.dir.join("loss.png"), &history) {
+                    p.println(&format!("warning: drawing the loss curve: {e}"));
                 }
-            };
+            }
+        };
         let r = train_rank(
             &mut world,
             &device,
@@ -177,12 +203,14 @@ pub fn run(
         run_ranks(world_size, rank_main)?
     };
     let elapsed = started.elapsed().as_secs_f64();
-    report(&results, &schedule, iters, tokens_per_step, elapsed);
+    report(&results, &schedule, tokens_per_step, elapsed);
     Ok(())
 }
 
-fn report(results: &[RankResult], schedule: &Schedule, iters: u64, tokens_per_step: f64, elapsed: f64) {
+fn report(results: &[RankResult], schedule: &Schedule, tokens_per_step: f64, elapsed: f64) {
     let Some(first) = results.iter().find(|r| r.rank == 0).or(results.first()) else { return };
+    // A resumed run trains only the steps after its checkpoint.
+    let iters = first.steps.len();
     if let Some(last) = first.steps.last() {
         if results.iter().any(|r| r.rank == 0) {
             println!(

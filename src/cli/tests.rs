@@ -93,7 +93,7 @@ fn bench_collectives_runs_in_process_and_refuses_unknown_ops() {
 
 #[test]
 fn parallel_flags_are_validated_with_megatron_messages() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 4] = [
         (&["--world-size", "6", "--tensor-model-parallel-size", "4"], "not a multiple of 4"),
         (
             &["--world-size", "4", "--tensor-model-parallel-size", "4", "--num-attention-heads", "2"],
@@ -106,10 +106,6 @@ fn parallel_flags_are_validated_with_megatron_messages() {
         (
             &["--world-size", "2", "--global-batch-size", "6"],
             "not divisible by --micro-batch-size 2 x data-parallel size 2",
-        ),
-        (
-            &["--world-size", "2", "--save", "/nonexistent/ck"],
-            "checkpoints of parallel runs are not supported",
         ),
     ];
     for (flags, message) in cases {
@@ -236,4 +232,50 @@ fn builtin_data_trains_on_one_problem_per_sequence_by_default() {
     assert!(builtin.lr > text.lr && text.lr == 1e-3, "{builtin:?} {text:?}");
     let flags = args(&["--model", "tiny", "--lr", "5e-4", "--train-iters", "7"]);
     assert_eq!((flags.model, flags.lr, flags.train_iters), (Some(Preset::Tiny), Some(5e-4), Some(7)));
+}
+
+#[test]
+fn parallel_runs_save_checkpoints_that_other_grids_resume_and_sample_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let save = dir.path().join("ck");
+    let save = save.to_str().unwrap();
+    let metrics = dir.path().join("m.jsonl");
+    let metrics = metrics.to_str().unwrap();
+    let small =
+        ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "16"];
+    let common =
+        [&small[..], &["--global-batch-size", "8", "--save", save, "--metrics-file", metrics]].concat();
+    let tp2_dp2 = ["--world-size", "4", "--tensor-model-parallel-size", "2", "--eval-interval", "1"];
+    train(&[&common[..], &tp2_dp2[..], &["--train-iters", "2"]].concat()).unwrap();
+    assert!(dir.path().join("ck/step_00000002/trainer.json").is_file());
+    assert!(dir.path().join("ck/loss.png").is_file(), "the loss picture is drawn beside the checkpoints");
+    let lines = std::fs::read_to_string(metrics).unwrap();
+    assert!(lines.lines().all(|l| l.contains("\"val_loss\":")) && lines.lines().count() == 2, "{lines}");
+    assert!(!lines.contains("\"val_loss\":null"), "every iteration evaluated: {lines}");
+
+    // Resumed on another grid (PP 2 with ZeRO-1 over DP 2), and on one rank.
+    let pp2 = ["--world-size", "4", "--pipeline-model-parallel-size", "2", "--use-distributed-optimizer"];
+    train(&[&common[..], &pp2[..], &["--load", save, "--train-iters", "3"]].concat()).unwrap();
+    assert!(dir.path().join("ck/step_00000003/trainer.json").is_file());
+    train(&[&common[..], &["--load", save, "--train-iters", "4"]].concat()).unwrap();
+    assert!(dir.path().join("ck/step_00000004/trainer.json").is_file());
+    let lines = std::fs::read_to_string(metrics).unwrap();
+    let iters: Vec<u64> = lines
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["iter"].as_u64().unwrap())
+        .collect();
+    assert_eq!(iters, [1, 2, 3, 4], "the metrics file continues across resumes: {lines}");
+    let argv = [
+        "trident",
+        "sample",
+        "--load",
+        save,
+        "--device",
+        "cpu",
+        "--max-new-tokens",
+        "4",
+        "--num-problems",
+        "2",
+    ];
+    run(Cli::try_parse_from(argv).unwrap()).unwrap();
 }

@@ -8,9 +8,12 @@
 //!   times.
 //! - [`PipelineTrainer`]: a step: schedule, data-parallel gradient buckets reduced while the
 //!   backward runs ([`DpWorker`]), optional ZeRO-1, global-norm clipping, AdamW.
+//! - [`checkpoint`]: checkpoints of any grid in the grid-independent single-rank layout;
+//!   any grid resumes them.
 //! - [`run_ranks`]: ranks as threads; processes come from any launcher through
 //!   `Communicator::from_env`.
 
+pub mod checkpoint;
 mod config;
 mod error;
 mod grad_sync;

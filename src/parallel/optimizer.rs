@@ -55,6 +55,19 @@ impl ShardedAdamW {
         self.step
     }
 
+    /// The moments of the owned range (for checkpoints).
+    pub fn moments(&self) -> Result<(Vec<f32>, Vec<f32>)> {
+        Ok((self.m.to_vec()?, self.v.to_vec()?))
+    }
+
+    /// Restores the owned range's moments and the step count from a checkpoint.
+    pub fn restore(&mut self, m: &[f32], v: &[f32], step: u64) -> Result<()> {
+        self.m.copy_from_slice(m)?;
+        self.v.copy_from_slice(v)?;
+        self.step = step;
+        Ok(())
+    }
+
     /// Updates `params[owned]` from `grads` (the owned range's gradients).
     pub fn step(
         &mut self,

@@ -1,12 +1,16 @@
 //! A whole run on one rank: groups from the world communicator, the data-parallel share of
 //! the data, the trainer, and what the rank reports at the end.
 
+use std::sync::Arc;
+
 use trident_collectives::Communicator;
 use trident_runtime::Device;
 
+use super::checkpoint::{self, SavePlan};
 use super::{
     MemoryReport, ParallelConfig, PipelineTrainer, RankGroups, Result, ShardLayout, ShardPlace, StageTiming,
 };
+use crate::checkpoint::Checkpoint;
 use crate::data::{DataLoader, DataOrder, TokenSet};
 use crate::model::{GptConfig, ParamLayout};
 use crate::train::{StepStats, TrainSettings};
@@ -26,6 +30,11 @@ pub struct RunSpec {
     /// micro-batches; only when a validation set is given.
     pub eval_interval: u64,
     pub eval_iters: usize,
+    /// `--save`: where and how often the run writes checkpoints.
+    pub save: Option<SavePlan>,
+    /// `--load`: the checkpoint the run resumes (its parameters are `init`), padded for this
+    /// run's tensor-parallel size.
+    pub resume: Option<Arc<Checkpoint>>,
 }
 
 /// The splits a rank reads (each rank takes its data-parallel share).
@@ -78,7 +87,11 @@ pub fn train_rank(
                 .with_order(spec.data_order)
         })
         .transpose()?;
+    let grid = groups.grid;
     let mut trainer = PipelineTrainer::new(device, spec.config, init, spec.par, *s, groups)?;
+    if let Some(ck) = &spec.resume {
+        checkpoint::restore(&mut trainer, &mut loader, ck)?;
+    }
     on_start(&trainer);
     let (mut steps, mut val_losses) = (Vec::new(), Vec::new());
     while trainer.iter < spec.iters {
@@ -92,6 +105,9 @@ pub fn train_rank(
                 val_losses.push((iter, loss));
                 val_loss = Some(loss);
             }
+        }
+        if let Some(plan) = spec.save.as_ref().filter(|p| p.due(iter, spec.iters)) {
+            checkpoint::save(world, &grid, &trainer, &loader, plan)?;
         }
         on_step(&trainer, &stats, val_loss);
         steps.push(stats);

@@ -80,6 +80,8 @@ fn parallel(
         iters: STEPS,
         eval_interval: 0,
         eval_iters: EVAL_ITERS,
+        save: None,
+        resume: None,
     };
     run_ranks(par.world_size(), |mut world| {
         let val = Some(data(seed + 1));
@@ -276,3 +278,5 @@ fn emu_runs_the_kernels_in_parallel_and_matches_cpu() {
         assert_equivalent(&format!("emu tp {tp} pp {pp} dp {dp}"), seed, &results, &reference);
     }
 }
+
+mod checkpoints;

@@ -114,14 +114,12 @@ impl PipelineTrainer {
         let n_act = settings.micro_batch * settings.seq_len * config.channels;
         let grad_in = vec![vec![0.0; n_act]; slots.len()];
         let (len, dp, dp_rank) = (layout.len(), par.dp, groups.dp_rank);
-        let (owned, zero) = if par.distributed_optimizer {
+        let owned = super::checkpoint::owned_range(len, dp, dp_rank, par.distributed_optimizer);
+        let zero = if par.distributed_optimizer {
             let padded = len.div_ceil(dp) * dp;
-            let share = padded / dp;
-            let start = (dp_rank * share).min(len);
-            let end = ((dp_rank + 1) * share).min(len);
-            (start..end, Some(Zero { padded, shard: Buffer::zeros(device, share)? }))
+            Some(Zero { padded, shard: Buffer::zeros(device, padded / dp)? })
         } else {
-            (0..len, None)
+            None
         };
         let optimizer = ShardedAdamW::new(device, &layout, owned, settings.adamw)?;
         let mut groups = groups;

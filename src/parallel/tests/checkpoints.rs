@@ -1,0 +1,183 @@
+//! Checkpoints of parallel runs: the same grid resumes bit for bit, and any other grid (or the
+//! single-rank trainer) resumes with the losses of an uninterrupted run on that grid.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use trident_runtime::Device;
+
+use super::super::checkpoint::{padded_vocab_for, repad_params, repad_vocab, SavePlan};
+use super::super::run::{train_rank, RankData, RankResult, RunSpec};
+use super::super::{run_ranks, ParallelConfig};
+use super::{data, settings, SEQ, VOCAB};
+use crate::checkpoint::{step_dir, Checkpoint};
+use crate::data::{DataLoader, DataOrder};
+use crate::model::{gpt2_init, Gpt, GptConfig, ParamLayout};
+use crate::ops::OpsContext;
+use crate::train::Trainer;
+
+const GLOBAL: usize = 8;
+const ITERS: u64 = 5;
+const SAVED_AT: u64 = 3;
+const SEED: u64 = 31;
+
+/// Padded to 256: a multiple of 128 x TP for TP 1 and 2, padded again for TP 4.
+fn config() -> GptConfig {
+    GptConfig::new(SEQ, VOCAB, 4, 4, 32, 256).unwrap()
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Grid {
+    tp: usize,
+    pp: usize,
+    dp: usize,
+    zero: bool,
+}
+
+const fn grid(tp: usize, pp: usize, dp: usize, zero: bool) -> Grid {
+    Grid { tp, pp, dp, zero }
+}
+
+/// The micro-batch per rank and micro-batches per step that make a global batch of 8.
+fn batch_shape(dp: usize) -> (usize, usize) {
+    let m = if dp >= 8 { 1 } else { 2 };
+    (GLOBAL / (dp * m), m)
+}
+
+/// A run on `g` from the initialisation, or from `resume`; saving where `save` says.
+fn run(g: Grid, resume: Option<&Checkpoint>, save: Option<SavePlan>) -> Vec<RankResult> {
+    let mut par = ParallelConfig::from_world(g.tp * g.pp * g.dp, g.tp, g.pp).unwrap();
+    par.distributed_optimizer = g.zero;
+    let padded = padded_vocab_for(&config(), g.tp);
+    let (config, init, resume) = match resume {
+        Some(ck) => {
+            let mut ck = ck.clone();
+            repad_vocab(&mut ck, padded).unwrap();
+            let init = std::mem::take(&mut ck.params);
+            (ck.config, init, Some(Arc::new(ck)))
+        }
+        None => {
+            let init = gpt2_init(&ParamLayout::new(config()), SEED);
+            let init = repad_params(&config(), &init, padded, "parameters").unwrap();
+            (GptConfig { padded_vocab_size: padded, ..config() }, init, None)
+        }
+    };
+    let (micro, _) = batch_shape(g.dp);
+    let spec = RunSpec {
+        config,
+        par,
+        settings: settings(micro, GLOBAL),
+        data_seed: SEED,
+        data_order: DataOrder::Trident,
+        iters: ITERS,
+        eval_interval: 0,
+        eval_iters: 1,
+        save,
+        resume,
+    };
+    run_ranks(par.world_size(), |mut world| {
+        let data = RankData { train: data(SEED), val: None };
+        train_rank(&mut world, &Device::Cpu, &spec, &init, data, &mut |_| {}, &mut |_, _, _| {})
+    })
+    .unwrap_or_else(|e| panic!("{g:?}: {e}"))
+}
+
+fn losses(results: &[RankResult]) -> Vec<(f32, f32)> {
+    results[0].steps.iter().map(|s| (s.loss, s.grad_norm)).collect()
+}
+
+fn rel(a: f32, b: f32) -> f64 {
+    (a as f64 - b as f64).abs() / (b as f64).abs().max(1e-30)
+}
+
+/// Saves at step 3 (and 5) of a TP 2 x PP 2 x DP 2 run; returns the checkpoint of step 3 and
+/// the saving run's per-step losses.
+fn saved_run(dir: &std::path::Path) -> (Checkpoint, Vec<(f32, f32)>) {
+    let plan = SavePlan { dir: dir.to_path_buf(), interval: SAVED_AT, state: json!({ "data": "test" }) };
+    let results = run(grid(2, 2, 2, false), None, Some(plan));
+    let ck = Checkpoint::load(&step_dir(dir, SAVED_AT)).unwrap();
+    (ck, losses(&results))
+}
+
+#[test]
+fn the_same_grid_resumes_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let uninterrupted = losses(&run(grid(2, 2, 2, false), None, None));
+    let (ck, saving) = saved_run(dir.path());
+    assert_eq!(saving, uninterrupted, "saving changes nothing");
+    assert_eq!(ck.step, SAVED_AT);
+    assert_eq!(ck.config, config(), "the checkpoint holds the logical model, not a shard");
+    assert_eq!(
+        ck.state["grid"],
+        json!({ "tensor": 2, "pipeline": 2, "data": 2, "distributed_optimizer": false })
+    );
+    let resumed = run(grid(2, 2, 2, false), Some(&ck), None);
+    assert_eq!(resumed[0].steps.len() as u64, ITERS - SAVED_AT);
+    assert_eq!(losses(&resumed), uninterrupted[SAVED_AT as usize..], "resumed on the same grid");
+    // Every rank ends with the parameters of the uninterrupted run, bit for bit.
+    let whole = run(grid(2, 2, 2, false), None, None);
+    for (a, b) in resumed.iter().zip(&whole) {
+        assert!(a.params == b.params, "rank {}: resumed parameters differ", a.rank);
+    }
+    // The final checkpoint of a run is written too.
+    assert!(step_dir(dir.path(), ITERS).join("trainer.json").is_file());
+}
+
+#[test]
+fn other_grids_resume_with_the_losses_of_their_own_uninterrupted_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, _) = saved_run(dir.path());
+    for g in [
+        grid(4, 1, 1, false),
+        grid(1, 4, 1, false),
+        grid(1, 1, 8, true),
+        grid(1, 1, 1, false),
+        grid(2, 1, 4, true),
+    ] {
+        let want = losses(&run(g, None, None));
+        let got = losses(&run(g, Some(&ck), None));
+        assert_eq!(got.len(), want.len() - SAVED_AT as usize);
+        for (i, (a, b)) in got.iter().zip(&want[SAVED_AT as usize..]).enumerate() {
+            let step = SAVED_AT as usize + i + 1;
+            assert!(
+                rel(a.0, b.0) <= 1e-5,
+                "{g:?} step {step}: loss {} resumed vs {} uninterrupted",
+                a.0,
+                b.0
+            );
+            assert!(rel(a.1, b.1) <= 1e-4, "{g:?} step {step}: grad norm {} vs {}", a.1, b.1);
+        }
+    }
+}
+
+#[test]
+fn the_single_rank_trainer_resumes_a_parallel_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, saving) = saved_run(dir.path());
+    // What `trident train --load` does on one rank: the same files, read by the other trainer.
+    let device = Device::Cpu;
+    let s = settings(GLOBAL, GLOBAL);
+    let model = Gpt::from_params(&device, ck.config, &ck.params).unwrap();
+    let mut trainer = Trainer::with_row_shares(OpsContext::new(&device).unwrap(), model, s, 1).unwrap();
+    trainer.iter = ck.step;
+    let o = ck.optimizer.as_ref().unwrap();
+    trainer.optimizer.restore(&o.m, &o.v, ck.state["adam_steps"].as_u64().unwrap()).unwrap();
+    let mut loader = DataLoader::new(data(SEED), GLOBAL, SEQ, SEED, true).unwrap();
+    loader.restore(ck.loader.unwrap()).unwrap();
+    for (i, want) in saving[SAVED_AT as usize..].iter().enumerate() {
+        let got = trainer.step(&mut loader).unwrap();
+        let step = SAVED_AT as usize + i + 1;
+        assert!(rel(got.loss, want.0) <= 1e-5, "step {step}: loss {} vs {}", got.loss, want.0);
+    }
+}
+
+#[test]
+fn a_grid_that_does_not_divide_the_saved_model_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ck, _) = saved_run(dir.path());
+    // 4 heads do not split over 8 tensor-parallel ranks.
+    let mut par = ParallelConfig::from_world(8, 8, 1).unwrap();
+    par.distributed_optimizer = false;
+    let e = par.validate(&ck.config, 1, GLOBAL).unwrap_err().to_string();
+    assert!(e.contains("--num-attention-heads 4 is not divisible by --tensor-model-parallel-size 8"), "{e}");
+}
