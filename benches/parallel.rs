@@ -68,6 +68,7 @@ fn run(
         eval_iters: 0,
         save: None,
         resume: None,
+        exit: Default::default(),
     };
     let init = gpt2_init(&ParamLayout::new(config), 1);
     let set = data();

@@ -103,6 +103,7 @@ pub fn run(
         eval_iters: args.eval_iters,
         save,
         resume,
+        exit: args.exit_policy(),
     };
     let schedule = Schedule::one_f_one_b(par.pp, micro_batches);
     let tokens_per_step = (global_batch * settings.seq_len) as f64;
@@ -209,6 +210,12 @@ pub fn run(
 
 fn report(results: &[RankResult], schedule: &Schedule, tokens_per_step: f64, elapsed: f64) {
     let Some(first) = results.iter().find(|r| r.rank == 0).or(results.first()) else { return };
+    if let Some(reason) = first.stopped {
+        println!(
+            "stopped after {} iterations ({reason}); --load resumes the run from its last checkpoint",
+            first.steps.len()
+        );
+    }
     // A resumed run trains only the steps after its checkpoint.
     let iters = first.steps.len();
     if let Some(last) = first.steps.last() {

@@ -279,3 +279,71 @@ fn parallel_runs_save_checkpoints_that_other_grids_resume_and_sample_reads() {
     ];
     run(Cli::try_parse_from(argv).unwrap()).unwrap();
 }
+
+/// The `loss` of each line of a metrics file.
+fn metric_losses(path: &std::path::Path) -> Vec<f64> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["loss"].as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn exit_interval_saves_and_stops_and_the_resumed_run_is_exact() {
+    let small =
+        ["--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "16"];
+    for grid in [&[][..], &["--world-size", "2", "--tensor-model-parallel-size", "2"][..]] {
+        let dir = tempfile::tempdir().unwrap();
+        let (save, m1, m2) =
+            (dir.path().join("ck"), dir.path().join("whole.jsonl"), dir.path().join("parts.jsonl"));
+        let (save, m1, m2) = (save.to_str().unwrap(), m1.to_str().unwrap(), m2.to_str().unwrap());
+        let base = [&small[..], grid, &["--global-batch-size", "4"]].concat();
+        train(&[&base[..], &["--train-iters", "5", "--metrics-file", m1]].concat()).unwrap();
+        let stopping = [&base[..], &["--train-iters", "5", "--save", save, "--metrics-file", m2]].concat();
+        train(&[&stopping[..], &["--exit-interval", "2"]].concat()).unwrap();
+        let ck = dir.path().join("ck");
+        assert!(ck.join("step_00000002/trainer.json").is_file(), "{grid:?}: saved before stopping");
+        assert!(!ck.join("step_00000003").exists(), "{grid:?}: stopped after iteration 2");
+        // Resumed, it stops again at 4, then runs to the end.
+        for _ in 0..2 {
+            train(&[&stopping[..], &["--load", save, "--exit-interval", "2"]].concat()).unwrap();
+        }
+        assert!(
+            ck.join("step_00000004/trainer.json").is_file()
+                && ck.join("step_00000005/trainer.json").is_file()
+        );
+        assert_eq!(
+            metric_losses(dir.path().join("parts.jsonl").as_path()),
+            metric_losses(dir.path().join("whole.jsonl").as_path()),
+            "{grid:?}"
+        );
+    }
+    let err = Cli::try_parse_from(["trident", "train", "--exit-interval", "0"]).unwrap_err();
+    assert!(err.to_string().contains("--exit-interval"), "{err}");
+}
+
+#[test]
+fn sequential_data_order_is_accepted_and_resumes() {
+    let small =
+        ["--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "16"];
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("t.txt");
+    std::fs::write(&text, "the quick brown fox jumps over the lazy dog. ".repeat(80)).unwrap();
+    let save = dir.path().join("ck");
+    let flags = [
+        &small[..],
+        &["--data", text.to_str().unwrap(), "--data-order", "sequential", "--save", save.to_str().unwrap()],
+    ]
+    .concat();
+    train(&flags).unwrap();
+    train(&[&flags[..], &["--load", save.to_str().unwrap(), "--train-iters", "3"]].concat()).unwrap();
+    let err = train(
+        &[&flags[..], &["--load", save.to_str().unwrap(), "--train-iters", "4"]].concat()[..]
+            .iter()
+            .map(|f| if *f == "sequential" { "trident" } else { f })
+            .collect::<Vec<_>>(),
+    )
+    .unwrap_err();
+    assert!(format!("{err:#}").contains("--data-order sequential"), "{err:#}");
+}

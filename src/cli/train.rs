@@ -9,13 +9,14 @@ use serde_json::json;
 
 use super::common::{data_spec, open_device, DeviceArg, Preset, Start};
 use crate::checkpoint::{step_dir, AdamWMoments, Checkpoint};
-use crate::data::{AdditionTask, DataLoader, DataOrder, DataSpec, TokenizerKind};
+use crate::data::{AdditionTask, DataLoader, DataOrder, DataSpec, TokenizerKind, DEFAULT_VAL_FRACTION};
 use crate::metrics::{IterMetrics, MetricsWriter};
 use crate::model::{generate, init::NormalRng, Gpt, GptConfig, SamplingParams, Workspace};
 use crate::ops::OpsContext;
 use crate::optim::AdamWConfig;
 use crate::plot::plot_metrics;
 use crate::progress::Progress;
+use crate::train::exit::{self, ExitPolicy};
 use crate::train::{peak_flops, train_flops_per_token, DecayStyle, LrSchedule, TrainSettings, Trainer};
 
 /// Sequences per micro-batch on text and shards, when --micro-batch-size is not given.
@@ -134,9 +135,27 @@ pub struct TrainArgs {
     /// Activation recomputation: full (whole layers) or selective (attention).
     #[arg(long)]
     pub recompute_granularity: Option<crate::parallel::Recompute>,
+    /// Stop after every iteration divisible by N, saving a checkpoint first with --save;
+    /// --load resumes the run exactly.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub exit_interval: Option<u64>,
+    /// On SIGTERM or SIGINT, finish the current iteration, save a checkpoint (with --save) and
+    /// exit with status 0; a second signal ends the process at once.
+    #[arg(long)]
+    pub exit_signal_handler: bool,
+}
+
+impl TrainArgs {
+    /// `--exit-interval` and `--exit-signal-handler`.
+    pub fn exit_policy(&self) -> ExitPolicy {
+        ExitPolicy { interval: self.exit_interval, on_signal: self.exit_signal_handler }
+    }
 }
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
+    if args.exit_signal_handler {
+        exit::install_signal_handler().context("installing the --exit-signal-handler")?;
+    }
     let device = open_device(args.device)?;
     let tokenizer = args.tokenizer.as_deref().map(TokenizerKind::parse).transpose()?;
     let spec_text = data_spec(&args.data);
@@ -169,6 +188,14 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     }
     let (seq_len, micro_batch) = batch_shape(&args, spec.addition(), config.max_seq_len)?;
     let dataset = spec.open(args.seed, seq_len).with_context(|| format!("opening --data {}", args.data))?;
+    for shard in dataset.val.shared_shards(&dataset.train) {
+        eprintln!(
+            "note: no validation shard (a name with `_val_` or ending `_val.bin`) among --data; the \
+             validation set is the last {:.0}% of {}, which training does not read",
+            100.0 * DEFAULT_VAL_FRACTION,
+            shard.display()
+        );
+    }
     let global_batch = args.global_batch_size.unwrap_or(micro_batch);
     let settings = TrainSettings {
         micro_batch,
@@ -286,11 +313,28 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             m.write(&record)?;
         }
         history.push(record);
+        let stop = args.exit_policy().reason(iter, exit::signal_received()).filter(|_| iter < train_iters);
         if let Some(dir) = &args.save {
-            if (args.save_interval > 0 && iter % args.save_interval == 0) || iter == train_iters {
+            if (args.save_interval > 0 && iter % args.save_interval == 0)
+                || iter == train_iters
+                || stop.is_some()
+            {
                 save(&trainer, &train_data, dir, &spec_text, dataset.tokenizer)?;
                 plot_metrics(&dir.join("loss.png"), &history)?;
             }
+        }
+        if let Some(reason) = stop {
+            progress.finish();
+            let saved = match &args.save {
+                Some(dir) => format!(
+                    "checkpoint saved to {}; --load {} resumes it",
+                    step_dir(dir, iter).display(),
+                    dir.display()
+                ),
+                None => "nothing saved (no --save)".to_string(),
+            };
+            println!("stopped after iteration {iter} of {train_iters} ({reason}): {saved}");
+            return Ok(());
         }
     }
     progress.finish();

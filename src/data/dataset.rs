@@ -39,6 +39,24 @@ pub struct TokenSet {
 }
 
 impl TokenSet {
+    /// The shard files of `self` that `other` also reads from (a validation split carved out
+    /// of a training shard).
+    pub fn shared_shards(&self, other: &TokenSet) -> Vec<PathBuf> {
+        let files = |set: &TokenSet| -> Vec<PathBuf> {
+            set.parts
+                .iter()
+                .filter_map(|p| match &p.source {
+                    PartSource::Shard(path) => Some(path.clone()),
+                    PartSource::Memory(_) => None,
+                })
+                .collect()
+        };
+        let theirs = files(other);
+        let mut shared: Vec<PathBuf> = files(self).into_iter().filter(|f| theirs.contains(f)).collect();
+        shared.dedup();
+        shared
+    }
+
     /// An in-memory set; every token must be below `vocab_size`.
     pub fn from_tokens(
         name: impl Into<String>,
@@ -335,7 +353,14 @@ mod tests {
         let ds = Dataset::shards(&[train_path.clone(), single_val], TokenizerKind::Bytes, 0.1).unwrap();
         assert_eq!((ds.train.total_tokens(), ds.val.total_tokens()), (500, 100));
 
+        assert!(ds.val.shared_shards(&ds.train).is_empty(), "a validation file shares nothing");
+
         let ds = Dataset::shards(std::slice::from_ref(&train_path), TokenizerKind::Bytes, 0.1).unwrap();
+        assert_eq!(
+            ds.val.shared_shards(&ds.train),
+            std::slice::from_ref(&train_path),
+            "carved out of the only shard"
+        );
         assert_eq!(ds.train.total_tokens(), 450);
         assert_eq!(ds.val.total_tokens(), 50);
         let (tokens, range) = ds.val.load_part(0).unwrap();

@@ -34,6 +34,9 @@ pub enum DataOrder {
     /// llm.c's: each batch one contiguous run of `B x T + 1` tokens, in the order llm.c's
     /// loader serves them (its generator is seeded with 42 + rank, not `--seed`).
     Llmc,
+    /// File order: consecutive windows from the first token of the first part, parts in
+    /// their listed order, nothing shuffled (llm.c's loader with shuffling off).
+    Sequential,
 }
 
 impl DataOrder {
@@ -41,6 +44,7 @@ impl DataOrder {
         match self {
             Self::Trident => "trident",
             Self::Llmc => "llmc",
+            Self::Sequential => "sequential",
         }
     }
 }
@@ -52,7 +56,8 @@ impl std::str::FromStr for DataOrder {
         match s {
             "trident" => Ok(Self::Trident),
             "llmc" => Ok(Self::Llmc),
-            _ => Err(format!("unknown --data-order `{s}`: use trident or llmc")),
+            "sequential" => Ok(Self::Sequential),
+            _ => Err(format!("unknown --data-order `{s}`: use trident, llmc or sequential")),
         }
     }
 }
@@ -106,6 +111,8 @@ pub struct DataLoader {
     window_order: Option<(usize, Vec<u32>)>,
     /// Present for [`DataOrder::Llmc`]; it then decides every batch.
     llmc: Option<LlmcOrder>,
+    /// [`DataOrder::Sequential`]: windows in file order (and `shuffle` off).
+    sequential: bool,
     loaded: Option<Loaded>,
 }
 
@@ -162,6 +169,7 @@ impl DataLoader {
             offset: 0,
             window_order: None,
             llmc: None,
+            sequential: false,
             loaded: None,
         };
         loader.begin_epoch();
@@ -185,8 +193,14 @@ impl DataLoader {
 
     /// Serves batches in `order` from the start.
     pub fn with_order(mut self, order: DataOrder) -> Result<Self, DataError> {
+        self.sequential = order == DataOrder::Sequential;
+        if self.sequential {
+            self.shuffle = false;
+            self.epoch = 0;
+            self.begin_epoch();
+        }
         self.llmc = match order {
-            DataOrder::Trident => None,
+            DataOrder::Trident | DataOrder::Sequential => None,
             DataOrder::Llmc => Some(self.new_llmc_order()?),
         };
         Ok(self)
@@ -195,6 +209,8 @@ impl DataLoader {
     pub fn order(&self) -> DataOrder {
         if self.llmc.is_some() {
             DataOrder::Llmc
+        } else if self.sequential {
+            DataOrder::Sequential
         } else {
             DataOrder::Trident
         }
@@ -260,14 +276,14 @@ impl DataLoader {
                 self.set.total_tokens()
             ));
         }
-        if state.shuffle != self.shuffle {
-            return bad("it was saved with a different shuffle setting".into());
-        }
         if state.order != self.order() {
             return bad(format!(
                 "it was saved with --data-order {}; resume with the same order",
                 state.order.name()
             ));
+        }
+        if state.shuffle != self.shuffle {
+            return bad("it was saved with a different shuffle setting".into());
         }
         if let Some(llmc) = self.llmc.as_mut() {
             return llmc.seek((state.epoch, state.part, state.sample));
@@ -600,5 +616,35 @@ mod tests {
         assert!(same.restore(LoaderState { sample: 50, ..state }).is_err());
         assert!(same.restore(LoaderState { part: 2, ..state }).is_err());
         same.restore(state).unwrap();
+    }
+
+    #[test]
+    fn sequential_order_reads_the_file_from_its_first_token_whatever_the_seed() {
+        for seed in [1, 2] {
+            let mut l = DataLoader::new(counting_set(100), 2, 8, seed, true)
+                .unwrap()
+                .with_order(DataOrder::Sequential)
+                .unwrap();
+            assert_eq!(l.order(), DataOrder::Sequential);
+            let starts: Vec<usize> = (0..6).flat_map(|_| window_starts(&l.next_batch().unwrap())).collect();
+            // 12 windows of 8 fit before the last token; then the second epoch starts over.
+            assert_eq!(starts, [0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88]);
+            assert_eq!(window_starts(&l.next_batch().unwrap()), [0, 8], "seed {seed}");
+        }
+        // Its position resumes exactly, and only in the same order.
+        let mut a = DataLoader::new(counting_set(100), 2, 8, 3, true)
+            .unwrap()
+            .with_order(DataOrder::Sequential)
+            .unwrap();
+        a.next_batch().unwrap();
+        let state = a.state();
+        let mut b = DataLoader::new(counting_set(100), 2, 8, 3, true)
+            .unwrap()
+            .with_order(DataOrder::Sequential)
+            .unwrap();
+        b.restore(state).unwrap();
+        assert_eq!(a.next_batch().unwrap(), b.next_batch().unwrap());
+        let mut shuffled = DataLoader::new(counting_set(100), 2, 8, 3, true).unwrap();
+        assert!(shuffled.restore(state).is_err());
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use trident_collectives::Communicator;
+use trident_collectives::{Communicator, ReduceOp};
 use trident_runtime::Device;
 
 use super::checkpoint::{self, SavePlan};
@@ -13,6 +13,7 @@ use super::{
 use crate::checkpoint::Checkpoint;
 use crate::data::{DataLoader, DataOrder, TokenSet};
 use crate::model::{GptConfig, ParamLayout};
+use crate::train::exit::{self, ExitPolicy, ExitReason};
 use crate::train::{StepStats, TrainSettings};
 
 /// What every rank of a run is given.
@@ -35,6 +36,8 @@ pub struct RunSpec {
     /// `--load`: the checkpoint the run resumes (its parameters are `init`), padded for this
     /// run's tensor-parallel size.
     pub resume: Option<Arc<Checkpoint>>,
+    /// `--exit-interval`, `--exit-signal-handler`: stopping early (with a checkpoint).
+    pub exit: ExitPolicy,
 }
 
 /// The splits a rank reads (each rank takes its data-parallel share).
@@ -59,6 +62,8 @@ pub struct RankResult {
     pub params: Vec<f32>,
     pub memory: MemoryReport,
     pub timing: StageTiming,
+    /// Why the run stopped before `spec.iters`, if it did.
+    pub stopped: Option<ExitReason>,
 }
 
 /// Trains `spec.iters` steps as this rank of `world`, from `init` (the whole model in llm.c
@@ -93,7 +98,7 @@ pub fn train_rank(
         checkpoint::restore(&mut trainer, &mut loader, ck)?;
     }
     on_start(&trainer);
-    let (mut steps, mut val_losses) = (Vec::new(), Vec::new());
+    let (mut steps, mut val_losses, mut stopped) = (Vec::new(), Vec::new(), None);
     while trainer.iter < spec.iters {
         let stats = trainer.step(&mut loader)?;
         let iter = trainer.iter;
@@ -106,11 +111,23 @@ pub fn train_rank(
                 val_loss = Some(loss);
             }
         }
-        if let Some(plan) = spec.save.as_ref().filter(|p| p.due(iter, spec.iters)) {
+        // A signal reaches the ranks at different moments: they agree on it before acting.
+        let signal = if spec.exit.on_signal {
+            let mut seen = [exit::signal_received().unwrap_or(0) as f64];
+            world.all_reduce(&mut seen, ReduceOp::Max)?;
+            (seen[0] > 0.0).then_some(seen[0] as i32)
+        } else {
+            None
+        };
+        stopped = spec.exit.reason(iter, signal).filter(|_| iter < spec.iters);
+        if let Some(plan) = spec.save.as_ref().filter(|p| p.due(iter, spec.iters) || stopped.is_some()) {
             checkpoint::save(world, &grid, &trainer, &loader, plan)?;
         }
         on_step(&trainer, &stats, val_loss);
         steps.push(stats);
+        if stopped.is_some() {
+            break;
+        }
     }
     Ok(RankResult {
         rank,
@@ -121,6 +138,7 @@ pub fn train_rank(
         params: trainer.local_params()?,
         memory: trainer.memory(),
         timing: trainer.timing,
+        stopped,
     })
 }
 

@@ -82,6 +82,7 @@ fn parallel(
         eval_iters: EVAL_ITERS,
         save: None,
         resume: None,
+        exit: Default::default(),
     };
     run_ranks(par.world_size(), |mut world| {
         let val = Some(data(seed + 1));

@@ -74,6 +74,7 @@ fn run(g: Grid, resume: Option<&Checkpoint>, save: Option<SavePlan>) -> Vec<Rank
         eval_iters: 1,
         save,
         resume,
+        exit: Default::default(),
     };
     run_ranks(par.world_size(), |mut world| {
         let data = RankData { train: data(SEED), val: None };
