@@ -34,6 +34,7 @@ pub fn wanted(args: &TrainArgs) -> bool {
         || args.pipeline_model_parallel_size > 1
         || args.use_distributed_optimizer
         || args.recompute_granularity.is_some()
+        || args.sequence_parallel
         || launched()
 }
 
@@ -67,6 +68,10 @@ pub fn run(
     )?;
     par.distributed_optimizer = args.use_distributed_optimizer;
     par.recompute = args.recompute_granularity.unwrap_or_default();
+    par.sequence_parallel = args.sequence_parallel;
+    if par.sequence_parallel && par.tp == 1 {
+        eprintln!("note: --sequence-parallel has no effect with --tensor-model-parallel-size 1");
+    }
     let global_batch = args.global_batch_size.unwrap_or(settings.micro_batch * par.dp);
     let micro_batches = par.validate(&config, settings.micro_batch, global_batch)?;
     let settings = TrainSettings { global_batch, ..settings };
@@ -112,7 +117,7 @@ pub fn run(
     if describes {
         eprintln!(
         "trident train: {} parameters on {world_size} ranks (tensor {} x pipeline {} x data {}), {} on {}; \
-         micro-batch {} x {} tokens, {micro_batches} micro-batches per step, global batch {global_batch}{}{}",
+         micro-batch {} x {} tokens, {micro_batches} micro-batches per step, global batch {global_batch}{}{}{}",
         ParamLayout::new(config).len(),
         par.tp,
         par.pp,
@@ -122,6 +127,7 @@ pub fn run(
         settings.micro_batch,
         settings.seq_len,
         if par.distributed_optimizer { ", distributed optimizer" } else { "" },
+        if par.sequence_parallel && par.tp > 1 { ", sequence parallel" } else { "" },
         match par.recompute {
             crate::parallel::Recompute::None => "",
             crate::parallel::Recompute::Full => ", full recomputation",

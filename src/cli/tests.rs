@@ -113,6 +113,18 @@ fn parallel_flags_are_validated_with_megatron_messages() {
         let err = train(&[&shape[..], flags].concat()).unwrap_err();
         assert!(format!("{err:#}").contains(message), "{flags:?}: {err:#}");
     }
+    let sp = [
+        "--hidden-size",
+        "32",
+        "--seq-length",
+        "15",
+        "--world-size",
+        "2",
+        "--tensor-model-parallel-size",
+        "2",
+    ];
+    let err = train(&[&sp[..], &["--sequence-parallel"]].concat()).unwrap_err();
+    assert!(format!("{err:#}").contains("--seq-length 15 is not divisible"), "{err:#}");
     let err = Cli::try_parse_from(["trident", "train", "--recompute-granularity", "some"]).unwrap_err();
     assert!(err.to_string().contains("full or selective"), "{err}");
 }
@@ -133,6 +145,7 @@ fn train_runs_tensor_pipeline_and_data_parallel_as_threads() {
         "--use-distributed-optimizer",
         "--recompute-granularity",
         "selective",
+        "--sequence-parallel",
         "--metrics-file",
         metrics.to_str().unwrap(),
     ];

@@ -135,6 +135,11 @@ pub struct TrainArgs {
     /// Activation recomputation: full (whole layers) or selective (attention).
     #[arg(long)]
     pub recompute_granularity: Option<crate::parallel::Recompute>,
+    /// Sequence parallelism: LayerNorms and the residual stream split over the
+    /// tensor-parallel ranks (all-gather and reduce-scatter in place of the all-reduces);
+    /// --seq-length must divide by --tensor-model-parallel-size.
+    #[arg(long)]
+    pub sequence_parallel: bool,
     /// Stop after every iteration divisible by N, saving a checkpoint first with --save;
     /// --load resumes the run exactly.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]

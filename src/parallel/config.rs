@@ -13,6 +13,10 @@ pub struct ParallelConfig {
     /// all-gathered (`--use-distributed-optimizer`).
     pub distributed_optimizer: bool,
     pub recompute: Recompute,
+    /// Sequence parallelism (`--sequence-parallel`, Korthikanti et al. 2022): LayerNorms and
+    /// the residual stream split over the tensor-parallel ranks by rows, all-gather and
+    /// reduce-scatter in place of the tensor-parallel all-reduces. Off at TP = 1.
+    pub sequence_parallel: bool,
 }
 
 /// Activation recomputation (`--recompute-granularity`).
@@ -53,7 +57,14 @@ impl ParallelConfig {
         if world % (tp * pp) != 0 {
             return Err(ParallelError::WorldSize { world, tp, pp });
         }
-        Ok(Self { tp, pp, dp: world / (tp * pp), distributed_optimizer: false, recompute: Recompute::None })
+        Ok(Self {
+            tp,
+            pp,
+            dp: world / (tp * pp),
+            distributed_optimizer: false,
+            recompute: Recompute::None,
+            sequence_parallel: false,
+        })
     }
 
     pub fn world_size(&self) -> usize {

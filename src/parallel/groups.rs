@@ -2,7 +2,7 @@
 //! lets collectives run on device views.
 
 use trident_collectives::{Communicator, RankGrid, ReduceOp};
-use trident_runtime::ViewMut;
+use trident_runtime::{View, ViewMut};
 
 use super::{ParallelConfig, Result, ShardPlace};
 
@@ -50,6 +50,26 @@ impl TpGroup {
         match &mut self.comm {
             Some(c) => Ok(c.all_reduce(buf, ReduceOp::Sum)?),
             None => Ok(()),
+        }
+    }
+
+    /// Sequence parallelism's g forward (and f backward): sums `full` (every rank's partial
+    /// `[n, c]`) over the group and leaves this rank's block of `n / TP` rows in `local`.
+    pub fn reduce_scatter_rows(&mut self, full: &View<f32>, local: &mut ViewMut<f32>) -> Result<()> {
+        let input = full.to_vec()?;
+        match &mut self.comm {
+            Some(c) => on_host(local, |out| Ok(c.reduce_scatter(&input, out, ReduceOp::Sum)?)),
+            None => Ok(local.copy_from_slice(&input)?),
+        }
+    }
+
+    /// Sequence parallelism's f forward (and g backward): every rank's block of rows `local`
+    /// gathered, in rank order, into `full`.
+    pub fn all_gather_rows(&mut self, local: &View<f32>, full: &mut ViewMut<f32>) -> Result<()> {
+        let input = local.to_vec()?;
+        match &mut self.comm {
+            Some(c) => on_host(full, |out| Ok(c.all_gather(&input, out)?)),
+            None => Ok(full.copy_from_slice(&input)?),
         }
     }
 }

@@ -13,6 +13,15 @@
 //! column-parallel product with the local embedding rows (f before it) feeding the
 //! vocab-parallel cross-entropy. LayerNorm inputs and gradients are the same on every
 //! tensor-parallel rank, so the replicated LayerNorm parameters stay identical.
+//!
+//! Sequence parallelism (Korthikanti et al. 2022) splits what lies between the
+//! tensor-parallel products — the residual stream, the LayerNorms, the pipeline transfers —
+//! over the TP ranks by rows: rank `r` holds rows `r * n/TP ..` of the micro-batch's `n = b t`
+//! token rows (Megatron-LM's `[s, b, h]` layout makes that a split of the sequence; in our
+//! `[b, t, h]` one it is the same contiguous block of rows, the same cost and memory). Then f
+//! is an all-gather of the LayerNorm output (its backward a reduce-scatter) and g a
+//! reduce-scatter of the row-parallel product (its backward an all-gather). Each rank's
+//! LayerNorm weight gradients come from its own rows only, so they are summed over TP.
 
 use trident_runtime::{Buffer, Device, View};
 
@@ -33,6 +42,8 @@ struct Dims {
     heads: usize,
     /// MLP hidden width held here (4C / TP).
     fl: usize,
+    /// Rows of the residual stream held here: `n / TP` under sequence parallelism, else `n`.
+    ns: usize,
 }
 
 /// What a layer's forward saves for its backward (local widths).
@@ -57,19 +68,19 @@ impl LayerActs {
     fn new(device: &Device, d: Dims, keep_attention: bool) -> Result<Self> {
         let z = |len: usize| Buffer::zeros(device, len);
         Ok(Self {
-            ln1: z(d.n * d.c)?,
-            ln1_mean: z(d.n)?,
-            ln1_rstd: z(d.n)?,
+            ln1: z(d.ns * d.c)?,
+            ln1_mean: z(d.ns)?,
+            ln1_rstd: z(d.ns)?,
             qkv: z(d.n * 3 * d.cl)?,
             atty: keep_attention.then(|| z(d.n * d.cl)).transpose()?,
             lse: keep_attention.then(|| z(d.b * d.heads * d.t)).transpose()?,
-            res2: z(d.n * d.c)?,
-            ln2: z(d.n * d.c)?,
-            ln2_mean: z(d.n)?,
-            ln2_rstd: z(d.n)?,
+            res2: z(d.ns * d.c)?,
+            ln2: z(d.ns * d.c)?,
+            ln2_mean: z(d.ns)?,
+            ln2_rstd: z(d.ns)?,
             fch: z(d.n * d.fl)?,
             fch_gelu: z(d.n * d.fl)?,
-            res3: z(d.n * d.c)?,
+            res3: z(d.ns * d.c)?,
         })
     }
 }
@@ -123,7 +134,14 @@ impl MicroActs {
 
 /// Buffers shared by all micro-batches: projections, gradients, recomputation space.
 struct Scratch {
+    /// A row-parallel product's `[n, c]` output (partial sums under sequence parallelism).
     proj: Buffer<f32>,
+    /// Sequence parallelism: buffers of whole rows beside the local ones — the product's
+    /// reduce-scattered rows, a LayerNorm output gathered for the next product, the residual
+    /// gradient gathered for a row-parallel backward, a column-parallel input gradient before
+    /// its reduce-scatter, and one LayerNorm's weight and bias gradients (`2c`) before their
+    /// sum over TP.
+    sp: Option<SpScratch>,
     /// Gradient of the residual stream; on entry to the backward, of the stage's output.
     dres: Buffer<f32>,
     dln: Buffer<f32>,
@@ -140,6 +158,25 @@ struct Scratch {
     /// Zeros standing in for the position table on tensor-parallel ranks other than 0, so
     /// that the all-reduce adds it once.
     zero_wpe: Option<Buffer<f32>>,
+}
+
+/// See [`Scratch::sp`].
+struct SpScratch {
+    proj_local: Buffer<f32>,
+    ln_full: Buffer<f32>,
+    dres_full: Buffer<f32>,
+    dln_full: Buffer<f32>,
+    dln_params: Buffer<f32>,
+}
+
+impl SpScratch {
+    fn len(&self) -> usize {
+        self.proj_local.len()
+            + self.ln_full.len()
+            + self.dres_full.len()
+            + self.dln_full.len()
+            + self.dln_params.len()
+    }
 }
 
 /// One rank's part of the model and its gradients.
@@ -163,6 +200,7 @@ impl StageModel {
         b: usize,
         t: usize,
         recompute: Recompute,
+        sequence_parallel: bool,
     ) -> Result<Self> {
         let config = layout.config;
         if b == 0 || t == 0 {
@@ -173,7 +211,16 @@ impl StageModel {
         }
         let place = layout.place;
         let (c, tp) = (config.channels, place.tp);
-        let dims = Dims { b, t, n: b * t, c, cl: c / tp, heads: config.num_heads / tp, fl: 4 * c / tp };
+        let sp = sequence_parallel && tp > 1;
+        if sp && t % tp != 0 {
+            return Err(super::ParallelError::Unsupported(format!(
+                "--sequence-parallel splits the sequence over --tensor-model-parallel-size {tp}: \
+                 --seq-length {t} is not divisible by it"
+            )));
+        }
+        let n = b * t;
+        let ns = if sp { n / tp } else { n };
+        let dims = Dims { b, t, n, c, cl: c / tp, heads: config.num_heads / tp, fl: 4 * c / tp, ns };
         let local_vocab = config.padded_vocab_size / tp;
         let vocab =
             VocabShard { start: place.tp_rank * local_vocab, local: local_vocab, vocab: config.vocab_size };
@@ -181,8 +228,19 @@ impl StageModel {
         let first = place.is_first_stage();
         let scratch = Scratch {
             proj: z(dims.n * c)?,
-            dres: z(dims.n * c)?,
-            dln: z(dims.n * c)?,
+            sp: sp
+                .then(|| -> std::result::Result<SpScratch, trident_runtime::RuntimeError> {
+                    Ok(SpScratch {
+                        proj_local: z(ns * c)?,
+                        ln_full: z(n * c)?,
+                        dres_full: z(n * c)?,
+                        dln_full: z(n * c)?,
+                        dln_params: z(2 * c)?,
+                    })
+                })
+                .transpose()?,
+            dres: z(ns * c)?,
+            dln: z(ns * c)?,
             datty: z(dims.n * dims.cl)?,
             dqkv: z(dims.n * 3 * dims.cl)?,
             dfch: z(dims.n * dims.fl)?,
@@ -223,23 +281,23 @@ impl StageModel {
             self.layout
                 .layers
                 .clone()
-                .map(|_| Buffer::zeros(device, d.n * d.c))
+                .map(|_| Buffer::zeros(device, d.ns * d.c))
                 .collect::<std::result::Result<_, _>>()?
         };
         let head = place
             .is_last_stage()
             .then(|| -> Result<HeadActs> {
                 Ok(HeadActs {
-                    lnf: Buffer::zeros(device, d.n * d.c)?,
-                    mean: Buffer::zeros(device, d.n)?,
-                    rstd: Buffer::zeros(device, d.n)?,
+                    lnf: Buffer::zeros(device, d.ns * d.c)?,
+                    mean: Buffer::zeros(device, d.ns)?,
+                    rstd: Buffer::zeros(device, d.ns)?,
                     logits: Buffer::zeros(device, d.n * self.vocab.local)?,
                     losses: vec![0.0; d.n],
                 })
             })
             .transpose()?;
         Ok(MicroActs {
-            input: Buffer::zeros(device, d.n * d.c)?,
+            input: Buffer::zeros(device, d.ns * d.c)?,
             tokens: Buffer::zeros(device, d.n)?,
             layers,
             outputs,
@@ -263,7 +321,14 @@ impl StageModel {
             + layer
             + opt(&s.wte_ext)
             + opt(&s.dwte_ext)
-            + opt(&s.zero_wpe))
+            + opt(&s.zero_wpe)
+            + s.sp.as_ref().map_or(0, SpScratch::len))
+    }
+
+    /// Elements of one micro-batch's activation as a pipeline stage sends it: `n / TP` rows of
+    /// `c` under sequence parallelism, else `n`.
+    pub fn activation_len(&self) -> usize {
+        self.dims.ns * self.dims.c
     }
 
     /// The first stage's embedding of `tokens` into `acts.input`, summed over TP.
@@ -288,9 +353,20 @@ impl StageModel {
             Some(z) => z.view(..)?,
             None => w.p(ParamTensor::Wpe, 0)?,
         };
-        let mut out = acts.input.view_mut(..)?;
-        ops::encoder_forward(ctx, &mut out, acts.tokens.view(..)?, wte_ext.view(..)?, wpe, b, t, c)?;
-        tp.all_reduce_view(&mut out)
+        let (tokens, wte_ext) = (acts.tokens.view(..)?, wte_ext.view(..)?);
+        match &self.scratch.sp {
+            // The lookup of every row, then g as a reduce-scatter onto this rank's rows.
+            Some(_) => {
+                let mut full = self.scratch.proj.view_mut(..)?;
+                ops::encoder_forward(ctx, &mut full, tokens, wte_ext, wpe, b, t, c)?;
+                tp.reduce_scatter_rows(&full.as_view(), &mut acts.input.view_mut(..)?)
+            }
+            None => {
+                let mut out = acts.input.view_mut(..)?;
+                ops::encoder_forward(ctx, &mut out, tokens, wte_ext, wpe, b, t, c)?;
+                tp.all_reduce_view(&mut out)
+            }
+        }
     }
 
     /// The forward pass of the stage's layers over `acts.input`; on the last stage also the
@@ -325,7 +401,7 @@ impl StageModel {
             return Ok(None);
         }
         let targets = targets.expect("the last stage gets the targets");
-        let Dims { n, c, .. } = d;
+        let Dims { n, c, ns, .. } = d;
         let out = match acts.layers.last() {
             Some(l) => l.res3.view(..)?,
             None => acts.outputs.last().expect("a stage has layers").view(..)?,
@@ -334,11 +410,13 @@ impl StageModel {
         let (lw, lb) = (w.p(ParamTensor::LnfW, 0)?, w.p(ParamTensor::LnfB, 0)?);
         let (mut lnf, mut mean, mut rstd) =
             (head.lnf.view_mut(..)?, head.mean.view_mut(..)?, head.rstd.view_mut(..)?);
-        ops::layernorm_forward(ctx, &mut lnf, &mut mean, &mut rstd, out, lw, lb, n, c)?;
-        // f (identity), then the column-parallel product with the local vocabulary rows.
+        ops::layernorm_forward(ctx, &mut lnf, &mut mean, &mut rstd, out, lw, lb, ns, c)?;
+        // f (identity; under sequence parallelism the all-gather of the rows), then the
+        // column-parallel product with the local vocabulary rows.
+        let lnf = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), lnf.as_view())?;
         let mut logits = head.logits.view_mut(..)?;
         let wte = w.p(ParamTensor::Wte, 0)?;
-        ops::matmul_forward(ctx, &mut logits, lnf.as_view(), wte, None, n, c, self.vocab.local)?;
+        ops::matmul_forward(ctx, &mut logits, lnf, wte, None, n, c, self.vocab.local)?;
         ctx.device().synchronize()?;
         let vocab = self.vocab;
         let losses = &mut head.losses;
@@ -360,7 +438,7 @@ impl StageModel {
         layer_done: &mut dyn FnMut(usize, &Buffer<f32>) -> Result<()>,
     ) -> Result<()> {
         let d = self.dims;
-        let Dims { b, t, n, c, .. } = d;
+        let Dims { b, t, n, c, ns, .. } = d;
         let w = Weights { params: &self.params, layout: &self.layout };
         let (s, grads) = (&mut self.scratch, &mut self.grads);
         let place = self.layout.place;
@@ -368,11 +446,47 @@ impl StageModel {
             let head = acts.head.as_ref().expect("the last stage keeps the head's activations");
             // The LM head: column parallel over the vocabulary, then f's all-reduce.
             let mut dwte = grads.view_mut(self.layout.range(ParamTensor::Wte, 0))?;
-            let mut dln = s.dln.view_mut(..)?;
-            let (dlogits, lnf) = (head.logits.view(..)?, head.lnf.view(..)?);
+            let dlogits = head.logits.view(..)?;
+            let (ln_full, dln_full) = match &mut s.sp {
+                Some(sp) => (Some(&mut sp.ln_full), Some(&mut sp.dln_full)),
+                None => (None, None),
+            };
+            let lnf = gathered(tp, ln_full, head.lnf.view(..)?)?;
             let wte = w.p(ParamTensor::Wte, 0)?;
-            ops::matmul_backward(ctx, &mut dln, &mut dwte, None, dlogits, lnf, wte, n, c, self.vocab.local)?;
-            tp.all_reduce_view(&mut dln)?;
+            match dln_full {
+                Some(dln_full) => {
+                    let mut dln = dln_full.view_mut(..)?;
+                    ops::matmul_backward(
+                        ctx,
+                        &mut dln,
+                        &mut dwte,
+                        None,
+                        dlogits,
+                        lnf,
+                        wte,
+                        n,
+                        c,
+                        self.vocab.local,
+                    )?;
+                    tp.reduce_scatter_rows(&dln.as_view(), &mut s.dln.view_mut(..)?)?;
+                }
+                None => {
+                    let mut dln = s.dln.view_mut(..)?;
+                    ops::matmul_backward(
+                        ctx,
+                        &mut dln,
+                        &mut dwte,
+                        None,
+                        dlogits,
+                        lnf,
+                        wte,
+                        n,
+                        c,
+                        self.vocab.local,
+                    )?;
+                    tp.all_reduce_view(&mut dln)?;
+                }
+            }
             s.dres.view_mut(..)?.fill_zero()?;
             let (mean, rstd) = (&head.mean, &head.rstd);
             let lnf_t = (ParamTensor::LnfW, ParamTensor::LnfB, 0);
@@ -380,7 +494,7 @@ impl StageModel {
                 Some(l) => &l.res3,
                 None => acts.outputs.last().expect("a stage has layers"),
             };
-            layernorm_backward(ctx, grads, &w, lnf_t, s, x, mean, rstd, n, c)?;
+            layernorm_backward(ctx, tp, grads, &w, lnf_t, s, x, mean, rstd, ns, c)?;
         } else {
             let dout = dout.expect("an inner stage receives its output's gradient");
             s.dres.copy_from_slice(dout)?;
@@ -409,7 +523,9 @@ impl StageModel {
             dwte_ext.view_mut(..local_rows)?.copy_from(&grads.view(wte.clone())?)?;
             dwte_ext.view_mut(local_rows..)?.fill_zero()?;
             let mut dwpe = grads.view_mut(wpe)?;
-            let (dres, tokens) = (s.dres.view(..)?, acts.tokens.view(..)?);
+            // Under sequence parallelism, g's backward: every row's gradient, gathered.
+            let dres = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.dres_full), s.dres.view(..)?)?;
+            let tokens = acts.tokens.view(..)?;
             ops::encoder_backward(ctx, &mut dwte_ext.view_mut(..)?, &mut dwpe, dres, tokens, b, t, c)?;
             grads.view_mut(wte)?.copy_from(&dwte_ext.view(..local_rows)?)?;
         }
@@ -452,28 +568,58 @@ fn attention_buffers<'a>(
     }
 }
 
+/// `local`'s rows from every tensor-parallel rank gathered into `full` (sequence parallelism's
+/// f forward and g backward), or, without sequence parallelism, `local` itself.
+fn gathered<'a>(
+    tp: &mut TpGroup,
+    full: Option<&'a mut Buffer<f32>>,
+    local: View<'a, f32>,
+) -> Result<View<'a, f32>> {
+    match full {
+        Some(full) => {
+            tp.all_gather_rows(&local, &mut full.view_mut(..)?)?;
+            let full: &'a Buffer<f32> = full;
+            Ok(full.view(..)?)
+        }
+        None => Ok(local),
+    }
+}
+
 /// Row-parallel linear layer forward: the local product over this rank's input columns, the
-/// bias added on tensor-parallel rank 0 only, then g: the sum over the group.
+/// bias added on tensor-parallel rank 0 only, then g: the sum over the group, all-reduced in
+/// `s.proj` or, under sequence parallelism, reduce-scattered onto this rank's rows in
+/// `proj_local`. Returns the buffer that holds the result.
 #[allow(clippy::too_many_arguments)]
-fn row_parallel_forward(
+fn row_parallel_forward<'s>(
     ctx: &OpsContext,
     tp: &mut TpGroup,
-    out: &mut Buffer<f32>,
+    (proj, proj_local): (&'s mut Buffer<f32>, Option<&'s mut Buffer<f32>>),
     inp: View<f32>,
     w: View<f32>,
     bias: View<f32>,
     n: usize,
     ic_local: usize,
     oc: usize,
-) -> Result<()> {
+) -> Result<&'s Buffer<f32>> {
     let bias = (tp.rank == 0).then_some(bias);
-    let mut out = out.view_mut(..)?;
+    let mut out = proj.view_mut(..)?;
     ops::matmul_forward(ctx, &mut out, inp, w, bias, n, ic_local, oc)?;
-    tp.all_reduce_view(&mut out)
+    match proj_local {
+        Some(local) => {
+            tp.reduce_scatter_rows(&out.as_view(), &mut local.view_mut(..)?)?;
+            Ok(local)
+        }
+        None => {
+            tp.all_reduce_view(&mut out)?;
+            Ok(proj)
+        }
+    }
 }
 
-/// Column-parallel linear layer backward: local weight gradients, then f's backward: the
-/// input gradient summed over the group.
+/// Column-parallel linear layer backward: local weight gradients and the input gradient's
+/// partial sums, then f's backward: the sum over the group into `dln`, all-reduced or,
+/// under sequence parallelism, computed in `dln_full` and reduce-scattered onto this rank's
+/// rows.
 #[allow(clippy::too_many_arguments)]
 fn column_parallel_backward(
     ctx: &OpsContext,
@@ -481,14 +627,30 @@ fn column_parallel_backward(
     grads: &mut Buffer<f32>,
     w: &Weights,
     (wt, bt, l): (ParamTensor, ParamTensor, usize),
-    dinp: &mut Buffer<f32>,
+    (dln, dln_full): (&mut Buffer<f32>, Option<&mut Buffer<f32>>),
     dout: View<f32>,
     inp: View<f32>,
     (n, ic, oc_local): (usize, usize, usize),
 ) -> Result<()> {
-    // The local products are a row-parallel backward's; only the all-reduce differs.
-    row_parallel_backward(ctx, grads, w, (wt, bt, l), dinp, dout, inp, (n, ic, oc_local))?;
-    tp.all_reduce_view(&mut dinp.view_mut(..)?)
+    // The local products are a row-parallel backward's; only the reduction differs.
+    match dln_full {
+        Some(full) => {
+            row_parallel_backward(ctx, grads, w, (wt, bt, l), full, dout, inp, (n, ic, oc_local))?;
+            tp.reduce_scatter_rows(&full.view(..)?, &mut dln.view_mut(..)?)
+        }
+        None => {
+            row_parallel_backward(ctx, grads, w, (wt, bt, l), dln, dout, inp, (n, ic, oc_local))?;
+            tp.all_reduce_view(&mut dln.view_mut(..)?)
+        }
+    }
+}
+
+/// The scratch's LayerNorm-gather and column-gradient buffers (sequence parallelism).
+fn sp_ln_buffers(sp: &mut Option<SpScratch>) -> (Option<&mut Buffer<f32>>, Option<&mut Buffer<f32>>) {
+    match sp {
+        Some(sp) => (Some(&mut sp.ln_full), Some(&mut sp.dln_full)),
+        None => (None, None),
+    }
 }
 
 /// Row-parallel linear layer backward: g's backward is the identity, so the local product
@@ -511,6 +673,33 @@ fn row_parallel_backward(
     Ok(())
 }
 
+/// A LayerNorm of this rank's residual rows (`ns` of them).
+#[allow(clippy::too_many_arguments)]
+fn layernorm_rows(
+    ctx: &OpsContext,
+    w: &Weights,
+    (wt, bt, l): (ParamTensor, ParamTensor, usize),
+    out: &mut Buffer<f32>,
+    mean: &mut Buffer<f32>,
+    rstd: &mut Buffer<f32>,
+    x: &Buffer<f32>,
+    d: Dims,
+) -> Result<()> {
+    let (mut out, mut mean, mut rstd) = (out.view_mut(..)?, mean.view_mut(..)?, rstd.view_mut(..)?);
+    ops::layernorm_forward(
+        ctx,
+        &mut out,
+        &mut mean,
+        &mut rstd,
+        x.view(..)?,
+        w.p(wt, l)?,
+        w.p(bt, l)?,
+        d.ns,
+        d.c,
+    )?;
+    Ok(())
+}
+
 #[allow(clippy::too_many_arguments)]
 fn layer_forward(
     ctx: &OpsContext,
@@ -522,22 +711,14 @@ fn layer_forward(
     x: &Buffer<f32>,
     a: &mut LayerActs,
 ) -> Result<()> {
-    let Dims { b, t, n, c, cl, heads, fl } = d;
+    let Dims { b, t, n, c, cl, heads, fl, ns, .. } = d;
     let p = |t: ParamTensor| w.p(t, l);
-    ops::layernorm_forward(
-        ctx,
-        &mut a.ln1.view_mut(..)?,
-        &mut a.ln1_mean.view_mut(..)?,
-        &mut a.ln1_rstd.view_mut(..)?,
-        x.view(..)?,
-        p(ParamTensor::Ln1W)?,
-        p(ParamTensor::Ln1B)?,
-        n,
-        c,
-    )?;
-    // f (identity), then QKV: column parallel over this rank's heads.
+    let ln1 = (ParamTensor::Ln1W, ParamTensor::Ln1B, l);
+    layernorm_rows(ctx, w, ln1, &mut a.ln1, &mut a.ln1_mean, &mut a.ln1_rstd, x, d)?;
+    // f, then QKV: column parallel over this rank's heads.
     let (qkvw, qkvb) = (p(ParamTensor::QkvW)?, p(ParamTensor::QkvB)?);
-    ops::matmul_forward(ctx, &mut a.qkv.view_mut(..)?, a.ln1.view(..)?, qkvw, Some(qkvb), n, c, 3 * cl)?;
+    let ln = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), a.ln1.view(..)?)?;
+    ops::matmul_forward(ctx, &mut a.qkv.view_mut(..)?, ln, qkvw, Some(qkvb), n, c, 3 * cl)?;
     let (atty, lse) = attention_buffers(&mut a.atty, &mut a.lse, &mut s.atty, &mut s.lse);
     ops::attention_forward(
         ctx,
@@ -549,31 +730,26 @@ fn layer_forward(
         cl,
         heads,
     )?;
+    let atty = atty.view(..)?;
     let (pw, pb) = (p(ParamTensor::AttnProjW)?, p(ParamTensor::AttnProjB)?);
-    row_parallel_forward(ctx, tp, &mut s.proj, atty.view(..)?, pw, pb, n, cl, c)?;
-    ops::residual_forward(ctx, &mut a.res2.view_mut(..)?, x.view(..)?, s.proj.view(..)?, n * c)?;
-    ops::layernorm_forward(
-        ctx,
-        &mut a.ln2.view_mut(..)?,
-        &mut a.ln2_mean.view_mut(..)?,
-        &mut a.ln2_rstd.view_mut(..)?,
-        a.res2.view(..)?,
-        p(ParamTensor::Ln2W)?,
-        p(ParamTensor::Ln2B)?,
-        n,
-        c,
-    )?;
+    let bufs = (&mut s.proj, s.sp.as_mut().map(|sp| &mut sp.proj_local));
+    let proj = row_parallel_forward(ctx, tp, bufs, atty, pw, pb, n, cl, c)?;
+    ops::residual_forward(ctx, &mut a.res2.view_mut(..)?, x.view(..)?, proj.view(..)?, ns * c)?;
+    let ln2 = (ParamTensor::Ln2W, ParamTensor::Ln2B, l);
+    layernorm_rows(ctx, w, ln2, &mut a.ln2, &mut a.ln2_mean, &mut a.ln2_rstd, &a.res2, d)?;
     let (fcw, fcb) = (p(ParamTensor::FcW)?, p(ParamTensor::FcB)?);
-    ops::matmul_forward(ctx, &mut a.fch.view_mut(..)?, a.ln2.view(..)?, fcw, Some(fcb), n, c, fl)?;
+    let ln = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), a.ln2.view(..)?)?;
+    ops::matmul_forward(ctx, &mut a.fch.view_mut(..)?, ln, fcw, Some(fcb), n, c, fl)?;
     ops::gelu_forward(ctx, &mut a.fch_gelu.view_mut(..)?, a.fch.view(..)?, n * fl)?;
     let (pw, pb) = (p(ParamTensor::FcProjW)?, p(ParamTensor::FcProjB)?);
-    row_parallel_forward(ctx, tp, &mut s.proj, a.fch_gelu.view(..)?, pw, pb, n, fl, c)?;
-    ops::residual_forward(ctx, &mut a.res3.view_mut(..)?, a.res2.view(..)?, s.proj.view(..)?, n * c)?;
+    let bufs = (&mut s.proj, s.sp.as_mut().map(|sp| &mut sp.proj_local));
+    let proj = row_parallel_forward(ctx, tp, bufs, a.fch_gelu.view(..)?, pw, pb, n, fl, c)?;
+    ops::residual_forward(ctx, &mut a.res3.view_mut(..)?, a.res2.view(..)?, proj.view(..)?, ns * c)?;
     Ok(())
 }
 
 /// Backward of one layer: `s.dres` holds the gradient of the layer's output on entry and of
-/// its input `x` on return.
+/// its input `x` on return (this rank's rows under sequence parallelism).
 #[allow(clippy::too_many_arguments)]
 fn layer_backward(
     ctx: &OpsContext,
@@ -586,34 +762,19 @@ fn layer_backward(
     x: &Buffer<f32>,
     a: &LayerActs,
 ) -> Result<()> {
-    let Dims { b, t, n, c, cl, heads, fl } = d;
-    // MLP: FC proj (row parallel), GeLU, FC (column parallel, then f's all-reduce), LN2.
+    let Dims { b, t, n, c, cl, heads, fl, ns, .. } = d;
+    // MLP: FC proj (row parallel), GeLU, FC (column parallel, then f's backward), LN2.
     let fcproj = (ParamTensor::FcProjW, ParamTensor::FcProjB, l);
-    row_parallel_backward(
-        ctx,
-        grads,
-        w,
-        fcproj,
-        &mut s.dfch,
-        s.dres.view(..)?,
-        a.fch_gelu.view(..)?,
-        (n, fl, c),
-    )?;
+    let dres = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.dres_full), s.dres.view(..)?)?;
+    row_parallel_backward(ctx, grads, w, fcproj, &mut s.dfch, dres, a.fch_gelu.view(..)?, (n, fl, c))?;
     ops::gelu_backward(ctx, &mut s.dfch.view_mut(..)?, a.fch.view(..)?, n * fl)?;
     let fc = (ParamTensor::FcW, ParamTensor::FcB, l);
-    column_parallel_backward(
-        ctx,
-        tp,
-        grads,
-        w,
-        fc,
-        &mut s.dln,
-        s.dfch.view(..)?,
-        a.ln2.view(..)?,
-        (n, c, fl),
-    )?;
+    let (ln_full, dln_full) = sp_ln_buffers(&mut s.sp);
+    let ln2_rows = gathered(tp, ln_full, a.ln2.view(..)?)?;
+    let dln = (&mut s.dln, dln_full);
+    column_parallel_backward(ctx, tp, grads, w, fc, dln, s.dfch.view(..)?, ln2_rows, (n, c, fl))?;
     let ln2 = (ParamTensor::Ln2W, ParamTensor::Ln2B, l);
-    layernorm_backward(ctx, grads, w, ln2, s, &a.res2, &a.ln2_mean, &a.ln2_rstd, n, c)?;
+    layernorm_backward(ctx, tp, grads, w, ln2, s, &a.res2, &a.ln2_mean, &a.ln2_rstd, ns, c)?;
     // Attention: proj (row parallel), attention over the local heads, QKV (column parallel), LN1.
     if a.atty.is_none() {
         // Selective recomputation: the attention output was not kept.
@@ -625,7 +786,8 @@ fn layer_backward(
         _ => (&s.atty, &s.lse),
     };
     let proj = (ParamTensor::AttnProjW, ParamTensor::AttnProjB, l);
-    row_parallel_backward(ctx, grads, w, proj, &mut s.datty, s.dres.view(..)?, atty.view(..)?, (n, cl, c))?;
+    let dres = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.dres_full), s.dres.view(..)?)?;
+    row_parallel_backward(ctx, grads, w, proj, &mut s.datty, dres, atty.view(..)?, (n, cl, c))?;
     let (datty, qkv) = (s.datty.view(..)?, a.qkv.view(..)?);
     ops::attention_backward(
         ctx,
@@ -640,25 +802,21 @@ fn layer_backward(
         heads,
     )?;
     let qkvt = (ParamTensor::QkvW, ParamTensor::QkvB, l);
-    column_parallel_backward(
-        ctx,
-        tp,
-        grads,
-        w,
-        qkvt,
-        &mut s.dln,
-        s.dqkv.view(..)?,
-        a.ln1.view(..)?,
-        (n, c, 3 * cl),
-    )?;
+    let (ln_full, dln_full) = sp_ln_buffers(&mut s.sp);
+    let ln1_rows = gathered(tp, ln_full, a.ln1.view(..)?)?;
+    let dln = (&mut s.dln, dln_full);
+    column_parallel_backward(ctx, tp, grads, w, qkvt, dln, s.dqkv.view(..)?, ln1_rows, (n, c, 3 * cl))?;
     let ln1 = (ParamTensor::Ln1W, ParamTensor::Ln1B, l);
-    layernorm_backward(ctx, grads, w, ln1, s, x, &a.ln1_mean, &a.ln1_rstd, n, c)
+    layernorm_backward(ctx, tp, grads, w, ln1, s, x, &a.ln1_mean, &a.ln1_rstd, ns, c)
 }
 
-/// LayerNorm backward from `s.dln`, accumulating into `s.dres` (the residual stream).
+/// LayerNorm backward of this rank's `n` rows from `s.dln`, accumulating into `s.dres` (the
+/// residual stream). Under sequence parallelism the weight and bias gradients of these rows
+/// are summed over the tensor-parallel group before they join the gradients.
 #[allow(clippy::too_many_arguments)]
 fn layernorm_backward(
     ctx: &OpsContext,
+    tp: &mut TpGroup,
     grads: &mut Buffer<f32>,
     w: &Weights,
     (wt, bt, l): (ParamTensor, ParamTensor, usize),
@@ -669,21 +827,26 @@ fn layernorm_backward(
     n: usize,
     c: usize,
 ) -> Result<()> {
-    let [mut dw, mut db] = grads.views_mut([w.layout.range(wt, l), w.layout.range(bt, l)])?;
     let (dy, x, mean, rstd) = (s.dln.view(..)?, x.view(..)?, mean.view(..)?, rstd.view(..)?);
-    ops::layernorm_backward(
-        ctx,
-        &mut s.dres.view_mut(..)?,
-        &mut dw,
-        &mut db,
-        dy,
-        x,
-        w.p(wt, l)?,
-        mean,
-        rstd,
-        n,
-        c,
-    )?;
+    let (wr, br) = (w.layout.range(wt, l), w.layout.range(bt, l));
+    let Some(sp) = &mut s.sp else {
+        let [mut dw, mut db] = grads.views_mut([wr, br])?;
+        let mut dres = s.dres.view_mut(..)?;
+        ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w.p(wt, l)?, mean, rstd, n, c)?;
+        return Ok(());
+    };
+    sp.dln_params.view_mut(..)?.fill_zero()?;
+    let [mut dw, mut db] = sp.dln_params.views_mut([0..c, c..2 * c])?;
+    let mut dres = s.dres.view_mut(..)?;
+    ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w.p(wt, l)?, mean, rstd, n, c)?;
+    tp.all_reduce_view(&mut sp.dln_params.view_mut(..)?)?;
+    let sums = sp.dln_params.to_vec()?;
+    for (range, part) in [(wr, &sums[..c]), (br, &sums[c..])] {
+        on_host(&mut grads.view_mut(range)?, |g| {
+            g.iter_mut().zip(part).for_each(|(g, p)| *g += p);
+            Ok(())
+        })?;
+    }
     Ok(())
 }
 

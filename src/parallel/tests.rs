@@ -233,6 +233,43 @@ fn zero1_matches_and_quarters_the_optimizer_state() {
 }
 
 #[test]
+fn sequence_parallelism_matches_and_divides_the_residual_activations() {
+    // Every grid of the suite with TP > 1, with and without recomputation and ZeRO-1.
+    for (i, (tp, pp, dp)) in grid().into_iter().filter(|g| g.0 > 1).enumerate() {
+        check(tp, pp, dp, 4, 200 + i as u64, |p| p.sequence_parallel = true);
+    }
+    check(2, 2, 2, 4, 220, |p| {
+        p.sequence_parallel = true;
+        p.recompute = Recompute::Full;
+        p.distributed_optimizer = true;
+    });
+    check(4, 1, 2, 2, 221, |p| {
+        p.sequence_parallel = true;
+        p.recompute = Recompute::Selective;
+    });
+    // Activation memory: the residual stream and the LayerNorms (13 of a layer's saved
+    // [n, c]-sized rows and statistics) are held for n / TP rows.
+    let init = gpt2_init(&ParamLayout::new(config()), 222);
+    let mut par = ParallelConfig::from_world(4, 4, 1).unwrap();
+    let plain = parallel(222, par, 2, &init, &Device::Cpu);
+    par.sequence_parallel = true;
+    let split = parallel(222, par, 2, &init, &Device::Cpu);
+    let (a, b) = (plain[0].memory.activations, split[0].memory.activations);
+    assert!(b < a, "sequence parallelism holds fewer activation bytes: {b} vs {a}");
+    // The exact saving (one stage, so one micro-batch slot), in floats of n = b t rows of c,
+    // of which this rank keeps ns = n / TP: per layer ln1, res2, ln2, res3 and their four
+    // statistics; the stage's input, the received gradient, the head's lnf and statistics,
+    // the residual and LayerNorm gradient scratch. Sequence parallelism adds the
+    // reduce-scattered product (ns c), three whole-row buffers (3 n c) and one LayerNorm's
+    // weight and bias gradients (2 c).
+    let (n, c, layers, tp) = (MICRO * SEQ, 32, 4, 4);
+    let ns = n / tp;
+    let kept_less = (n - ns) * (layers * (4 * c + 4) + c + c + (c + 2) + 2 * c);
+    let added = ns * c + 3 * n * c + 2 * c;
+    assert_eq!(a - b, 4 * (kept_less - added), "activation bytes {a} -> {b}");
+}
+
+#[test]
 fn recomputation_matches_and_saves_activations() {
     for (recompute, seed) in [(Recompute::Full, 11), (Recompute::Selective, 12)] {
         check(2, 2, 1, 4, seed, |p| p.recompute = recompute);

@@ -105,13 +105,14 @@ impl PipelineTrainer {
             settings.micro_batch,
             settings.seq_len,
             par.recompute,
+            par.sequence_parallel,
         )?;
         let schedule = Schedule::one_f_one_b(par.pp, micro_batches);
         let stage = groups.place.stage;
         let slots = (0..schedule.in_flight(stage))
             .map(|_| model.new_micro_acts(device))
             .collect::<Result<Vec<_>>>()?;
-        let n_act = settings.micro_batch * settings.seq_len * config.channels;
+        let n_act = model.activation_len();
         let grad_in = vec![vec![0.0; n_act]; slots.len()];
         let (len, dp, dp_rank) = (layout.len(), par.dp, groups.dp_rank);
         let owned = super::checkpoint::owned_range(len, dp, dp_rank, par.distributed_optimizer);
