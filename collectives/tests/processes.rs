@@ -411,20 +411,25 @@ fn setup_mismatches_name_the_setting_and_the_ranks() {
             text(o)
         );
     }
-    // Rank 2 counts three ranks, the others two. It starts first, so it is waiting in the
-    // store before the two-rank job can finish and take the store away.
+    // Ranks 0 and 1 count two ranks and form their world; rank 2, started later, counts
+    // three and must be told so, not left waiting for a rank 3 that never comes.
     let job = Job::new();
-    let mut ranks = job.spawn(3, &[2], "tcp", &["check", "--lens", "1"]);
-    ranks.extend(job.spawn(2, &[0, 1], "tcp", &["check", "--lens", "1,1021,16411"]));
-    let outs = wait_all(ranks, Duration::from_secs(30));
+    let mut pair = job.spawn(2, &[0, 1], "tcp", &["fault", "run", "--iters", "1000000000"]);
+    wait_for_line(&mut pair[0], "step 1", Duration::from_secs(30));
+    let outs = wait_all(job.spawn(3, &[2], "tcp", &["check", "--lens", "1"]), Duration::from_secs(30));
+    for c in &pair {
+        signal(c, libc::SIGKILL);
+    }
+    for mut c in pair {
+        let _ = c.wait();
+    }
     let err = String::from_utf8_lossy(&outs[0].stderr);
+    assert!(!outs[0].status.success(), "{}", text(&outs[0]));
     assert!(
         err.contains("world size") && err.contains("\"2\" on rank 0 but \"3\" on rank 2"),
         "{}",
         text(&outs[0])
     );
-    // Ranks 0 and 1 agree with each other; they form their world and finish.
-    assert!(outs[1].status.success() && outs[2].status.success(), "{}\n{}", text(&outs[1]), text(&outs[2]));
 }
 
 /// Issue 17, item 9: a tensor-parallel size that differs between ranks is named.
@@ -441,4 +446,41 @@ fn different_grids_across_processes_name_the_size() {
             text(o)
         );
     }
+}
+
+/// A stopped rank (not the store host) is named by every survivor, including those that
+/// were waiting on another survivor stuck behind it (the wait chain).
+fn stopped_rank_is_named_by_every_survivor(transport: &str) {
+    let job = Job::new();
+    let env = [("TRIDENT_TIMEOUT_S", "2")];
+    let mut ranks =
+        job.spawn_env(4, &[0, 1, 2, 3], transport, &["fault", "run", "--iters", "1000000000"], &env);
+    for r in &mut ranks {
+        wait_for_line(r, "step 3", Duration::from_secs(30));
+    }
+    signal(&ranks[2], libc::SIGSTOP);
+    let victim = ranks.remove(2);
+    let outs = wait_all(ranks, Duration::from_secs(20));
+    signal(&victim, libc::SIGKILL);
+    let mut victim = victim;
+    let _ = victim.wait();
+    for (o, rank) in outs.iter().zip([0, 1, 3]) {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{transport} rank {rank}: {}", text(o));
+        assert!(
+            err.contains("waiting for rank 2;") || err.contains("because of rank 2 "),
+            "{transport} rank {rank} must blame rank 2: {}",
+            text(o)
+        );
+    }
+}
+
+#[test]
+fn tcp_stopped_rank_is_named_by_every_survivor() {
+    stopped_rank_is_named_by_every_survivor("tcp");
+}
+
+#[test]
+fn shm_stopped_rank_is_named_by_every_survivor() {
+    stopped_rank_is_named_by_every_survivor("shm");
 }

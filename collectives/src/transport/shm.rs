@@ -94,6 +94,10 @@ impl Segment {
     fn owner_base(&self) -> &AtomicU64 {
         self.atomic_u64(192)
     }
+    /// 1 + the group rank the owner timed out waiting for; 0 while it has not.
+    fn waiting_for(&self) -> &AtomicU64 {
+        self.atomic_u64(256)
+    }
 
     fn channel(&self, sender: usize) -> usize {
         CONTROL + sender * (CHANNEL_HEADER + self.cap)
@@ -482,6 +486,28 @@ impl ShmTransport {
         Ok(())
     }
 
+    /// The timeout error for a wait on `peer`, blaming the rank the wait was really stuck
+    /// behind (see [`super::follow_wait_chain`]); records go in the segments' control pages.
+    fn trace_timeout(&self, op: &Header, peer: usize, timeout: Duration, waited: Duration) -> CommError {
+        self.own.waiting_for().store(peer as u64 + 1, Ordering::Release);
+        let (culprit, chain) =
+            super::follow_wait_chain(self.rank, peer, super::wait_chain_budget(timeout), |r, wait| {
+                let seg = self.peers.get(r)?.as_ref()?;
+                let until = Instant::now() + wait;
+                loop {
+                    let v = seg.waiting_for().load(Ordering::Acquire);
+                    if v != 0 {
+                        return Some(v as usize - 1);
+                    }
+                    if Instant::now() >= until {
+                        return None;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+        super::chained_timeout(&op.to_string(), self.rank, &chain, culprit, waited)
+    }
+
     fn check_alive(&self, peer: usize, op: &Header) -> Result<()> {
         let seg = self.peer(peer, op)?;
         let detail = if seg.state().load(Ordering::Acquire) == DEPARTED {
@@ -605,7 +631,7 @@ impl Transport for ShmTransport {
                     .map(|r| r.incoming.peer)
                     .or(sending.as_ref().map(|s| s.peer))
                     .unwrap_or(self.rank);
-                return Err(CommError::Timeout { op: op.to_string(), peer, waited: deadline.waited() });
+                return Err(self.trace_timeout(&op, peer, timeout, deadline.waited()));
             }
             backoff.snooze();
         }

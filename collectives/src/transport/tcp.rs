@@ -403,7 +403,10 @@ impl TcpTransport {
 
     /// A peer whose connection dropped may have given up because of another rank; if it
     /// left word in the store, name the rank it blamed.
-    fn explain(&self, err: CommError, op: &Header) -> CommError {
+    fn explain(&self, err: CommError, op: &Header, timeout: Duration) -> CommError {
+        if let CommError::Timeout { peer, waited, .. } = err {
+            return self.trace_timeout(op, peer, timeout, waited);
+        }
         let CommError::PeerLost { peer, .. } = err else {
             return err;
         };
@@ -426,6 +429,32 @@ impl TcpTransport {
             },
             _ => err,
         }
+    }
+
+    /// The timeout error for a wait on `peer`, blaming the rank the wait was really stuck
+    /// behind (see [`super::follow_wait_chain`]); records go in the store, so this needs a
+    /// store that answers (it gives up within [`ABORT_STORE_LIMIT`] per call otherwise).
+    fn trace_timeout(&self, op: &Header, peer: usize, timeout: Duration, waited: Duration) -> CommError {
+        let direct = || super::chained_timeout(&op.to_string(), self.rank, &[], peer, waited);
+        let Some(mut store) = lock_within(&self.store, ABORT_STORE_LIMIT) else {
+            return direct();
+        };
+        let key = |r: usize| format!("{}/waiting/{r}", self.key);
+        let published = with_short_timeout(&mut store, ABORT_STORE_LIMIT, |s| {
+            s.set(&key(self.rank), peer.to_string().as_bytes())
+        });
+        if published.is_err() {
+            return direct();
+        }
+        let (culprit, chain) =
+            super::follow_wait_chain(self.rank, peer, super::wait_chain_budget(timeout), |r, wait| {
+                with_short_timeout(&mut store, ABORT_STORE_LIMIT, |s| s.get_string(&key(r), wait))
+                    .ok()?
+                    .parse()
+                    .ok()
+                    .filter(|&q: &usize| q < self.conns.len())
+            });
+        super::chained_timeout(&op.to_string(), self.rank, &chain, culprit, waited)
     }
 
     fn exchange_inner(
@@ -519,7 +548,7 @@ impl Transport for TcpTransport {
             (None, Some(r)) => r.expect,
             (None, None) => return Ok(()),
         };
-        self.exchange_inner(send, recv, timeout).map_err(|e| self.explain(e, &op))
+        self.exchange_inner(send, recv, timeout).map_err(|e| self.explain(e, &op, timeout))
     }
 
     fn abort(&mut self, op: &Header, culprit: usize, reason: AbortReason) {
