@@ -12,7 +12,8 @@
 # files left behind by the run are counted as leaks.
 #
 # Environment: BIN (default target/release/trident-coll, built if missing), TIMEOUT_S
-# (the ranks' TRIDENT_TIMEOUT_S, default 3), SLACK_S (default 15), SEED (for $RANDOM).
+# (the ranks' TRIDENT_TIMEOUT_S, default 3), SLACK_S (default 15), SEED (for $RANDOM);
+# TRANSPORT (tcp|shm), FAULT (KILL|STOP) and VICTIM (a rank) fix what is otherwise random.
 set -u
 RUNS=${1:-20}
 WORLD=${2:-4}
@@ -32,6 +33,9 @@ for run in $(seq 1 "$RUNS"); do
     transport=$([ $((RANDOM % 2)) = 0 ] && echo tcp || echo shm)
     fault=$([ $((RANDOM % 2)) = 0 ] && echo KILL || echo STOP)
     victim=$((RANDOM % WORLD))
+    transport=${TRANSPORT:-$transport}
+    fault=${FAULT:-$fault}
+    victim=${VICTIM:-$victim}
     delay_ms=$((200 + RANDOM % 1800))
     port=$((20000 + RANDOM % 30000))
     token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')

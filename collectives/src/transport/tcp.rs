@@ -443,8 +443,18 @@ impl TcpTransport {
         let published = with_short_timeout(&mut store, ABORT_STORE_LIMIT, |s| {
             s.set(&key(self.rank), peer.to_string().as_bytes())
         });
-        if published.is_err() {
-            return direct();
+        match published {
+            Ok(()) => {}
+            // The store host does not answer either: with every other rank's record out of
+            // reach, the likeliest culprit is the store host itself.
+            Err(CommError::Timeout { .. }) if peer != 0 => return CommError::Timeout {
+                op: format!(
+                    "{op} (waiting for rank {peer}; the rendezvous store on rank 0 does not answer either)"
+                ),
+                peer: 0,
+                waited,
+            },
+            Err(_) => return direct(),
         }
         let (culprit, chain) =
             super::follow_wait_chain(self.rank, peer, super::wait_chain_budget(timeout), |r, wait| {
