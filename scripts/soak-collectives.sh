@@ -47,6 +47,8 @@ for run in $(seq 1 "$RUNS"); do
             TRIDENT_TRANSPORT=$transport TRIDENT_TIMEOUT_S=$TIMEOUT_S \
             "$BIN" fault run --iters 1000000000 >"$WORK/out.$rank" 2>"$WORK/err.$rank" &
         pids+=($!)
+        # The victim's end is ours; keep the shell from reporting it.
+        [ "$rank" = "$victim" ] && disown $!
     done
     # Foreign connections while the job runs: garbage handshakes, and silent ones held
     # open past the store's handshake deadline (bounded: 16 of each).
@@ -92,7 +94,6 @@ for run in $(seq 1 "$RUNS"); do
         grep -q "rank $victim[^0-9]" "$WORK/err.$rank" || grep -q "rank $victim\$" "$WORK/err.$rank" || all_named=0
     done
     kill -KILL "${pids[$victim]}" 2>/dev/null
-    { wait "${pids[$victim]}"; } 2>/dev/null
     kill "$foreign" 2>/dev/null
     { wait "$foreign"; } 2>/dev/null
     if grep -q "MASTER_PORT free" "$WORK"/err.* 2>/dev/null; then

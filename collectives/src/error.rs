@@ -15,7 +15,7 @@ pub enum CommError {
     Mismatch { peer: usize, local: String, remote: String },
     #[error("malformed message from rank {peer} during {op}: {detail}")]
     Malformed { op: String, peer: usize, detail: String },
-    #[error("ranks disagree on {what}: {name} is {value_a:?} on rank {rank_a} but {value_b:?} on rank {rank_b}; start every rank with the same {what}")]
+    #[error("ranks disagree on {what}: {name} is {value_a:?} on rank {rank_a} but {value_b:?} on rank {rank_b}; give every rank the same {name}")]
     Disagreement {
         what: String,
         name: String,

@@ -3,7 +3,7 @@
 //! what it needs from them. Clients must present the job token; requests are bounded.
 //!
 //! Protocol: the client sends [`HELLO_LEN`] bytes (magic, version, token) and gets one byte
-//! back (1 = accepted). Then requests: `SET` = op 1, key length u32, key, value length u32,
+//! back (1 = accepted, 0 = refused, 2 = busy: too many handshakes in progress, try again). Then requests: `SET` = op 1, key length u32, key, value length u32,
 //! value -> status byte; `GET` = op 2, key length u32, key, timeout ms u32 -> status byte
 //! (1 = found, 0 = timed out), and when found, value length u32 and value.
 
@@ -543,8 +543,9 @@ impl StoreClient {
             }
             Ok(()) => {
                 return Err(Attempt::Fail(CommError::Refused(format!(
-                    "the store at {addr} refused this process: wrong job token ({} or the launcher's job id differs between ranks?)",
-                    crate::token::ENV_TOKEN
+                    "the store at {addr} refused this process: wrong job token ({}, the launcher's job id or the job secret file {} differs between ranks?)",
+                    crate::token::ENV_TOKEN,
+                    crate::token::ENV_SECRET_FILE
                 ))))
             }
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {

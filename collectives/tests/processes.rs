@@ -484,3 +484,20 @@ fn tcp_stopped_rank_is_named_by_every_survivor() {
 fn shm_stopped_rank_is_named_by_every_survivor() {
     stopped_rank_is_named_by_every_survivor("shm");
 }
+
+/// A stopped rank is ended by the launcher's SIGTERM at once (it is continued after the
+/// signal), not only by the SIGKILL at the end of the 5 s grace period.
+#[test]
+fn launcher_ends_a_stopped_rank_without_waiting_out_the_grace() {
+    let script = "if [ \"$RANK\" = 0 ]; then kill -STOP $$; sleep 30; fi; sleep 0.3; exit 7";
+    let out = wait_all(
+        vec![Command::new(BIN)
+            .args(["launch", "--nproc-per-node", "2", "--", "sh", "-c", script])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()],
+        Duration::from_secs(4),
+    );
+    assert_eq!(out[0].status.code(), Some(7), "{}", text(&out[0]));
+}

@@ -183,7 +183,8 @@ impl Fabric for TcpFabric {
                 .parse()
                 .map_err(|_| CommError::Bootstrap(format!("rank {peer} published a bad address {addr:?}")))?;
             let mut stream = loop {
-                match TcpStream::connect_timeout(&target, Duration::from_secs(2)) {
+                let attempt = deadline.remaining().clamp(Duration::from_millis(1), Duration::from_secs(2));
+                match TcpStream::connect_timeout(&target, attempt) {
                     Ok(s) => break s,
                     Err(e) if deadline.expired() => {
                         return Err(CommError::io(format!("connecting to rank {peer} at {target}"), e))
@@ -447,13 +448,15 @@ impl TcpTransport {
             Ok(()) => {}
             // The store host does not answer either: with every other rank's record out of
             // reach, the likeliest culprit is the store host itself.
-            Err(CommError::Timeout { .. }) if peer != 0 => return CommError::Timeout {
-                op: format!(
+            Err(CommError::Timeout { .. }) if peer != 0 => {
+                return CommError::Timeout {
+                    op: format!(
                     "{op} (waiting for rank {peer}; the rendezvous store on rank 0 does not answer either)"
                 ),
-                peer: 0,
-                waited,
-            },
+                    peer: 0,
+                    waited,
+                }
+            }
             Err(_) => return direct(),
         }
         let (culprit, chain) =
