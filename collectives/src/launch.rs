@@ -204,6 +204,9 @@ fn supervise(mut children: Vec<Child>, grace: Duration, first_rank: usize) -> Re
                     for (i, c) in children.iter().enumerate() {
                         if running[i] {
                             signal(c, libc::SIGTERM);
+                            // A stopped rank (SIGSTOP, a debugger detached) acts on the
+                            // SIGTERM only once it runs again.
+                            signal(c, libc::SIGCONT);
                         }
                     }
                     stop_deadline = Some(Instant::now() + grace);

@@ -11,6 +11,59 @@ use crate::sink::Sink;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// After a timeout waiting for `first`, finds the rank the wait was really stuck behind.
+///
+/// When one rank stops, every rank blocked on it directly or through others times out at
+/// about the same moment, each blaming the peer it waited on. So a rank that times out
+/// first publishes whom it waited for (before looking at anyone else's record), then
+/// follows the published records: `first` waited for q, q for r, ... until a rank that
+/// published nothing within the budget (the stuck one), a cycle, or this rank. Returns
+/// that rank and the chain of ranks walked through before it (empty when `first` itself
+/// published nothing).
+pub(crate) fn follow_wait_chain(
+    me: usize,
+    first: usize,
+    budget: Duration,
+    mut waited_for: impl FnMut(usize, Duration) -> Option<usize>,
+) -> (usize, Vec<usize>) {
+    let deadline = std::time::Instant::now() + budget;
+    let mut chain = Vec::new();
+    let mut cur = first;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match waited_for(cur, left) {
+            Some(next) if next != me && next != cur && !chain.contains(&next) => {
+                chain.push(cur);
+                cur = next;
+            }
+            _ => return (cur, chain),
+        }
+    }
+}
+
+/// The timeout error for a wait that [`follow_wait_chain`] traced to `culprit` through
+/// `chain`.
+pub(crate) fn chained_timeout(
+    op: &str,
+    me: usize,
+    chain: &[usize],
+    culprit: usize,
+    waited: Duration,
+) -> crate::error::CommError {
+    let op = if chain.is_empty() {
+        op.to_string()
+    } else {
+        let hops: Vec<String> = chain.iter().chain([&culprit]).map(|r| r.to_string()).collect();
+        format!("{op} (wait chain: rank {me} -> {}; each was waiting for the next)", hops.join(" -> "))
+    };
+    crate::error::CommError::Timeout { op, peer: culprit, waited }
+}
+
+/// How long a rank that timed out spends, at most, tracing whom it was stuck behind.
+pub(crate) fn wait_chain_budget(timeout: Duration) -> Duration {
+    (timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
+}
+
 /// A message to send: its header and payload.
 pub struct Outgoing<'a> {
     pub peer: usize,
@@ -145,5 +198,24 @@ impl SharedRegion {
     /// Bytes in each part.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_chain_ends_at_the_rank_that_published_nothing() {
+        // Rank 0 waited for 2, 2 for 3; 3 (stopped) published nothing.
+        let records = [None, Some(3), Some(3), None];
+        let f = |r: usize, _: Duration| records[r];
+        assert_eq!(follow_wait_chain(0, 2, Duration::ZERO, f), (3, vec![2]));
+        assert_eq!(follow_wait_chain(1, 3, Duration::ZERO, f), (3, vec![]));
+        // A cycle back to this rank stops at the last rank before it.
+        let cycle = [Some(1), Some(0)];
+        assert_eq!(follow_wait_chain(0, 1, Duration::ZERO, |r, _| cycle[r]), (1, vec![]));
+        let err = chained_timeout("all_reduce", 0, &[2], 3, Duration::from_secs(1)).to_string();
+        assert!(err.contains("rank 0 -> 2 -> 3") && err.contains("waiting for rank 3"), "{err}");
     }
 }

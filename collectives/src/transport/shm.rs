@@ -16,6 +16,7 @@ use crate::store::{StoreClient, StoreServer};
 use crate::token::{fnv64, JobToken};
 use crate::wait::{Backoff, Deadline};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -93,6 +94,10 @@ impl Segment {
     fn owner_base(&self) -> &AtomicU64 {
         self.atomic_u64(192)
     }
+    /// 1 + the group rank the owner timed out waiting for; 0 while it has not.
+    fn waiting_for(&self) -> &AtomicU64 {
+        self.atomic_u64(256)
+    }
 
     fn channel(&self, sender: usize) -> usize {
         CONTROL + sender * (CHANNEL_HEADER + self.cap)
@@ -161,10 +166,12 @@ impl ShmFabric {
     ) -> Result<(std::fs::File, String)> {
         let tag = fnv64(fnv64(0, &self.token.0), key.as_bytes());
         let name = format!("/dev/shm/trident-{tag:016x}-{index}-{}", std::process::id());
+        // Only this user may open a job's segments (they hold its buffers and rings).
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(&name)
             .map_err(|e| CommError::io(format!("creating shared-memory file {name}"), e))?;
         let unlink = Unlink(&name);
@@ -479,6 +486,28 @@ impl ShmTransport {
         Ok(())
     }
 
+    /// The timeout error for a wait on `peer`, blaming the rank the wait was really stuck
+    /// behind (see [`super::follow_wait_chain`]); records go in the segments' control pages.
+    fn trace_timeout(&self, op: &Header, peer: usize, timeout: Duration, waited: Duration) -> CommError {
+        self.own.waiting_for().store(peer as u64 + 1, Ordering::Release);
+        let (culprit, chain) =
+            super::follow_wait_chain(self.rank, peer, super::wait_chain_budget(timeout), |r, wait| {
+                let seg = self.peers.get(r)?.as_ref()?;
+                let until = Instant::now() + wait;
+                loop {
+                    let v = seg.waiting_for().load(Ordering::Acquire);
+                    if v != 0 {
+                        return Some(v as usize - 1);
+                    }
+                    if Instant::now() >= until {
+                        return None;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+        super::chained_timeout(&op.to_string(), self.rank, &chain, culprit, waited)
+    }
+
     fn check_alive(&self, peer: usize, op: &Header) -> Result<()> {
         let seg = self.peer(peer, op)?;
         let detail = if seg.state().load(Ordering::Acquire) == DEPARTED {
@@ -602,7 +631,7 @@ impl Transport for ShmTransport {
                     .map(|r| r.incoming.peer)
                     .or(sending.as_ref().map(|s| s.peer))
                     .unwrap_or(self.rank);
-                return Err(CommError::Timeout { op: op.to_string(), peer, waited: deadline.waited() });
+                return Err(self.trace_timeout(&op, peer, timeout, deadline.waited()));
             }
             backoff.snooze();
         }
@@ -623,5 +652,23 @@ impl Transport for ShmTransport {
 impl Drop for ShmTransport {
     fn drop(&mut self) {
         self.own.state().store(DEPARTED, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn segments_are_readable_by_their_owner_only() {
+        let token = JobToken::random().unwrap();
+        let server = StoreServer::start("127.0.0.1:0".parse().unwrap(), token).unwrap();
+        let store = StoreClient::connect(&server.addr().to_string(), &token, Duration::from_secs(5)).unwrap();
+        let fabric = ShmFabric::new(Arc::new(Mutex::new(store)), token, None);
+        let (file, name) = fabric.create_file("mode-test", 0, 4096, "").unwrap();
+        let _unlink = Unlink(&name);
+        // Whatever the umask (commonly 022, which left segments world-readable).
+        assert_eq!(file.metadata().unwrap().permissions().mode() & 0o777, 0o600, "{name}");
     }
 }
