@@ -414,12 +414,12 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         problem.options.precision,
     );
     println!(
-        "cluster: {} nodes x {} {} ({:.0} GiB, {:.0} dense TFLOP/s at this precision), {} inside nodes, {} between",
+        "cluster: {} nodes x {} {} ({}, {} dense at this precision), {} inside nodes, {} between",
         c.nodes,
         c.gpus_per_node,
         c.gpu.name,
-        c.gpu.memory_gib,
-        peak / 1e12,
+        crate::plan::report::size(c.gpu.memory_bytes()),
+        crate::plan::report::rate(peak),
         c.intra.name,
         c.inter.name
     );
@@ -453,7 +453,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
             println!("  {line}");
         }
     }
-    println!(
+    if tokens > 0.0 && one_gpu_rate > 0.0 {
+        println!(
         "one {} alone: {:.3e} training FLOPs (6 N D) at {:.0} TFLOP/s ({:.0}% of peak, the GEMM rate) = {:.0} years",
         c.gpu.name,
         training_flops(params, tokens),
@@ -461,7 +462,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         100.0 * c.gpu.gemm_efficiency,
         one_gpu_years,
     );
-    if c.gpu.name == "v100" {
+    }
+    if c.gpu.name == "v100" && tokens > 0.0 {
         println!(
             "  the guide's 288 years on one V100 implies {:.1}% of its {:.0} fp16 TFLOP/s",
             100.0 * implied_efficiency(params, tokens, c.gpu.fp16_tflops.unwrap_or(125.0) * 1e12, 288.0),

@@ -459,6 +459,9 @@ pub fn memory(
         ),
         _ => 0.0,
     };
+    // NCCL's buffers on GPUs; Trident's CPU ranks (`local-cpu`) have none.
+    let nccl =
+        if problem.cluster.gpu.vendor == trident_hardware::Vendor::Other { 0.0 } else { NCCL_BUFFER_BYTES };
     let groups = [t, p, d].iter().filter(|&&n| n > 1).count() as f64;
     let stages = (0..p)
         .map(|r| {
@@ -479,7 +482,7 @@ pub fn memory(
                 // The final layer norm's output and the fp32 logits: 4 s b h (1 + V / h) / t.
                 acts += 4.0 * s * b * h * (1.0 + vpad / h) / t as f64 * (act / 2.0);
             }
-            let mut comm = groups * NCCL_BUFFER_BYTES;
+            let mut comm = groups * nccl;
             if p > 1 {
                 comm += 2.0 * s * b * h * act / sp_div;
             }

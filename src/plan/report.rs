@@ -55,6 +55,24 @@ fn gib(b: f64) -> f64 {
     b / GIB
 }
 
+/// Bytes in GiB, or MiB below one GiB.
+pub fn size(b: f64) -> String {
+    if b >= GIB {
+        format!("{:.2} GiB", b / GIB)
+    } else {
+        format!("{:.1} MiB", b / (1024.0 * 1024.0))
+    }
+}
+
+/// FLOP/s in TFLOP/s, or GFLOP/s below one TFLOP/s.
+pub fn rate(flops: f64) -> String {
+    if flops >= 1e12 {
+        format!("{:.1} TFLOP/s", flops / 1e12)
+    } else {
+        format!("{:.2} GFLOP/s", flops / 1e9)
+    }
+}
+
 /// The ranked table: one line per plan.
 pub fn table(plans: &[&Plan]) -> String {
     let mut out = format!(
@@ -76,7 +94,7 @@ pub fn table(plans: &[&Plan]) -> String {
     for (i, p) in plans.iter().enumerate() {
         let t = &p.time;
         out.push_str(&format!(
-            "{:>3}  {:<32} {:>8.1}{} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7.1} {:>5.1}% {:>11.0}\n",
+            "{:>3}  {:<32} {:>8.1}{} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>5.1}% {:>11.0}\n",
             i + 1,
             p.layout.label(),
             gib(p.memory.total()),
@@ -88,7 +106,11 @@ pub fn table(plans: &[&Plan]) -> String {
             seconds(t.pp_comm),
             seconds(t.bubble),
             seconds(t.dp_exposed + t.optimizer),
-            p.model_tflops_per_gpu,
+            if p.model_tflops_per_gpu >= 1.0 {
+                format!("{:.1}", p.model_tflops_per_gpu)
+            } else {
+                format!("{:.4}", p.model_tflops_per_gpu)
+            },
             100.0 * p.mfu,
             p.tokens_per_s,
         ));
@@ -111,14 +133,14 @@ pub fn detail(problem: &Problem, plan: &Plan, costing: &Costing) -> String {
         plan.layout.micro_batch,
     );
     out.push_str(&format!(
-        "  memory per GPU (stage {}): {:.2} GiB of {:.0} GiB{}\n",
+        "  memory per GPU (stage {}): {} of {}{}\n",
         m.stage,
-        gib(m.total()),
-        gib(plan.memory_limit),
+        size(m.total()),
+        size(plan.memory_limit),
         if plan.fits { "" } else { "  DOES NOT FIT" }
     ));
     for (name, bytes) in m.components() {
-        out.push_str(&format!("    {name:<13} {:>9.2} GiB\n", gib(bytes)));
+        out.push_str(&format!("    {name:<13} {:>12}\n", size(bytes)));
     }
     let t = &plan.time;
     out.push_str(&format!("  time per iteration: {}\n", seconds(t.total)));
@@ -145,9 +167,9 @@ pub fn detail(problem: &Problem, plan: &Plan, costing: &Costing) -> String {
         },
     ));
     out.push_str(&format!(
-        "  {:.1} model TFLOP/s per GPU ({:.1} with recomputation), MFU {:.1}%, HFU {:.1}%, {:.0} tokens/s\n",
-        plan.model_tflops_per_gpu,
-        plan.hardware_tflops_per_gpu,
+        "  {} per GPU of model FLOPs ({} with recomputation), MFU {:.1}%, HFU {:.1}%, {:.0} tokens/s\n",
+        rate(plan.model_tflops_per_gpu * 1e12),
+        rate(plan.hardware_tflops_per_gpu * 1e12),
         100.0 * plan.mfu,
         100.0 * plan.hfu,
         plan.tokens_per_s
