@@ -272,26 +272,31 @@ fn virtual_stages(args: &PlanArgs, model: &ModelShape, pp: usize) -> anyhow::Res
     Ok(Some(per_stage / per))
 }
 
-/// The source document's rule of thumb, checked on the winner.
-fn recommendations(problem: &Problem, best: &Plan) -> Vec<String> {
+/// The source document's rules of thumb, checked on the winner; when TP = GPUs per node loses,
+/// the fastest layout that has it and what it loses by.
+fn recommendations(problem: &Problem, ranked: &crate::plan::search::Ranked) -> Vec<String> {
+    let best = &ranked.fitting[0];
     let (l, gpn, layers) = (best.layout, problem.cluster.gpus_per_node, problem.model.layers);
     let tp = if l.tp == gpn {
         format!("TP = GPUs per node ({gpn}): yes")
     } else {
-        format!(
-            "TP = GPUs per node ({gpn}): no, TP {} wins here ({}); see \"other tensor parallelism\" above",
-            l.tp,
-            if l.tp < gpn {
-                "the model's layers fit with less TP, and TP's per-layer all-reduces cost more than the DP or PP they replace"
-            } else {
-                "TP crosses nodes"
-            }
-        )
+        match ranked.fitting.iter().find(|p| p.layout.tp == gpn) {
+            Some(other) => format!(
+                "TP = GPUs per node ({gpn}): no, TP {} wins: {}",
+                l.tp,
+                crate::plan::search::difference(best, other)
+            ),
+            None => format!("TP = GPUs per node ({gpn}): no layout with TP {gpn} fits or divides the model"),
+        }
     };
     let pp = if l.pp * 4 <= layers {
         format!("PP at most a quarter of the layers ({}): yes, PP {}", layers / 4, l.pp)
     } else {
-        format!("PP at most a quarter of the layers ({}): no, PP {} (memory needs it)", layers / 4, l.pp)
+        format!(
+            "PP at most a quarter of the layers ({}): no, PP {} (fewer stages do not fit or are slower)",
+            layers / 4,
+            l.pp
+        )
     };
     vec![tp, pp]
 }
@@ -375,7 +380,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     };
     let best = &shown[0];
     let explanation = ranked.as_ref().map(explain).unwrap_or_default();
-    let recs = if ranked.is_some() { recommendations(&problem, best) } else { Vec::new() };
+    let recs = ranked.as_ref().map(|r| recommendations(&problem, r)).unwrap_or_default();
     let params = problem.model.params(1);
     let tokens = args.train_tokens;
     let peak = problem.cluster.gpu.peak_flops(problem.options.precision.units()).unwrap_or(0.0);

@@ -181,9 +181,12 @@ pub fn memory_picture(plans: &[&Plan]) -> Canvas {
     c
 }
 
-/// Per stage, `(backward, start, end)` of every computation of one iteration, and the
-/// makespan, from the schedule simulation with the plan's stage times.
-pub fn spans(plan: &Plan) -> Result<(Vec<Vec<(bool, f64, f64)>>, f64), String> {
+/// Per stage, `(backward, start, end)` of every computation of one iteration.
+pub type StageSpans = Vec<Vec<(bool, f64, f64)>>;
+
+/// The spans of one iteration and its makespan, from the schedule simulation with the plan's
+/// stage times.
+pub fn spans(plan: &Plan) -> Result<(StageSpans, f64), String> {
     let l = &plan.layout;
     if l.virtual_stages > 1 {
         let s = Interleaved::new(l.pp, plan.micro_batches, l.virtual_stages)?;

@@ -182,25 +182,29 @@ pub fn seconds(s: f64) -> String {
 pub fn explain(ranked: &Ranked) -> Vec<String> {
     let Some(best) = ranked.fitting.first() else { return Vec::new() };
     let b = best.layout;
-    let dims: [(&str, Box<dyn Fn(&Layout) -> bool>); 7] = [
-        ("tensor parallelism", Box::new(move |l: &Layout| l.tp != b.tp)),
-        ("pipeline parallelism", Box::new(move |l: &Layout| l.pp != b.pp)),
-        ("micro-batch size", Box::new(move |l: &Layout| l.micro_batch != b.micro_batch)),
-        ("recomputation", Box::new(move |l: &Layout| l.recompute != b.recompute)),
-        ("interleaving", Box::new(move |l: &Layout| l.virtual_stages != b.virtual_stages)),
-        (
-            "sequence parallelism",
-            Box::new(move |l: &Layout| {
-                (l.sequence_parallel && l.tp > 1) != (b.sequence_parallel && b.tp > 1)
-            }),
-        ),
-        ("ZeRO-1", Box::new(move |l: &Layout| l.distributed_optimizer != b.distributed_optimizer)),
+    let dims = [
+        "tensor parallelism",
+        "pipeline parallelism",
+        "micro-batch size",
+        "recomputation",
+        "interleaving",
+        "sequence parallelism",
+        "ZeRO-1",
     ];
+    let differs = |dim: usize, l: &Layout| match dim {
+        0 => l.tp != b.tp,
+        1 => l.pp != b.pp,
+        2 => l.micro_batch != b.micro_batch,
+        3 => l.recompute != b.recompute,
+        4 => l.virtual_stages != b.virtual_stages,
+        5 => (l.sequence_parallel && l.tp > 1) != (b.sequence_parallel && b.tp > 1),
+        _ => l.distributed_optimizer != b.distributed_optimizer,
+    };
     let mut lines = Vec::new();
-    for (dim, differs) in dims.iter() {
-        if let Some(other) = ranked.fitting.iter().find(|p| differs(&p.layout)) {
+    for (i, dim) in dims.iter().enumerate() {
+        if let Some(other) = ranked.fitting.iter().find(|p| differs(i, &p.layout)) {
             lines.push(format!("other {dim}: {}", difference(best, other)));
-        } else if let Some(big) = ranked.too_big.iter().find(|p| differs(&p.layout)) {
+        } else if let Some(big) = ranked.too_big.iter().find(|p| differs(i, &p.layout)) {
             lines.push(format!(
                 "other {dim}: nothing fits; the smallest, {}, needs {:.1} GiB per GPU",
                 big.layout.label(),
