@@ -148,6 +148,10 @@ pub struct TrainArgs {
     /// exit with status 0; a second signal ends the process at once.
     #[arg(long)]
     pub exit_signal_handler: bool,
+    /// Print the plan of this run (memory per rank, iteration time, bubble; this machine
+    /// measured) and exit without training.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 impl TrainArgs {
@@ -221,6 +225,23 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         },
         clip_grad: args.clip_grad,
     };
+    if args.dry_run {
+        let (tp, pp) = (args.tensor_model_parallel_size, args.pipeline_model_parallel_size);
+        let zero1 = args.use_distributed_optimizer;
+        let world = args.world_size;
+        return super::plan::dry_run(
+            &config,
+            seq_len,
+            micro_batch,
+            global_batch,
+            world,
+            tp,
+            pp,
+            zero1,
+            args.recompute_granularity,
+            args.sequence_parallel,
+        );
+    }
     if super::parallel_train::wanted(&args) {
         let start = start.as_ref();
         return super::parallel_train::run(&args, device, config, &dataset, settings, train_iters, start);
