@@ -122,8 +122,9 @@ pub struct PlanArgs {
     /// Draw no pictures.
     #[arg(long)]
     pub no_plots: bool,
-    /// Measure this machine (CPU GEMM, attention, memory bandwidth, in-process all-reduce)
-    /// and plan for it as the GPU type `local-cpu` (one node of --gpus-per-node ranks).
+    /// Measure this machine (CPU GEMM, attention and GeLU at the run's shapes, in-process
+    /// all-reduce) and plan for it as the GPU type `local-cpu` (one node of --gpus-per-node
+    /// ranks sharing its cores).
     #[arg(long)]
     pub calibrate: bool,
 }
@@ -193,15 +194,19 @@ pub fn problem(args: &PlanArgs) -> anyhow::Result<(Problem, Option<calibrate::Me
     if args.gpus_per_node == 0 || args.nodes == 0 {
         bail!("--gpus-per-node and --nodes must be at least 1");
     }
+    let model = args.model()?;
     let mut measured = None;
     let gpu_name = if args.calibrate {
-        let m = calibrate::measure(args.gpus_per_node.max(2), Duration::from_millis(300))?;
-        let (mut gpu, link) = calibrate::as_hardware(&m);
-        // Ranks on this machine share its cores and memory bandwidth.
-        let share = args.gpus_per_node as f64;
-        gpu.fp32_tflops /= share;
-        gpu.memory_tb_s /= share;
-        gpu.memory_gib /= share;
+        let shape = calibrate::RunShape {
+            batch: args.micro_batch_size.unwrap_or(1),
+            seq: model.seq_len,
+            hidden: model.hidden,
+            heads: model.heads,
+            tp: args.tensor_model_parallel_size.unwrap_or(1),
+        };
+        let m = calibrate::measure(args.gpus_per_node.max(2), Duration::from_millis(300), shape)?;
+        // Ranks on this machine share its cores, bandwidth and memory.
+        let (gpu, link) = calibrate::as_hardware(&m, args.gpus_per_node);
         hw.gpus.insert(gpu.name.clone(), gpu);
         hw.links.insert(link.name.clone(), link);
         measured = Some(m);
@@ -223,7 +228,6 @@ pub fn problem(args: &PlanArgs) -> anyhow::Result<(Problem, Option<calibrate::Me
         .link(args.inter_node_link.as_deref().unwrap_or(default_inter))
         .context("--inter-node-link")?
         .clone();
-    let model = args.model()?;
     let global_batch = args.global_batch_size.unwrap_or(model.global_batch);
     let problem = Problem {
         global_batch,
@@ -428,11 +432,32 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         c.intra.name,
         c.inter.name
     );
+    if problem.options.precision == Precision::Fp32 {
+        if let Some(bf16) = c.gpu.bf16_tflops.or(c.gpu.fp16_tflops) {
+            println!(
+                "fp32 (no --bf16 or --fp16): matrix products on the FP32 units; the {}'s tensor cores give {bf16:.0} \
+                 TFLOP/s with --bf16 (or --fp16)",
+                c.gpu.name
+            );
+        }
+    }
     if let Some(m) = &measured {
         println!(
-            "measured here ({} cores): GEMM {:.1} GFLOP/s, attention {:.1} GFLOP/s, copy {:.1} GB/s, all-reduce over {} \
-             in-process ranks: busbw {:.2} GB/s, latency {:.1} us (rates per rank: divided by {} ranks)",
-            m.cores, m.gemm_gflops, m.attention_gflops, m.memory_gb_s, m.world, m.busbw_gb_s, m.latency_us, c.gpus_per_node
+            "measured here ({} cores; all cores / one thread): GEMM {:.1} / {:.1} GFLOP/s, attention {:.1} / {:.1} \
+             GFLOP/s, GeLU {:.1} / {:.1} GB/s; all-reduce over {} in-process ranks: busbw {:.2} GB/s, latency {:.1} us; \
+             each of {} ranks gets {:.1} GFLOP/s",
+            m.cores,
+            m.gemm_gflops,
+            m.gemm_gflops_one_thread,
+            m.attention_gflops,
+            m.attention_gflops_one_thread,
+            m.memory_gb_s,
+            m.memory_gb_s_one_thread,
+            m.world,
+            m.busbw_gb_s,
+            m.latency_us,
+            c.gpus_per_node,
+            c.gpu.fp32_tflops * 1e3
         );
     }
     if let Some(r) = &ranked {

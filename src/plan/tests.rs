@@ -333,3 +333,13 @@ fn the_timeline_picture_shows_the_simulated_bubble() {
     let expected = 760.0 * plan.memory.total() / (plan.memory.total().max(plan.memory_limit) * 1.05);
     assert!((bar as f64 - expected).abs() <= 3.0, "{bar} vs {expected}");
 }
+
+#[test]
+fn ranks_sharing_a_machine_split_its_rates() {
+    // Alone: every core. As many ranks as cores: each its thread's rate. More: a share of it.
+    assert_eq!(calibrate::per_rank(40.0, 25.0, 2, 1), 40.0);
+    assert_eq!(calibrate::per_rank(40.0, 25.0, 2, 2), 25.0);
+    assert_eq!(calibrate::per_rank(40.0, 25.0, 2, 8), 6.25);
+    // Never below an equal split of the all-core rate.
+    assert_eq!(calibrate::per_rank(40.0, 5.0, 2, 2), 20.0);
+}
