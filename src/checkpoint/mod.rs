@@ -8,7 +8,7 @@ pub mod llmc;
 mod state;
 mod tensors;
 
-pub use atomic::{sync_dir, write_file_atomically};
+pub use atomic::{check_writable_dir, clean_stale_temporaries, sync_dir, write_file_atomically};
 pub use error::CheckpointError;
 pub use hf::export_hf;
 pub use llmc::{read_llmc_model, write_llmc_model};
