@@ -12,6 +12,7 @@ use crate::model::{generate, init::NormalRng, Gpt, SamplingParams, Workspace};
 use crate::ops::OpsContext;
 
 #[derive(Args, Debug)]
+#[command(allow_negative_numbers = true)]
 pub struct SampleArgs {
     /// Checkpoint directory (or a --save directory: its latest checkpoint).
     #[arg(long)]

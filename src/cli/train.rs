@@ -25,6 +25,7 @@ const DEFAULT_MICRO_BATCH: usize = 8;
 const BUILTIN_BATCH_TOKENS: usize = 2048;
 
 #[derive(Args, Debug)]
+#[command(allow_negative_numbers = true)]
 pub struct TrainArgs {
     /// Model shape preset; the shape flags below override its fields (default: tiny; with
     /// --data builtin, nano).

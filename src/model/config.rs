@@ -44,7 +44,7 @@ impl GptConfig {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         for (what, value) in [
-            ("--seq-length", self.max_seq_len),
+            ("--max-position-embeddings", self.max_seq_len),
             ("the vocabulary size", self.vocab_size),
             ("--num-layers", self.num_layers),
             ("--num-attention-heads", self.num_heads),
