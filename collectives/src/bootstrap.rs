@@ -6,7 +6,7 @@ use crate::communicator::Communicator;
 use crate::config::CommConfig;
 use crate::error::{CommError, Result};
 use crate::store::{StoreClient, StoreServer};
-use crate::token::{JobToken, ENV_TOKEN};
+use crate::token::{load_or_create_secret, secret_path, JobToken, ENV_INSECURE, ENV_SECRET_FILE, ENV_TOKEN};
 use crate::transport::shm::ShmFabric;
 use crate::transport::tcp::TcpFabric;
 use crate::transport::Fabric;
@@ -131,7 +131,22 @@ impl LaunchEnv {
                     .unwrap_or_default();
                 let port = master_port.to_string();
                 let size = world_size.to_string();
-                JobToken::derive(&[launcher, &job, &master_addr, &port, &size])
+                let parts = [launcher, job.as_str(), master_addr.as_str(), port.as_str(), size.as_str()];
+                if var(ENV_INSECURE).is_some_and(|v| v.trim() == "1") {
+                    JobToken::derive(&parts)
+                } else {
+                    let path = secret_path(&var).ok_or_else(|| {
+                        CommError::Bootstrap(format!(
+                            "no job token: {launcher} shares no secret between ranks, {ENV_TOKEN} is not set and there is no HOME for the job secret; export {ENV_TOKEN} (32 hex digits, the same on every rank, e.g. from `openssl rand -hex 16`) or {ENV_SECRET_FILE} (a file only you can read, the same on every host), or {ENV_INSECURE}=1 to accept a token anyone who sees the job can compute"
+                        ))
+                    })?;
+                    let secret = load_or_create_secret(&path).map_err(|e| {
+                        CommError::Bootstrap(format!(
+                            "no job token: {e}; alternatively export {ENV_TOKEN} (32 hex digits, the same on every rank) or {ENV_INSECURE}=1 to accept a token anyone who sees the job can compute"
+                        ))
+                    })?;
+                    JobToken::derive_keyed(&secret, &parts)
+                }
             }
         };
         Ok(LaunchEnv {
@@ -182,6 +197,75 @@ pub fn init(env: &LaunchEnv, config: CommConfig) -> Result<Communicator> {
 /// [`init`] with the transport named by the caller (`tcp`, `shm` or `auto`); a different
 /// choice in [`ENV_TRANSPORT`] is refused rather than silently overridden.
 pub fn init_with_transport(env: &LaunchEnv, config: CommConfig, kind: &str) -> Result<Communicator> {
+    init_checked(env, config, kind, "")
+}
+
+/// What every rank must agree on before any group forms, as (name, value) pairs: world
+/// size, transport and the tunables that choose algorithms, and the caller's `digest`.
+pub fn setup_description(
+    env: &LaunchEnv,
+    config: &CommConfig,
+    kind: &str,
+    digest: &str,
+) -> Vec<(String, String)> {
+    let var = |name: &str| std::env::var(name).unwrap_or_else(|_| "default".into());
+    [
+        ("world size (WORLD_SIZE or the launcher's)", env.world_size.to_string()),
+        (&format!("transport ({ENV_TRANSPORT})") as &str, kind.to_string()),
+        (crate::config::ENV_SMALL_BYTES, config.small_bytes.to_string()),
+        (crate::config::ENV_ALLREDUCE, format!("{:?}", config.large_all_reduce)),
+        (crate::transport::shm::ENV_CHANNEL_BYTES, var(crate::transport::shm::ENV_CHANNEL_BYTES)),
+        (crate::transport::shm::ENV_CMA, var(crate::transport::shm::ENV_CMA)),
+        ("configuration digest", digest.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// Publishes this rank's setup in the store and compares it with every other rank's, so a
+/// rank started differently fails naming the setting instead of waiting for groups the
+/// others never form. Ranks that never publish are named too.
+fn check_setup(
+    store: &mut StoreClient,
+    env: &LaunchEnv,
+    mine: &[(String, String)],
+    timeout: std::time::Duration,
+) -> Result<()> {
+    store.set(&format!("setup/{}", env.rank), &crate::agree::encode(mine)?)?;
+    let deadline = std::time::Instant::now() + timeout;
+    // Compared one record at a time, as they arrive: a rank that counts more ranks than
+    // exist must find the world-size difference before it waits for a rank that never comes.
+    for r in 0..env.world_size {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let raw = match store.get(&format!("setup/{r}"), left) {
+            Ok(raw) => raw,
+            Err(CommError::Bootstrap(_)) => {
+                return Err(CommError::Bootstrap(format!(
+                    "rank {r} did not join the rendezvous at {}:{} within {timeout:?} (rank {} waited): it did not start, crashed, or was started with another MASTER_ADDR/MASTER_PORT or job token; raise {} if it is just slow to start",
+                    env.master_addr,
+                    env.store_port,
+                    env.rank,
+                    crate::config::ENV_TIMEOUT
+                )))
+            }
+            Err(e) => return Err(e),
+        };
+        let theirs = crate::agree::decode(&raw)
+            .ok_or_else(|| CommError::Bootstrap(format!("rank {r} published a malformed setup record")))?;
+        // In rank order, so both ranks of a pair report it alike.
+        let (low, high) = (r.min(env.rank), r.max(env.rank));
+        let pair = if r < env.rank { [theirs, mine.to_vec()] } else { [mine.to_vec(), theirs] };
+        if let Some(d) = crate::agree::first_difference(&pair) {
+            return Err(crate::agree::disagreement("the job setup", d, |i| if i == 0 { low } else { high }));
+        }
+    }
+    Ok(())
+}
+
+/// [`init_with_transport`], with `digest` (any string the caller derives from its own
+/// configuration; empty for none) compared across ranks along with the setup.
+pub fn init_checked(env: &LaunchEnv, config: CommConfig, kind: &str, digest: &str) -> Result<Communicator> {
     if let Ok(set) = std::env::var(ENV_TRANSPORT) {
         if set != kind {
             return Err(CommError::InvalidArgument(format!(
@@ -190,17 +274,11 @@ pub fn init_with_transport(env: &LaunchEnv, config: CommConfig, kind: &str) -> R
         }
     }
     let master = env.master_socket()?;
-    let server = if env.rank == 0 {
-        let bind = if master.ip().is_loopback() {
-            master
-        } else {
-            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), master.port())
-        };
-        Some(StoreServer::start(bind, env.token)?)
-    } else {
-        None
-    };
+    // Listeners bind to the interface the job uses (the master address for the store, the
+    // route to the master for data), never to every interface.
+    let server = if env.rank == 0 { Some(StoreServer::start(master, env.token)?) } else { None };
     let mut store = StoreClient::connect(&master.to_string(), &env.token, config.timeout)?;
+    check_setup(&mut store, env, &setup_description(env, &config, kind, digest), config.timeout)?;
     let host = hostname();
     store.set(&format!("host/{}", env.rank), host.as_bytes())?;
     let mut same_host = true;
@@ -217,8 +295,7 @@ pub fn init_with_transport(env: &LaunchEnv, config: CommConfig, kind: &str) -> R
         "shm" | "auto" if same_host => Arc::new(ShmFabric::new(store, env.token, server)),
         "tcp" | "auto" => {
             let ip = route_to(&master);
-            let bind = if ip.is_loopback() { ip } else { IpAddr::V4(Ipv4Addr::UNSPECIFIED) };
-            Arc::new(TcpFabric::new(store, env.token, ip, bind, server))
+            Arc::new(TcpFabric::new(store, env.token, ip, ip, server))
         }
         other => {
             return Err(CommError::Bootstrap(format!("{ENV_TRANSPORT}={other:?}: expected tcp, shm or auto")))
@@ -237,10 +314,59 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    /// A job secret private to this test process.
+    fn secret_file() -> String {
+        let dir = std::env::temp_dir().join(format!("trident-bootstrap-test-{}", std::process::id()));
+        dir.join("job-secret").display().to_string()
+    }
+
     fn env(pairs: &[(&str, &str)]) -> Result<LaunchEnv> {
+        let secret = secret_file();
+        let mut all = vec![(ENV_SECRET_FILE, secret.as_str())];
+        all.extend_from_slice(pairs);
+        bare_env(&all)
+    }
+
+    fn bare_env(pairs: &[(&str, &str)]) -> Result<LaunchEnv> {
         let map: HashMap<String, String> =
             pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         LaunchEnv::from_vars(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn derived_tokens_need_a_secret_or_an_explicit_opt_in() {
+        let job = [
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "8"),
+            ("SLURM_JOB_NODELIST", "gpu[03-05,07]"),
+            ("SLURM_JOB_ID", "77"),
+        ];
+        // No token, no secret: refused, naming every way out.
+        let err = bare_env(&job).unwrap_err().to_string();
+        for name in [ENV_TOKEN, ENV_SECRET_FILE, ENV_INSECURE] {
+            assert!(err.contains(name), "{err}");
+        }
+        // What an outsider computes from the job's public parameters is not the token.
+        let keyed = env(&job).unwrap().token;
+        let public = JobToken::derive(&["slurm", "77.", "gpu03", "29500", "8"]);
+        assert_ne!(keyed, public);
+        // ... unless the user accepted exactly that.
+        let mut insecure = job.to_vec();
+        insecure.push((ENV_INSECURE, "1"));
+        assert_eq!(bare_env(&insecure).unwrap().token, public);
+        // Another user's secret (another file) gives another token.
+        let other_dir = std::env::temp_dir().join(format!("trident-bootstrap-other-{}", std::process::id()));
+        let other = other_dir.join("s").display().to_string();
+        let mut with_other = job.to_vec();
+        with_other.push((ENV_SECRET_FILE, other.as_str()));
+        assert_ne!(bare_env(&with_other).unwrap().token, keyed);
+        let _ = std::fs::remove_dir_all(other_dir);
+        // An explicit token wins over everything.
+        let t = JobToken::random().unwrap();
+        let hex = t.to_hex();
+        let mut explicit = job.to_vec();
+        explicit.push((ENV_TOKEN, hex.as_str()));
+        assert_eq!(bare_env(&explicit).unwrap().token, t);
     }
 
     #[test]

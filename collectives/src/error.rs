@@ -15,6 +15,15 @@ pub enum CommError {
     Mismatch { peer: usize, local: String, remote: String },
     #[error("malformed message from rank {peer} during {op}: {detail}")]
     Malformed { op: String, peer: usize, detail: String },
+    #[error("ranks disagree on {what}: {name} is {value_a:?} on rank {rank_a} but {value_b:?} on rank {rank_b}; start every rank with the same {what}")]
+    Disagreement {
+        what: String,
+        name: String,
+        rank_a: usize,
+        value_a: String,
+        rank_b: usize,
+        value_b: String,
+    },
     #[error("connection refused: {0}")]
     Refused(String),
     #[error("invalid argument: {0}")]
@@ -45,6 +54,7 @@ impl CommError {
             | CommError::Mismatch { peer, .. }
             | CommError::Malformed { peer, .. } => Some(*peer),
             CommError::PeerFailed { culprit, .. } => Some(*culprit),
+            CommError::Disagreement { rank_b, .. } => Some(*rank_b),
             _ => None,
         }
     }

@@ -6,6 +6,7 @@
 //! ([`TcpFabric`]). [`bootstrap`] builds the world communicator from what torchrun, Slurm or
 //! Open MPI put in the environment, and [`launch`] starts local ranks like torchrun does.
 
+pub mod agree;
 pub mod algo;
 pub mod bench;
 pub mod bootstrap;

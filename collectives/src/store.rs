@@ -31,13 +31,107 @@ struct Table {
     bytes: usize,
 }
 
+/// Handshake answers: the first byte the server sends.
+const ACCEPTED: u8 = 1;
+const REFUSED: u8 = 0;
+/// Too many handshakes in progress: the client should try again shortly.
+const BUSY: u8 = 2;
+
+/// Bounds on what unauthenticated connections may cost the store host.
+#[derive(Clone, Copy, Debug)]
+pub struct StoreLimits {
+    /// Time a connection gets to present its whole hello (not per read: a client trickling
+    /// one byte at a time is cut off at this deadline).
+    pub handshake: Duration,
+    /// Connections still in their handshake at once; more are answered [`BUSY`] and closed
+    /// without a thread.
+    pub max_pending: usize,
+}
+
+impl Default for StoreLimits {
+    fn default() -> Self {
+        StoreLimits { handshake: Duration::from_secs(5), max_pending: 32 }
+    }
+}
+
+/// Counters of a running store, for tests and diagnostics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Connections turned away: wrong hello, handshake deadline passed, or over the cap.
+    pub refused: usize,
+    /// Of those, the ones turned away because `max_pending` handshakes were in progress.
+    pub busy: usize,
+    /// Most handshakes in progress at once.
+    pub pending_peak: usize,
+    /// Lines the store wrote to stderr about refused connections.
+    pub logged: usize,
+}
+
 struct Shared {
     table: Mutex<Table>,
     changed: Condvar,
     stop: AtomicBool,
     token: JobToken,
+    limits: StoreLimits,
     /// Authenticated connections still open.
     clients: AtomicUsize,
+    /// Connections in their handshake.
+    pending: AtomicUsize,
+    stats: Mutex<StoreStats>,
+    log: RefusalLog,
+}
+
+/// Rate-limited reporting of refused connections: the first few are logged one per line,
+/// then at most one summary line per period, so a flood of foreign connections cannot fill
+/// the job's log.
+pub(crate) struct RefusalLog {
+    what: &'static str,
+    state: Mutex<LogState>,
+}
+
+struct LogState {
+    lines: usize,
+    suppressed: usize,
+    last_summary: Option<Instant>,
+}
+
+/// Refusals logged individually before summaries take over.
+const LOG_FIRST: usize = 5;
+const LOG_PERIOD: Duration = Duration::from_secs(10);
+
+impl RefusalLog {
+    pub(crate) fn new(what: &'static str) -> Self {
+        RefusalLog { what, state: Mutex::new(LogState { lines: 0, suppressed: 0, last_summary: None }) }
+    }
+
+    /// Records one refusal; returns whether a line was written.
+    pub(crate) fn refused(&self, peer: &dyn std::fmt::Display, why: &dyn std::fmt::Display) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.lines < LOG_FIRST {
+            s.lines += 1;
+            eprintln!("{}: refused a connection from {peer}: {why}", self.what);
+            return true;
+        }
+        s.suppressed += 1;
+        let now = Instant::now();
+        if s.last_summary.is_none_or(|t| now.duration_since(t) >= LOG_PERIOD) {
+            eprintln!(
+                "{}: refused {} more connections (latest from {peer}: {why}); further refusals are summarised every {}s",
+                self.what,
+                s.suppressed,
+                LOG_PERIOD.as_secs()
+            );
+            s.suppressed = 0;
+            s.last_summary = Some(now);
+            s.lines += 1;
+            return true;
+        }
+        false
+    }
+
+    pub(crate) fn lines(&self) -> usize {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).lines
+    }
 }
 
 /// How long a dropped server keeps serving clients that are still connected: a rank that
@@ -53,8 +147,18 @@ pub struct StoreServer {
 
 impl StoreServer {
     pub fn start(bind: SocketAddr, token: JobToken) -> Result<Self> {
+        Self::start_with(bind, token, StoreLimits::default())
+    }
+
+    /// [`StoreServer::start`] with explicit bounds on unauthenticated connections.
+    pub fn start_with(bind: SocketAddr, token: JobToken, limits: StoreLimits) -> Result<Self> {
         let listener = TcpListener::bind(bind).map_err(|e| {
-            CommError::io(format!("rank 0 hosting the rendezvous store on {bind} (is MASTER_PORT free?)"), e)
+            let hint = if e.kind() == std::io::ErrorKind::AddrNotAvailable {
+                "MASTER_ADDR must be an address of rank 0's host"
+            } else {
+                "is MASTER_PORT free?"
+            };
+            CommError::io(format!("rank 0 hosting the rendezvous store on {bind} ({hint})"), e)
         })?;
         let addr = listener.local_addr().map_err(|e| CommError::io("store address", e))?;
         listener.set_nonblocking(true).map_err(|e| CommError::io("store listener", e))?;
@@ -63,7 +167,11 @@ impl StoreServer {
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
             token,
+            limits,
             clients: AtomicUsize::new(0),
+            pending: AtomicUsize::new(0),
+            stats: Mutex::new(StoreStats::default()),
+            log: RefusalLog::new("trident store"),
         });
         let s = shared.clone();
         let accept_thread = std::thread::Builder::new()
@@ -75,6 +183,17 @@ impl StoreServer {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        let mut s = *self.shared.stats.lock().unwrap_or_else(|e| e.into_inner());
+        s.logged = self.shared.log.lines();
+        s
+    }
+
+    /// Connections now in their handshake.
+    pub fn pending(&self) -> usize {
+        self.shared.pending.load(Ordering::Acquire)
     }
 }
 
@@ -92,18 +211,58 @@ impl Drop for StoreServer {
     }
 }
 
+impl Shared {
+    fn count(&self, f: impl FnOnce(&mut StoreStats)) {
+        f(&mut self.stats.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+}
+
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     while !shared.stop.load(Ordering::Acquire) {
         match listener.accept() {
-            Ok((stream, peer)) => {
+            Ok((mut stream, peer)) => {
+                // Claim a handshake slot, or turn the connection away without a thread.
+                let claimed = shared
+                    .pending
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
+                        (p < shared.limits.max_pending).then_some(p + 1)
+                    })
+                    .map(|p| p + 1);
+                let Ok(pending) = claimed else {
+                    let _ = stream.set_nonblocking(true).and_then(|_| stream.write(&[BUSY]));
+                    shared.count(|s| {
+                        s.refused += 1;
+                        s.busy += 1;
+                    });
+                    shared.log.refused(
+                        &peer,
+                        &format_args!(
+                            "{} handshakes already in progress (is someone flooding the store port?)",
+                            shared.limits.max_pending
+                        ),
+                    );
+                    continue;
+                };
+                shared.count(|s| s.pending_peak = s.pending_peak.max(pending));
                 let s = shared.clone();
-                let _ = std::thread::Builder::new().name("trident-store-conn".into()).spawn(move || {
-                    if let Err(e) = serve(stream, &s) {
-                        if !s.stop.load(Ordering::Acquire) {
-                            eprintln!("trident store: dropped connection from {peer}: {e}");
+                let spawned =
+                    std::thread::Builder::new().name("trident-store-conn".into()).spawn(move || {
+                        let mut slot = Some(Pending(&s.pending));
+                        if let Err(e) = serve(stream, &s, &mut slot) {
+                            if slot.is_some() {
+                                // Still in the handshake: a foreign or broken client.
+                                s.count(|st| st.refused += 1);
+                                if !s.stop.load(Ordering::Acquire) {
+                                    s.log.refused(&peer, &e);
+                                }
+                            } else if !s.stop.load(Ordering::Acquire) {
+                                eprintln!("trident store: dropped the connection of a rank at {peer}: {e}");
+                            }
                         }
-                    }
-                });
+                    });
+                if spawned.is_err() {
+                    shared.pending.fetch_sub(1, Ordering::AcqRel);
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(20));
@@ -111,6 +270,65 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     }
+}
+
+/// Releases a handshake slot when dropped.
+struct Pending<'a>(&'a AtomicUsize);
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn timed_out(what: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::TimedOut, what.to_string())
+}
+
+/// `read_exact` that gives up at `deadline` however the bytes trickle in.
+pub(crate) fn read_exact_by(
+    stream: &mut TcpStream,
+    mut buf: &mut [u8],
+    deadline: Instant,
+) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(timed_out("no complete answer before the deadline"));
+        }
+        stream.set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
+        match stream.read(buf) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(k) => buf = &mut buf[k..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return Err(timed_out("no complete answer before the deadline"))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// `write_all` that gives up at `deadline`.
+fn write_all_by(stream: &mut TcpStream, mut buf: &[u8], deadline: Instant) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(timed_out("could not send before the deadline"));
+        }
+        stream.set_write_timeout(Some(left.max(Duration::from_millis(1))))?;
+        match stream.write(buf) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(k) => buf = &buf[k..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return Err(timed_out("could not send before the deadline"))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn read_u32(r: &mut impl Read) -> std::io::Result<u32> {
@@ -145,23 +363,35 @@ impl Drop for Disconnect<'_> {
     }
 }
 
-fn serve(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+/// How long the server waits for an authenticated client to take a reply.
+const REPLY_WAIT: Duration = Duration::from_secs(30);
+
+fn serve(mut stream: TcpStream, shared: &Shared, slot: &mut Option<Pending<'_>>) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_nodelay(true)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let deadline = Instant::now() + shared.limits.handshake;
     let mut hello = [0u8; HELLO_LEN];
-    stream.read_exact(&mut hello)?;
+    read_exact_by(&mut stream, &mut hello, deadline).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            timed_out(&format!("no complete hello within {:?}", shared.limits.handshake))
+        } else {
+            e
+        }
+    })?;
     let magic = u32::from_le_bytes(hello[0..4].try_into().unwrap());
     let version = u32::from_le_bytes(hello[4..8].try_into().unwrap());
     if magic != MAGIC || version != VERSION || !shared.token.matches(&hello[8..24]) {
-        let _ = stream.write_all(&[0]);
-        return Err(invalid("refused: not a Trident store client or wrong job token"));
+        let _ = write_all_by(&mut stream, &[REFUSED], deadline);
+        return Err(invalid("not a Trident store client, or a wrong job token"));
     }
-    stream.write_all(&[1])?;
+    write_all_by(&mut stream, &[ACCEPTED], deadline)?;
     shared.clients.fetch_add(1, Ordering::AcqRel);
     let _connected = Disconnect(&shared.clients);
-    // Idle clients are fine once authenticated; the job's own timeouts bound the waits.
+    *slot = None;
+    // Idle clients are fine once authenticated (their own timeouts bound their waits);
+    // replies must not block this thread for good on a client that stopped reading.
     stream.set_read_timeout(None)?;
+    stream.set_write_timeout(Some(REPLY_WAIT))?;
     loop {
         let mut op = [0u8; 1];
         if stream.read(&mut op)? == 0 {
@@ -220,11 +450,19 @@ fn serve(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     }
 }
 
-/// A connection to the store.
+/// A connection to the store. Every call is bounded in time: requests and replies by the
+/// client's timeout (the job's `TRIDENT_TIMEOUT_S`, see [`StoreClient::set_timeout`]), a
+/// `get` by its own wait plus at most [`GET_GRACE`] for the answer to arrive. After a failed
+/// call the connection is out of step with the server and refuses further calls.
 pub struct StoreClient {
     stream: TcpStream,
     addr: String,
+    timeout: Duration,
+    broken: Option<String>,
 }
+
+/// Most time a `get` allows, past its own wait, for the store's answer to arrive.
+pub const GET_GRACE: Duration = Duration::from_secs(5);
 
 /// The 24 bytes a client sends first.
 pub fn hello(token: &JobToken) -> [u8; HELLO_LEN] {
@@ -235,57 +473,101 @@ pub fn hello(token: &JobToken) -> [u8; HELLO_LEN] {
     h
 }
 
+/// How one handshake attempt ended, when it did not succeed.
+enum Attempt {
+    /// Worth another try before the deadline (the store is busy or restarting).
+    Retry(String),
+    /// Final.
+    Fail(CommError),
+}
+
 impl StoreClient {
     /// Connects to the store at `addr`, retrying until `timeout` (rank 0 may start last).
+    /// `timeout` also bounds every later call (see [`StoreClient::set_timeout`]).
     pub fn connect(addr: &str, token: &JobToken, timeout: Duration) -> Result<Self> {
-        let deadline = Instant::now() + timeout;
-        let mut last_err = None;
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let mut last_err: Option<String> = None;
         while Instant::now() < deadline {
             let targets: Vec<SocketAddr> = match addr.to_socket_addrs() {
                 Ok(a) => a.collect(),
                 Err(e) => {
-                    last_err = Some(e);
+                    last_err = Some(e.to_string());
                     std::thread::sleep(Duration::from_millis(100));
                     continue;
                 }
             };
             for target in targets {
-                match TcpStream::connect_timeout(&target, Duration::from_secs(2)) {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                match TcpStream::connect_timeout(&target, left.min(Duration::from_secs(2))) {
                     // While nothing listens on a local port in the ephemeral range, a connection
                     // to it can pick that same port as its source and connect to itself (TCP
                     // simultaneous open); that is no store, so try again.
                     Ok(stream) if is_self_connected(&stream) => {
-                        last_err = Some(std::io::Error::other("connected to itself: no store listening yet"))
+                        last_err = Some("connected to itself: no store listening yet".into())
                     }
-                    Ok(stream) => return Self::handshake(stream, addr, token),
-                    Err(e) => last_err = Some(e),
+                    Ok(stream) => match Self::handshake(stream, addr, token, deadline, timeout) {
+                        Ok(client) => return Ok(client),
+                        Err(Attempt::Fail(e)) => return Err(e),
+                        Err(Attempt::Retry(why)) => last_err = Some(why),
+                    },
+                    Err(e) => last_err = Some(e.to_string()),
                 }
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         Err(CommError::Bootstrap(format!(
-            "could not reach the rendezvous store at {addr} within {timeout:?} (is rank 0 running and MASTER_ADDR/MASTER_PORT right?): {}",
-            last_err.map_or("no address".into(), |e| e.to_string())
+            "could not join the rendezvous store at {addr} within {timeout:?} (is rank 0 running, and MASTER_ADDR/MASTER_PORT right? raise TRIDENT_TIMEOUT_S if rank 0 starts late): {}",
+            last_err.unwrap_or_else(|| "no address".into())
         )))
     }
 
-    fn handshake(mut stream: TcpStream, addr: &str, token: &JobToken) -> Result<Self> {
-        let io = |e| CommError::io(format!("store handshake with {addr}"), e);
-        stream.set_nodelay(true).map_err(io)?;
-        stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(io)?;
-        stream.write_all(&hello(token)).map_err(io)?;
-        let mut ok = [0u8; 1];
-        match stream.read_exact(&mut ok) {
-            Ok(()) if ok[0] == 1 => {}
-            _ => {
-                return Err(CommError::Refused(format!(
-                    "the store at {addr} refused this process: wrong job token ({} differs between ranks?)",
-                    crate::token::ENV_TOKEN
-                )))
+    fn handshake(
+        mut stream: TcpStream,
+        addr: &str,
+        token: &JobToken,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> std::result::Result<Self, Attempt> {
+        let fail = |e| Attempt::Fail(CommError::io(format!("store handshake with {addr}"), e));
+        stream.set_nodelay(true).map_err(fail)?;
+        write_all_by(&mut stream, &hello(token), deadline).map_err(|e| Attempt::Retry(e.to_string()))?;
+        let mut answer = [0u8; 1];
+        match read_exact_by(&mut stream, &mut answer, deadline) {
+            Ok(()) if answer[0] == ACCEPTED => {}
+            Ok(()) if answer[0] == BUSY => {
+                return Err(Attempt::Retry("the store was busy with other handshakes".into()))
             }
+            Ok(()) => {
+                return Err(Attempt::Fail(CommError::Refused(format!(
+                    "the store at {addr} refused this process: wrong job token ({} or the launcher's job id differs between ranks?)",
+                    crate::token::ENV_TOKEN
+                ))))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                return Err(Attempt::Fail(CommError::Timeout {
+                    op: format!(
+                        "joining the rendezvous store at {addr}: the store host accepted the connection but never answered the handshake (stopped or overloaded?)"
+                    ),
+                    peer: 0,
+                    waited: timeout,
+                }))
+            }
+            Err(e) => return Err(Attempt::Retry(format!("the store closed the connection during the handshake: {e}"))),
         }
-        stream.set_read_timeout(None).map_err(io)?;
-        Ok(StoreClient { stream, addr: addr.to_string() })
+        Ok(StoreClient { stream, addr: addr.to_string(), timeout, broken: None })
+    }
+
+    /// Changes how long later calls wait for the store (see the type's documentation).
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout.max(Duration::from_millis(1));
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     fn send_key(&mut self, op: u8, key: &str) -> Result<Vec<u8>> {
@@ -302,8 +584,45 @@ impl StoreClient {
         Ok(req)
     }
 
-    fn io(&self, e: std::io::Error) -> CommError {
-        CommError::io(format!("talking to the rendezvous store at {}", self.addr), e)
+    /// Sends `req` and reads the reply with `read`, all before `answer_within` has passed.
+    /// Any failure leaves the connection unusable.
+    fn call<T>(
+        &mut self,
+        key: &str,
+        req: &[u8],
+        answer_within: Duration,
+        read: impl FnOnce(&mut TcpStream, Instant) -> std::io::Result<T>,
+    ) -> Result<T> {
+        if let Some(why) = &self.broken {
+            return Err(CommError::Bootstrap(format!(
+                "the connection to the rendezvous store at {} failed earlier ({why}); this rank cannot use the store any more",
+                self.addr
+            )));
+        }
+        let deadline = Instant::now() + answer_within;
+        let result =
+            write_all_by(&mut self.stream, req, deadline).and_then(|_| read(&mut self.stream, deadline));
+        result.map_err(|e| {
+            self.broken = Some(e.to_string());
+            match e.kind() {
+                std::io::ErrorKind::TimedOut => CommError::Timeout {
+                    op: format!(
+                        "store request for {key:?} at {} (rank 0 hosts the store; it did not answer: stopped, hung or unreachable?)",
+                        self.addr
+                    ),
+                    peer: 0,
+                    waited: answer_within,
+                },
+                std::io::ErrorKind::UnexpectedEof
+                | std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::BrokenPipe => CommError::PeerLost {
+                    op: format!("store request for {key:?} at {}", self.addr),
+                    peer: 0,
+                    detail: format!("the store closed the connection ({e}); rank 0, which hosts it, probably exited or crashed, see its output"),
+                },
+                _ => CommError::io(format!("talking to the rendezvous store at {}", self.addr), e),
+            }
+        })
     }
 
     pub fn set(&mut self, key: &str, value: &[u8]) -> Result<()> {
@@ -316,10 +635,12 @@ impl StoreClient {
         let mut req = self.send_key(OP_SET, key)?;
         req.extend_from_slice(&(value.len() as u32).to_le_bytes());
         req.extend_from_slice(value);
-        self.stream.write_all(&req).map_err(|e| self.io(e))?;
-        let mut status = [0u8; 1];
-        self.stream.read_exact(&mut status).map_err(|e| self.io(e))?;
-        if status[0] != 1 {
+        let within = self.timeout;
+        let status = self.call(key, &req, within, |s, deadline| {
+            let mut status = [0u8; 1];
+            read_exact_by(s, &mut status, deadline).map(|_| status[0])
+        })?;
+        if status != 1 {
             return Err(CommError::Bootstrap(format!("the store refused to keep {key:?}: it is full")));
         }
         Ok(())
@@ -330,15 +651,28 @@ impl StoreClient {
         let mut req = self.send_key(OP_GET, key)?;
         let ms = timeout.as_millis().min(u32::MAX as u128) as u32;
         req.extend_from_slice(&ms.to_le_bytes());
-        self.stream.write_all(&req).map_err(|e| self.io(e))?;
-        let mut status = [0u8; 1];
-        self.stream.read_exact(&mut status).map_err(|e| self.io(e))?;
-        if status[0] != 1 {
-            return Err(CommError::Bootstrap(format!(
+        let within = timeout + self.timeout.min(GET_GRACE);
+        let value = self.call(key, &req, within, |s, deadline| {
+            let mut status = [0u8; 1];
+            read_exact_by(s, &mut status, deadline)?;
+            if status[0] != 1 {
+                return Ok(None);
+            }
+            let mut len = [0u8; 4];
+            read_exact_by(s, &mut len, deadline)?;
+            let len = u32::from_le_bytes(len) as usize;
+            if len > MAX_VALUE {
+                return Err(invalid(&format!("store value of {len} bytes exceeds the limit of {MAX_VALUE}")));
+            }
+            let mut v = vec![0u8; len];
+            read_exact_by(s, &mut v, deadline)?;
+            Ok(Some(v))
+        })?;
+        value.ok_or_else(|| {
+            CommError::Bootstrap(format!(
                 "timed out after {timeout:?} waiting for {key:?} in the rendezvous store: a rank did not start or crashed during setup"
-            )));
-        }
-        read_bounded(&mut self.stream, MAX_VALUE, "value").map_err(|e| self.io(e))
+            ))
+        })
     }
 
     /// `get` as UTF-8.
@@ -425,5 +759,114 @@ mod tests {
         // The store still serves well-behaved clients.
         a.set("k2", b"v2").unwrap();
         assert_eq!(a.get("k2", Duration::from_secs(1)).unwrap(), b"v2");
+    }
+
+    /// A listener that accepts connections and never says a word: a store host that is
+    /// stopped (SIGSTOP), as the kernel still completes connections to it.
+    fn silent_host() -> (TcpListener, String) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        (l, addr)
+    }
+
+    #[test]
+    fn a_silent_store_host_is_a_timeout_naming_rank_0_not_a_wrong_token() {
+        let (_host, addr) = silent_host();
+        let token = JobToken::random().unwrap();
+        let err = StoreClient::connect(&addr, &token, Duration::from_millis(300)).err().unwrap();
+        assert!(matches!(err, CommError::Timeout { peer: 0, .. }), "{err}");
+        assert!(!err.to_string().contains("token"), "{err}");
+    }
+
+    #[test]
+    fn calls_to_a_store_that_stops_answering_time_out_and_then_refuse() {
+        // A store that completes the handshake and then goes quiet (its host froze).
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let host = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut h = [0u8; HELLO_LEN];
+            s.read_exact(&mut h).unwrap();
+            s.write_all(&[ACCEPTED]).unwrap();
+            // Hold the connection open, answering nothing, until the client hangs up.
+            let mut sink = Vec::new();
+            let _ = s.read_to_end(&mut sink);
+        });
+        let token = JobToken::random().unwrap();
+        let mut c = StoreClient::connect(&addr, &token, Duration::from_secs(5)).unwrap();
+        c.set_timeout(Duration::from_millis(200));
+        let err = c.set("abort/1", b"0,3").unwrap_err();
+        assert!(matches!(err, CommError::Timeout { peer: 0, .. }), "{err}");
+        let err = c.get("k", Duration::from_millis(10)).unwrap_err();
+        assert!(err.to_string().contains("failed earlier"), "{err}");
+        drop(c);
+        host.join().unwrap();
+    }
+
+    #[test]
+    fn handshakes_have_a_deadline_and_a_cap() {
+        let token = JobToken::random().unwrap();
+        let limits = StoreLimits { handshake: Duration::from_millis(400), max_pending: 4 };
+        let server = StoreServer::start_with("127.0.0.1:0".parse().unwrap(), token, limits).unwrap();
+        let addr = server.addr().to_string();
+        // Silent connections: four take the slots, the rest are told "busy" at once.
+        let mut silent: Vec<TcpStream> = (0..10).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+        let mut busy = 0;
+        for s in &mut silent {
+            let mut reply = Vec::new();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let _ = s.read_to_end(&mut reply);
+            match reply.as_slice() {
+                [BUSY] => busy += 1,
+                // Cut off at the handshake deadline without an answer.
+                [] => {}
+                other => panic!("unexpected answer {other:?}"),
+            }
+        }
+        assert!(busy >= 1, "the cap must turn some away");
+        // A client trickling its hello a byte at a time is cut off at the deadline, not
+        // allowed a fresh timeout per byte.
+        let mut trickle = TcpStream::connect(&addr).unwrap();
+        let h = hello(&token);
+        let sent = (0..HELLO_LEN)
+            .take_while(|&i| {
+                std::thread::sleep(Duration::from_millis(60));
+                trickle.write_all(&h[i..i + 1]).is_ok()
+            })
+            .count();
+        assert!(sent < HELLO_LEN, "a trickled hello must not complete ({sent} bytes went through)");
+        let until = Instant::now() + Duration::from_secs(10);
+        while server.stats().refused < 11 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let stats = server.stats();
+        assert!(stats.pending_peak <= 4, "{stats:?}");
+        assert!(stats.busy == busy && stats.refused >= 10, "{stats:?}");
+        // Well-behaved clients still get in.
+        let mut c = StoreClient::connect(&addr, &token, Duration::from_secs(5)).unwrap();
+        c.set("k", b"v").unwrap();
+        assert_eq!(server.pending(), 0);
+    }
+
+    #[test]
+    fn a_flood_of_foreign_connections_logs_a_bounded_number_of_lines() {
+        let token = JobToken::random().unwrap();
+        let server = StoreServer::start("127.0.0.1:0".parse().unwrap(), token).unwrap();
+        let addr = server.addr().to_string();
+        for _ in 0..60 {
+            let mut raw = TcpStream::connect(&addr).unwrap();
+            raw.write_all(&[0x42; HELLO_LEN]).unwrap();
+            let mut reply = Vec::new();
+            let _ = raw.read_to_end(&mut reply);
+            assert_eq!(reply, [REFUSED]);
+        }
+        // The server counts a refusal just after hanging up.
+        let until = Instant::now() + Duration::from_secs(10);
+        while server.stats().refused < 60 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let stats = server.stats();
+        assert!(stats.refused >= 60, "{stats:?}");
+        assert!(stats.logged <= LOG_FIRST + 1, "{stats:?}");
     }
 }

@@ -258,3 +258,50 @@ fn shared_buffers_belong_to_the_communicator_that_made_them() {
         assert!(summed);
     }
 }
+
+#[test]
+fn agree_names_the_first_setting_that_differs_on_every_rank() {
+    // Rank 2 of 3 has another learning rate and lacks a setting the others have.
+    let results = run(3, short_timeout(), |mut c| {
+        let lr = if c.rank() == 2 { "0.002" } else { "0.001" };
+        let mut settings = vec![("seed", "1234".to_string()), ("lr", lr.to_string())];
+        if c.rank() != 2 {
+            settings.push(("clip-grad", "1.0".to_string()));
+        }
+        let first = c.agree("the training configuration", &settings);
+        // Only the agreed part: the same call now passes, and the communicator still works.
+        let same = c.agree("the training configuration", &[("seed", "1234")]);
+        let mut x = [1.0f32];
+        c.all_reduce(&mut x, ReduceOp::Sum).unwrap();
+        (first, same, x[0])
+    });
+    for (rank, (first, same, sum)) in results.into_iter().enumerate() {
+        match first {
+            Err(CommError::Disagreement { what, name, rank_a, value_a, rank_b, value_b }) => {
+                assert_eq!(what, "the training configuration");
+                assert_eq!((name.as_str(), rank_a, value_a.as_str()), ("lr", 0, "0.001"), "rank {rank}");
+                assert_eq!((rank_b, value_b.as_str()), (2, "0.002"), "rank {rank}");
+            }
+            other => panic!("rank {rank}: expected a disagreement, got {other:?}"),
+        }
+        same.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+        assert_eq!(sum, 3.0);
+    }
+}
+
+#[test]
+fn ranks_asking_for_different_grids_fail_naming_the_size() {
+    // Rank 1 thinks the job is data-parallel only; the others ask for TP 2.
+    let results = run(4, short_timeout(), |mut c| {
+        let (tp, dp) = if c.rank() == 1 { (1, 4) } else { (2, 2) };
+        let grid = RankGrid::new(tp, 1, dp, 4).unwrap();
+        c.parallel_groups(&grid).err().map(|e| e.to_string())
+    });
+    for (rank, err) in results.into_iter().enumerate() {
+        let err = err.unwrap_or_else(|| panic!("rank {rank}: different grids were accepted"));
+        assert!(
+            err.contains("tensor-parallel size is \"2\" on rank 0 but \"1\" on rank 1"),
+            "rank {rank}: {err}"
+        );
+    }
+}

@@ -44,7 +44,6 @@ impl Job {
             .map(|&rank| {
                 Command::new(BIN)
                     .args(args)
-                    .envs(env.iter().copied())
                     .env("RANK", rank.to_string())
                     .env("WORLD_SIZE", world.to_string())
                     .env("LOCAL_RANK", rank.to_string())
@@ -54,6 +53,8 @@ impl Job {
                     .env("TRIDENT_JOB_TOKEN", self.token.to_hex())
                     .env("TRIDENT_TRANSPORT", transport)
                     .env("TRIDENT_TIMEOUT_S", "30")
+                    // Last, so a test can override the defaults above.
+                    .envs(env.iter().copied())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .spawn()
@@ -169,24 +170,41 @@ fn foreign_launcher_environments() {
         ("SLURM_PROCID", "SLURM_NTASKS", [("SLURM_JOB_NODELIST", "127.0.0.1"), ("SLURM_JOB_ID", "99")]),
     ] {
         let port = free_port().to_string();
-        let children: Vec<Child> = (0..3)
-            .map(|rank| {
-                Command::new(BIN)
-                    .args(["check", "--lens", "1,1021"])
-                    .env_clear()
-                    .env(rank_var, rank.to_string())
-                    .env(size_var, "3")
-                    .env("MASTER_PORT", &port)
-                    .envs(extra)
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
+        // The launcher shares no secret: the ranks key their token with a file only this
+        // user can read, which the first of them creates.
+        let dir = std::env::temp_dir().join(format!("trident-secret-{}-{port}", std::process::id()));
+        let secret = dir.join("job-secret");
+        let spawn = |rank: usize, secret: Option<&std::path::Path>| {
+            let mut cmd = Command::new(BIN);
+            cmd.args(["check", "--lens", "1,1021"])
+                .env_clear()
+                .env(rank_var, rank.to_string())
+                .env(size_var, "3")
+                .env("MASTER_PORT", &port)
+                .env("TRIDENT_TIMEOUT_S", "20")
+                .envs(extra)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            if let Some(s) = secret {
+                cmd.env("TRIDENT_JOB_SECRET_FILE", s);
+            }
+            cmd.spawn().unwrap()
+        };
+        let children: Vec<Child> = (0..3).map(|rank| spawn(rank, Some(&secret))).collect();
         for o in wait_all(children, Duration::from_secs(60)) {
             assert!(o.status.success(), "{rank_var}: {}", text(&o));
         }
+        let _ = std::fs::remove_dir_all(&dir);
+        // Without any secret (no token, no HOME, no secret file) a rank refuses to start
+        // with a token anyone could compute, and says what to set.
+        let out = wait_all(vec![spawn(0, None)], Duration::from_secs(20));
+        let err = String::from_utf8_lossy(&out[0].stderr);
+        assert!(!out[0].status.success(), "{}", text(&out[0]));
+        assert!(
+            err.contains("TRIDENT_JOB_TOKEN") && err.contains("TRIDENT_ALLOW_INSECURE_TOKEN"),
+            "{}",
+            text(&out[0])
+        );
     }
 }
 
@@ -288,6 +306,9 @@ fn corrupt_data_frame_and_foreign_peer_are_refused() {
     let rank0 = job.spawn(2, &[0], "tcp", &["check", "--lens", "1021"]);
     let addr = format!("127.0.0.1:{}", job.port);
     let mut store = StoreClient::connect(&addr, &job.token, Duration::from_secs(20)).unwrap();
+    // The same setup as rank 0 (published before anything else), then the host.
+    let setup = store.get("setup/0", Duration::from_secs(20)).unwrap();
+    store.set("setup/1", &setup).unwrap();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     store.set("host/1", host.trim().as_bytes()).unwrap();
     let target = store.get_string("world/tcp/0", Duration::from_secs(20)).unwrap();
@@ -310,4 +331,114 @@ fn corrupt_data_frame_and_foreign_peer_are_refused() {
     let err = String::from_utf8_lossy(&outs[0].stderr);
     assert!(!outs[0].status.success(), "{}", text(&outs[0]));
     assert!(err.contains("malformed message from rank 1"), "{}", text(&outs[0]));
+}
+
+/// Reads `child`'s standard output until a line starting with `prefix`; the rest of the
+/// output keeps flowing into a thread so the child never blocks on a full pipe.
+fn wait_for_line(child: &mut Child, prefix: &str, limit: Duration) {
+    use std::io::BufRead;
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let prefix = prefix.to_string();
+    std::thread::spawn(move || {
+        let mut told = false;
+        for line in std::io::BufReader::new(out).lines().map_while(|l| l.ok()) {
+            if !told && line.starts_with(&prefix) {
+                let _ = tx.send(());
+                told = true;
+            }
+        }
+    });
+    rx.recv_timeout(limit).expect("the rank never got going");
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: signalling a child this test spawned and has not reaped.
+    unsafe { libc::kill(child.id() as i32, sig) };
+}
+
+/// Issue 17, item 1: rank 0 (the store host) frozen mid-run on TCP. Rank 1 must time out
+/// naming rank 0, and then exit instead of blocking for good while reporting the failure to
+/// the frozen store.
+#[test]
+fn tcp_frozen_rank_0_ends_the_job_naming_it() {
+    let job = Job::new();
+    let env = [("TRIDENT_TIMEOUT_S", "2")];
+    let mut ranks = job.spawn_env(2, &[0, 1], "tcp", &["fault", "run", "--iters", "100000000"], &env);
+    wait_for_line(&mut ranks[1], "step 3", Duration::from_secs(30));
+    signal(&ranks[0], libc::SIGSTOP);
+    let rank1 = ranks.pop().unwrap();
+    let out = wait_all(vec![rank1], Duration::from_secs(20));
+    signal(&ranks[0], libc::SIGKILL);
+    let _ = ranks[0].wait();
+    let err = String::from_utf8_lossy(&out[0].stderr);
+    assert_eq!(out[0].status.code(), Some(3), "{}", text(&out[0]));
+    assert!(err.contains("timed out") && err.contains("rank 0"), "{}", text(&out[0]));
+}
+
+/// Issue 17, item 9: a store host that accepts connections but never answers (stopped)
+/// during start-up is a timeout that follows TRIDENT_TIMEOUT_S, not a "wrong job token".
+#[test]
+fn frozen_store_host_at_start_is_not_called_a_wrong_token() {
+    let job = Job::new();
+    // Plays a stopped rank 0: the kernel completes connections, nobody answers.
+    let _frozen = std::net::TcpListener::bind(("127.0.0.1", job.port)).unwrap();
+    let start = Instant::now();
+    let out = wait_all(
+        job.spawn_env(2, &[1], "tcp", &["check", "--lens", "1"], &[("TRIDENT_TIMEOUT_S", "1")]),
+        Duration::from_secs(15),
+    );
+    let err = String::from_utf8_lossy(&out[0].stderr);
+    assert!(!out[0].status.success(), "{}", text(&out[0]));
+    assert!(err.contains("never answered") && !err.contains("wrong job token"), "{}", text(&out[0]));
+    // Well under the old fixed 10 s (the limit is the rank's 1 s timeout).
+    eprintln!("frozen store host reported after {:?}", start.elapsed());
+}
+
+/// Issue 17, item 9: ranks started with different transports or world sizes fail naming
+/// the setting and both ranks, not "a rank did not start or crashed".
+#[test]
+fn setup_mismatches_name_the_setting_and_the_ranks() {
+    let job = Job::new();
+    let mut ranks = job.spawn(2, &[0], "tcp", &["check", "--lens", "1"]);
+    ranks.extend(job.spawn(2, &[1], "shm", &["check", "--lens", "1"]));
+    for (rank, o) in wait_all(ranks, Duration::from_secs(30)).iter().enumerate() {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "rank {rank}: {}", text(o));
+        assert!(
+            err.contains("transport (TRIDENT_TRANSPORT) is \"tcp\" on rank 0 but \"shm\" on rank 1"),
+            "rank {rank}: {}",
+            text(o)
+        );
+    }
+    // Rank 2 counts three ranks, the others two. It starts first, so it is waiting in the
+    // store before the two-rank job can finish and take the store away.
+    let job = Job::new();
+    let mut ranks = job.spawn(3, &[2], "tcp", &["check", "--lens", "1"]);
+    ranks.extend(job.spawn(2, &[0, 1], "tcp", &["check", "--lens", "1,1021,16411"]));
+    let outs = wait_all(ranks, Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&outs[0].stderr);
+    assert!(
+        err.contains("world size") && err.contains("\"2\" on rank 0 but \"3\" on rank 2"),
+        "{}",
+        text(&outs[0])
+    );
+    // Ranks 0 and 1 agree with each other; they form their world and finish.
+    assert!(outs[1].status.success() && outs[2].status.success(), "{}\n{}", text(&outs[1]), text(&outs[2]));
+}
+
+/// Issue 17, item 9: a tensor-parallel size that differs between ranks is named.
+#[test]
+fn different_grids_across_processes_name_the_size() {
+    let job = Job::new();
+    let mut ranks = job.spawn(2, &[0], "tcp", &["check", "--lens", "1", "--grid", "2,1,1"]);
+    ranks.extend(job.spawn(2, &[1], "tcp", &["check", "--lens", "1", "--grid", "1,1,2"]));
+    for (rank, o) in wait_all(ranks, Duration::from_secs(30)).iter().enumerate() {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("tensor-parallel size is \"2\" on rank 0 but \"1\" on rank 1"),
+            "rank {rank}: {}",
+            text(o)
+        );
+    }
 }

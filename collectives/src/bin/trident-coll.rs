@@ -7,6 +7,8 @@
 //!                    [--min-bytes B] [--max-bytes B] [--iters K] [--registered true]
 //! trident-coll fault die --victim R --at K                  (a rank kills itself mid-AllReduce)
 //! trident-coll fault mismatch                               (rank 1 calls with another size)
+//! trident-coll fault run --iters K                          (AllReduces, printing each step; for
+//!                                                            tests that stop or kill a rank)
 //! ```
 
 use std::collections::HashMap;
@@ -112,6 +114,17 @@ fn cmd_fault(args: &[String]) -> Result<i32, Error> {
                     unsafe { libc::raise(libc::SIGKILL) };
                 }
                 comm.all_reduce(&mut buf, ReduceOp::Sum)
+            })
+        }
+        "run" => {
+            use std::io::Write;
+            let iters: usize = get(&f, "iters", 1000)?;
+            let mut buf = vec![1.0f32; 4096];
+            (0..iters).try_for_each(|i| {
+                comm.all_reduce(&mut buf, ReduceOp::Max)?;
+                println!("step {i}");
+                let _ = std::io::stdout().flush();
+                Ok(())
             })
         }
         "mismatch" => {

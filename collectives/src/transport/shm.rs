@@ -16,6 +16,7 @@ use crate::store::{StoreClient, StoreServer};
 use crate::token::{fnv64, JobToken};
 use crate::wait::{Backoff, Deadline};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -161,10 +162,12 @@ impl ShmFabric {
     ) -> Result<(std::fs::File, String)> {
         let tag = fnv64(fnv64(0, &self.token.0), key.as_bytes());
         let name = format!("/dev/shm/trident-{tag:016x}-{index}-{}", std::process::id());
+        // Only this user may open a job's segments (they hold its buffers and rings).
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(&name)
             .map_err(|e| CommError::io(format!("creating shared-memory file {name}"), e))?;
         let unlink = Unlink(&name);
@@ -623,5 +626,23 @@ impl Transport for ShmTransport {
 impl Drop for ShmTransport {
     fn drop(&mut self) {
         self.own.state().store(DEPARTED, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn segments_are_readable_by_their_owner_only() {
+        let token = JobToken::random().unwrap();
+        let server = StoreServer::start("127.0.0.1:0".parse().unwrap(), token).unwrap();
+        let store = StoreClient::connect(&server.addr().to_string(), &token, Duration::from_secs(5)).unwrap();
+        let fabric = ShmFabric::new(Arc::new(Mutex::new(store)), token, None);
+        let (file, name) = fabric.create_file("mode-test", 0, 4096, "").unwrap();
+        let _unlink = Unlink(&name);
+        // Whatever the umask (commonly 022, which left segments world-readable).
+        assert_eq!(file.metadata().unwrap().permissions().mode() & 0o777, 0o600, "{name}");
     }
 }

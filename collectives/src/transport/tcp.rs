@@ -6,14 +6,14 @@
 use super::{Fabric, Incoming, Outgoing, Transport};
 use crate::error::{AbortReason, CommError, Result};
 use crate::frame::{Header, HEADER_LEN};
-use crate::store::{StoreClient, StoreServer};
+use crate::store::{read_exact_by, RefusalLog, StoreClient, StoreServer};
 use crate::token::{fnv64, JobToken};
 use crate::wait::Deadline;
 use std::io::{IoSlice, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const STAGE_BYTES: usize = 256 << 10;
 const HELLO_MAGIC: u32 = 0x4844_5254; // "TRDH"
@@ -96,9 +96,10 @@ fn expect_hello(
     from: Option<u32>,
     to: u32,
     size: u32,
+    deadline: Instant,
 ) -> std::result::Result<Hello, String> {
     let mut b = [0u8; HELLO_LEN];
-    stream.read_exact(&mut b).map_err(|e| format!("no handshake: {e}"))?;
+    read_exact_by(stream, &mut b, deadline).map_err(|e| format!("no complete handshake: {e}"))?;
     let h = Hello::decode(&b).ok_or("not a Trident handshake")?;
     if !token.matches(&h.token) {
         return Err("wrong job token".into());
@@ -111,6 +112,43 @@ fn expect_hello(
     }
     Ok(h)
 }
+
+/// Time an accepted connection gets to present its whole handshake (not per read), so a
+/// foreign client trickling bytes holds the listener up for at most this long.
+const ACCEPT_HANDSHAKE: Duration = Duration::from_secs(2);
+
+/// Waits for the store lock at most `wait`: a thread of this process stuck in a store call
+/// must not hold up an abort (store calls are bounded too, this only shortens the wait).
+fn lock_within(store: &Mutex<StoreClient>, wait: Duration) -> Option<std::sync::MutexGuard<'_, StoreClient>> {
+    let deadline = Instant::now() + wait;
+    loop {
+        match store.try_lock() {
+            Ok(g) => return Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(2))
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        }
+    }
+}
+
+/// Runs `f` on the store with its timeout lowered to `limit`, so a failing rank's last
+/// words cannot block on a store host that stopped answering.
+fn with_short_timeout<T>(
+    store: &mut StoreClient,
+    limit: Duration,
+    f: impl FnOnce(&mut StoreClient) -> T,
+) -> T {
+    let saved = store.timeout();
+    store.set_timeout(limit.min(saved));
+    let r = f(store);
+    store.set_timeout(saved);
+    r
+}
+
+/// How long a failing rank spends, at most, leaving its reason in the store.
+const ABORT_STORE_LIMIT: Duration = Duration::from_secs(1);
 
 impl Fabric for TcpFabric {
     fn connect(
@@ -155,15 +193,17 @@ impl Fabric for TcpFabric {
             };
             let io = |e| CommError::io(format!("handshake with rank {peer} at {target}"), e);
             stream.set_nodelay(true).map_err(io)?;
-            stream.set_read_timeout(Some(deadline.remaining().max(Duration::from_millis(1)))).map_err(io)?;
+            stream.set_write_timeout(Some(deadline.remaining().max(Duration::from_millis(1)))).map_err(io)?;
             stream.write_all(&hello(peer).encode()).map_err(io)?;
-            expect_hello(&mut stream, &self.token, gid, Some(peer as u32), index as u32, n as u32)
+            let by = Instant::now() + deadline.remaining();
+            expect_hello(&mut stream, &self.token, gid, Some(peer as u32), index as u32, n as u32, by)
                 .map_err(|why| CommError::Refused(format!("rank {peer} at {target}: {why}")))?;
             *conn = Some(Conn { stream, at_boundary: true });
         }
         drop(store);
 
         // Accept every higher rank; anything else that connects is turned away.
+        let refusals = RefusalLog::new("trident tcp");
         listener.set_nonblocking(true).map_err(|e| CommError::io("listener", e))?;
         let mut missing = n - 1 - index;
         while missing > 0 {
@@ -186,30 +226,30 @@ impl Fabric for TcpFabric {
             let setup = stream
                 .set_nonblocking(false)
                 .and_then(|_| stream.set_nodelay(true))
-                .and_then(|_| stream.set_read_timeout(Some(Duration::from_secs(2))));
+                .and_then(|_| stream.set_write_timeout(Some(ACCEPT_HANDSHAKE)));
             if setup.is_err() {
                 continue;
             }
-            match expect_hello(&mut stream, &self.token, gid, None, index as u32, n as u32) {
+            let by = Instant::now() + ACCEPT_HANDSHAKE.min(deadline.remaining());
+            match expect_hello(&mut stream, &self.token, gid, None, index as u32, n as u32, by) {
                 Ok(h) if (h.from as usize) > index && conns[h.from as usize].is_none() => {
                     if stream.write_all(&hello(h.from as usize).encode()).is_ok() {
-                        conns[h.from as usize] = Some(Conn {
-                            stream,
-                            at_boundary: true,
-                        });
+                        conns[h.from as usize] = Some(Conn { stream, at_boundary: true });
                         missing -= 1;
                     }
                 }
-                Ok(h) => eprintln!(
-                    "trident tcp: refused a duplicate or unexpected connection from {from_addr} claiming rank {}",
-                    h.from
-                ),
-                Err(why) => eprintln!("trident tcp: refused a connection from {from_addr}: {why}"),
+                Ok(h) => {
+                    refusals.refused(&from_addr, &format_args!("a duplicate or unexpected rank {}", h.from));
+                }
+                Err(why) => {
+                    refusals.refused(&from_addr, &why);
+                }
             }
         }
         for conn in conns.iter_mut().flatten() {
             let io = |e| CommError::io("configuring a data connection", e);
             conn.stream.set_read_timeout(None).map_err(io)?;
+            conn.stream.set_write_timeout(None).map_err(io)?;
             conn.stream.set_nonblocking(true).map_err(io)?;
         }
         Ok(Box::new(TcpTransport {
@@ -367,8 +407,13 @@ impl TcpTransport {
         let CommError::PeerLost { peer, .. } = err else {
             return err;
         };
-        let mut store = self.store.lock().unwrap_or_else(|e| e.into_inner());
-        let Ok(record) = store.get_string(&self.abort_key(peer), EXPLAIN_WAIT) else {
+        let Some(mut store) = lock_within(&self.store, ABORT_STORE_LIMIT) else {
+            return err;
+        };
+        let key = self.abort_key(peer);
+        let Ok(record) =
+            with_short_timeout(&mut store, ABORT_STORE_LIMIT, |s| s.get_string(&key, EXPLAIN_WAIT))
+        else {
             return err;
         };
         let mut fields = record.split(',').map(|f| f.parse::<usize>());
@@ -481,8 +526,8 @@ impl Transport for TcpTransport {
         // Leave the reason first, so peers that see the connection drop can find it.
         let record = format!("{culprit},{}", reason as u8);
         let key = self.abort_key(self.rank);
-        if let Ok(mut store) = self.store.lock() {
-            let _ = store.set(&key, record.as_bytes());
+        if let Some(mut store) = lock_within(&self.store, ABORT_STORE_LIMIT) {
+            let _ = with_short_timeout(&mut store, ABORT_STORE_LIMIT, |s| s.set(&key, record.as_bytes()));
         }
         let frame = Header::abort(op, culprit, self.rank, reason).encode();
         for conn in self.conns.iter_mut().flatten() {
