@@ -13,3 +13,4 @@ pub use error::CheckpointError;
 pub use hf::export_hf;
 pub use llmc::{read_llmc_model, write_llmc_model};
 pub use state::{latest_checkpoint, list_checkpoints, prune_checkpoints, step_dir, AdamWMoments, Checkpoint};
+pub use tensors::checksum;

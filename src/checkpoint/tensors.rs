@@ -43,7 +43,7 @@ impl View for F32View<'_> {
 
 /// CRC-32 (IEEE) of a tensor's little-endian bytes: what checkpoints record for every tensor.
 /// A checksum of the on-disk bytes, so any flipped bit of the data changes it.
-pub(crate) fn checksum(values: &[f32]) -> u32 {
+pub fn checksum(values: &[f32]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(&f32_le_bytes(values));
     h.finalize()
