@@ -66,6 +66,10 @@ pub enum CheckpointError {
          free space there or pass another --save directory"
     )]
     DiskFull { path: PathBuf },
+    #[error(
+        "{path}: cannot allocate the {bytes} bytes it needs; free memory or load it on a larger machine"
+    )]
+    OutOfMemory { path: PathBuf, bytes: u64 },
     #[error("{path} is not a directory; checkpoints go in a directory (pass another path)")]
     NotADirectory { path: PathBuf },
 }

@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::atomic::{sync_file, write_dir_atomically};
-use super::tensors::{checksum, read_tensors, write_tensors, Expected, F32View};
+use super::tensors::{checksum, read_tensors, try_zeros, write_tensors, Expected, F32View};
 use super::CheckpointError;
 use crate::data::LoaderState;
 use crate::model::{GptConfig, ParamLayout, ParamTensor};
@@ -239,7 +239,7 @@ impl<S: Serialize + DeserializeOwned> Checkpoint<S> {
         let no_checksums = BTreeMap::new();
         let read = |name: &str, entries: Vec<Expected>, len: usize| {
             let path = dir.join(name);
-            let mut out = vec![0.0f32; len];
+            let mut out = try_zeros(&path, len)?;
             let checksums = file.checksums.get(name).unwrap_or(&no_checksums);
             read_tensors(&path, &entries, checksums, &mut out, |meta| {
                 let found = meta.get("step").and_then(|s| s.parse::<u64>().ok());

@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Read, Write};
 use std::ops::Range;
 use std::path::Path;
 
@@ -90,6 +90,31 @@ pub(crate) fn write_tensors(
     file.sync_all().map_err(io)
 }
 
+/// A zeroed buffer of `len` floats, allocated fallibly: a checkpoint too large for the memory
+/// left is an error naming it, not an abort.
+pub(crate) fn try_zeros(path: &Path, len: usize) -> Result<Vec<f32>, CheckpointError> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).map_err(|_| CheckpointError::OutOfMemory {
+        path: path.into(),
+        bytes: len.saturating_mul(4) as u64,
+    })?;
+    out.resize(len, 0.0);
+    Ok(out)
+}
+
+/// The whole of `path`, its buffer allocated fallibly (see [`try_zeros`]).
+fn read_file(path: &Path) -> Result<Vec<u8>, CheckpointError> {
+    let mut file = File::open(path).map_err(|e| CheckpointError::io(path, e))?;
+    let len = file.metadata().map_err(|e| CheckpointError::io(path, e))?.len();
+    let mut bytes = Vec::new();
+    usize::try_from(len)
+        .ok()
+        .and_then(|n| bytes.try_reserve_exact(n).ok())
+        .ok_or(CheckpointError::OutOfMemory { path: path.into(), bytes: len })?;
+    file.read_to_end(&mut bytes).map_err(|e| CheckpointError::io(path, e))?;
+    Ok(bytes)
+}
+
 /// A tensor a reader expects: its name, shape and where it goes in the output buffer.
 pub(crate) struct Expected {
     pub name: String,
@@ -107,7 +132,7 @@ pub(crate) fn read_tensors(
     out: &mut [f32],
     check_metadata: impl FnOnce(&HashMap<String, String>) -> Result<(), CheckpointError>,
 ) -> Result<HashMap<String, String>, CheckpointError> {
-    let bytes = std::fs::read(path).map_err(|e| CheckpointError::io(path, e))?;
+    let bytes = read_file(path)?;
     let st_err = |source| CheckpointError::SafeTensors { path: path.into(), cause: source };
     let (_, metadata) = SafeTensors::read_metadata(&bytes).map_err(st_err)?;
     let metadata = metadata.metadata().clone().unwrap_or_default();
@@ -162,4 +187,18 @@ pub(crate) fn read_tensors(
         }
     }
     Ok(metadata)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_past_memory_are_errors_not_aborts() {
+        let path = Path::new("ck/model.safetensors");
+        let err = try_zeros(path, usize::MAX / 8).unwrap_err();
+        assert!(matches!(err, CheckpointError::OutOfMemory { .. }), "{err}");
+        assert!(err.to_string().contains("ck/model.safetensors"), "{err}");
+        assert_eq!(try_zeros(path, 3).unwrap(), [0.0; 3]);
+    }
 }

@@ -72,6 +72,27 @@ pub fn run(
     let global_batch = args.global_batch_size.unwrap_or(settings.micro_batch * par.dp);
     let micro_batches = par.validate(&config, settings.micro_batch, global_batch)?;
     let settings = TrainSettings { global_batch, ..settings };
+    if device.is_host() {
+        let need = crate::train::MemoryNeed::parallel_rank(
+            &config,
+            par.tp,
+            par.pp,
+            par.dp,
+            par.distributed_optimizer,
+            settings.micro_batch,
+            settings.seq_len,
+            micro_batches,
+        )?;
+        // Rank threads of this process, or this node's launched processes, share the memory.
+        let local_ranks = if launched() {
+            std::env::var("LOCAL_WORLD_SIZE").ok().and_then(|v| v.parse().ok()).unwrap_or(1)
+        } else {
+            world_size as u64
+        };
+        if let Some((available, source)) = crate::train::available_memory() {
+            need.check(local_ranks, available, source, true)?;
+        }
+    }
     let spec = RunSpec {
         config,
         par,

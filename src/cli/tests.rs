@@ -327,3 +327,29 @@ fn io_errors_name_their_cause_once() {
     let msg = format!("{err:#}");
     assert!(msg.matches(os_cause).count() <= 1, "{msg}");
 }
+
+#[test]
+fn runs_larger_than_memory_are_refused_before_allocating() {
+    // 12 x 2^40 x 64 parameters: petabytes, well past any machine; without the check the first
+    // allocation aborts the process.
+    let shape =
+        ["--num-layers", "64", "--hidden-size", "1048576", "--num-attention-heads", "4", "--seq-length", "8"];
+    let err = train(&shape).unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(msg.contains("this run needs about") && msg.contains("GiB of memory"), "{msg}");
+    assert!(msg.contains("is available (") && msg.contains("lower --hidden-size or --num-layers"), "{msg}");
+    // Activations only: a small model with a batch that cannot fit.
+    let batch =
+        ["trident", "train", "--device", "cpu", "--micro-batch-size", "100000000", "--train-iters", "1"];
+    let msg =
+        format!("{:#}", run(Cli::try_parse_from([&batch[..], &SMALL[..]].concat()).unwrap()).unwrap_err());
+    assert!(msg.contains("lower --micro-batch-size or --seq-length"), "{msg}");
+    // On parallel runs, per rank, and the ranks of this process add up.
+    let par = [&shape[..], &["--world-size", "2", "--tensor-model-parallel-size", "2"]].concat();
+    let msg = format!("{:#}", train(&par).unwrap_err());
+    assert!(msg.contains("2 ranks on this machine"), "{msg}");
+    // Shapes whose sizes overflow are errors, not wraps or panics.
+    let absurd = ["--num-layers", "1048576", "--hidden-size", "4294967296", "--num-attention-heads", "4"];
+    let msg = format!("{:#}", train(&absurd).unwrap_err());
+    assert!(msg.contains("more parameters than this machine can count"), "{msg}");
+}

@@ -16,7 +16,10 @@ use crate::ops::OpsContext;
 use crate::optim::AdamWConfig;
 use crate::plot::plot_metrics;
 use crate::progress::Progress;
-use crate::train::{peak_flops, train_flops_per_token, DecayStyle, LrSchedule, TrainSettings, Trainer};
+use crate::train::{
+    available_memory, peak_flops, train_flops_per_token, DecayStyle, LrSchedule, MemoryNeed, TrainSettings,
+    Trainer,
+};
 
 /// Sequences per micro-batch on text and shards, when --micro-batch-size is not given.
 const DEFAULT_MICRO_BATCH: usize = 8;
@@ -208,6 +211,14 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         })?;
     }
 
+    if device.is_host() {
+        let shares =
+            if device.kind() == trident_runtime::DeviceKind::Cpu { rayon::current_num_threads() } else { 1 };
+        let need = MemoryNeed::single(&config, micro_batch, seq_len, shares, args.save.is_some())?;
+        if let Some((available, source)) = available_memory() {
+            need.check(1, available, source, false)?;
+        }
+    }
     let ctx = OpsContext::new(&device)?;
     let model = match &start {
         Some(start) => Gpt::from_params(&device, config, start.params())?,
