@@ -70,6 +70,12 @@ pub enum CheckpointError {
         "{path}: cannot allocate the {bytes} bytes it needs; free memory or load it on a larger machine"
     )]
     OutOfMemory { path: PathBuf, bytes: u64 },
+    #[error(
+        "{path}: the header's metadata is {found}, not what a save writes (format, step, {}); the file is \
+         corrupt: resume from an earlier checkpoint",
+        "trainer_json_crc32"
+    )]
+    BadMetadata { path: PathBuf, found: String },
     #[error("{path} is not a directory; checkpoints go in a directory (pass another path)")]
     NotADirectory { path: PathBuf },
 }

@@ -242,6 +242,16 @@ impl<S: Serialize + DeserializeOwned> Checkpoint<S> {
             let mut out = try_zeros(&path, len)?;
             let checksums = file.checksums.get(name).unwrap_or(&no_checksums);
             read_tensors(&path, &entries, checksums, &mut out, |meta| {
+                // Exactly the keys a save writes, so that no byte of the header goes unchecked
+                // (the tensors' entries are checked against the config and their checksums).
+                let mut keys: Vec<&str> = meta.keys().map(String::as_str).collect();
+                keys.sort_unstable();
+                if keys != ["format", "step", TRAINER_CRC_KEY] || meta["format"] != "pt" {
+                    return Err(CheckpointError::BadMetadata {
+                        path: path.clone(),
+                        found: format!("{meta:?}"),
+                    });
+                }
                 let found = meta.get("step").and_then(|s| s.parse::<u64>().ok());
                 if found != Some(file.step) {
                     return Err(CheckpointError::StepMismatch {
@@ -368,6 +378,10 @@ mod tests {
         assert!(step_dir(root.path(), 500).exists(), "incomplete directories are left alone");
     }
 
+    fn layout_of(ck: &Checkpoint<MyState>) -> ParamLayout {
+        ParamLayout::new(ck.config)
+    }
+
     /// The metadata a save gives its tensor files, read back from `dir`'s trainer.json: what a
     /// forged file needs to get past the metadata check to the check under test.
     fn metadata_of(dir: &Path, step: u64) -> HashMap<String, String> {
@@ -409,6 +423,16 @@ mod tests {
         write_tensors(&model, wide_views, metadata_of(&dir, ck.step)).unwrap();
         let err = load();
         assert!(matches!(&err, CheckpointError::WrongShape { name, .. } if name == "wte"), "{err}");
+
+        // Metadata a save does not write.
+        let mut meta = metadata_of(&dir, ck.step);
+        meta.insert("format".into(), "pu".into());
+        write_tensors(&model, views(&layout_of(&ck), "", &ck.params), meta.clone()).unwrap();
+        assert!(matches!(load(), CheckpointError::BadMetadata { .. }), "{}", load());
+        meta.insert("format".into(), "pt".into());
+        meta.insert("extra".into(), "1".into());
+        write_tensors(&model, views(&layout_of(&ck), "", &ck.params), meta).unwrap();
+        assert!(load().to_string().contains("corrupt"), "{}", load());
 
         // A missing tensor.
         let layout = ParamLayout::new(ck.config);
