@@ -342,7 +342,7 @@ mod tests {
         let (tokens, range) = ds.val.load_part(0).unwrap();
         assert_eq!(&tokens[range], &tr[450..]);
 
-        assert!(Dataset::shards(&[val_path.clone()], TokenizerKind::Bytes, 0.1).is_err());
+        assert!(Dataset::shards(std::slice::from_ref(&val_path), TokenizerKind::Bytes, 0.1).is_err());
         // A token past the vocabulary in the last shard is found when the set is opened.
         let late = dir.path().join("x_train_000002.bin");
         let mut bad = tr.clone();

@@ -80,10 +80,10 @@ impl GptConfig {
     }
 
     /// Parameters of the model ([`ParamLayout`](super::ParamLayout)'s length), `None` where the
-    /// count, or the f32 bytes holding it, overflow `usize`: per layer 12 C^2 + 13 C (QKV 3 C^2
-    /// + 3 C, attention projection C^2 + C, MLP 8 C^2 + 5 C, two LayerNorms 4 C), plus the
-    /// embeddings (Vp + T) C and the final LayerNorm 2 C. Every shape product of the layout is
-    /// at most this, so a validated config's layout cannot overflow.
+    /// count, or the f32 bytes holding it, overflow `usize`. Per layer that is 12 C^2 + 13 C
+    /// (QKV 3 C^2 and 3 C, attention projection C^2 and C, MLP 8 C^2 and 5 C, two LayerNorms
+    /// 4 C), then the embeddings (Vp + T) C and the final LayerNorm 2 C. Every shape product of
+    /// the layout is at most this, so a validated config's layout cannot overflow.
     pub fn checked_num_params(&self) -> Option<usize> {
         let c = self.channels;
         let per_layer = c.checked_mul(c)?.checked_mul(12)?.checked_add(c.checked_mul(13)?)?;
