@@ -100,7 +100,8 @@ def main():
     counts = {"kills": 0, "mid_save": 0, "kill_loads": 0, "leak_checks": 0, "leak_clean": 0,
               "corruptions": 0, "refused": 0, "disk_full": None}
 
-    # 1. Saves killed at a random point: a save every step, killed after a random delay.
+    # 1. Saves killed at a random point: a save every step; half the runs killed after a random
+    # delay, half within milliseconds of a save's start.
     previous_pid = None
     for run in range(args.runs):
         if time.monotonic() > deadline:
@@ -115,7 +116,16 @@ def main():
         before = set(checkpoints(save))
         while time.monotonic() - first < 60 and child.poll() is None and set(checkpoints(save)) == before:
             time.sleep(0.02)
-        time.sleep(rng.uniform(0.0, 1.5))
+        if rng.random() < 0.5:
+            # At a random point of the run.
+            time.sleep(rng.uniform(0.0, 1.5))
+        else:
+            # Inside a save: once its temporary appears, within the next few milliseconds.
+            seen = time.monotonic()
+            while time.monotonic() - seen < 30 and child.poll() is None and not any(
+                    tag_pid(TEMPORARY.match(n).group(3)) == child.pid for n in temporaries(save)):
+                time.sleep(0.001)
+            time.sleep(rng.uniform(0.0, 0.02))
         if child.poll() is not None:
             failures.append(f"run {run}: trident exited early ({child.returncode}): {child.stderr.read()[-400:]}")
             continue
