@@ -73,7 +73,7 @@ pub fn run(
     let micro_batches = par.validate(&config, settings.micro_batch, global_batch)?;
     let settings = TrainSettings { global_batch, ..settings };
     if device.is_host() {
-        let need = crate::train::MemoryNeed::parallel_rank(
+        let mut need = crate::train::MemoryNeed::parallel_rank(
             &config,
             par.tp,
             par.pp,
@@ -83,6 +83,7 @@ pub fn run(
             settings.seq_len,
             micro_batches,
         )?;
+        need.data = dataset.train.resident_shard_bytes().saturating_add(dataset.val.resident_shard_bytes());
         // Rank threads of this process, or this node's launched processes, share the memory.
         let local_ranks = if launched() {
             std::env::var("LOCAL_WORLD_SIZE").ok().and_then(|v| v.parse().ok()).unwrap_or(1)

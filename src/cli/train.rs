@@ -214,7 +214,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     if device.is_host() {
         let shares =
             if device.kind() == trident_runtime::DeviceKind::Cpu { rayon::current_num_threads() } else { 1 };
-        let need = MemoryNeed::single(&config, micro_batch, seq_len, shares, args.save.is_some())?;
+        let mut need = MemoryNeed::single(&config, micro_batch, seq_len, shares, args.save.is_some())?;
+        need.data = dataset.train.resident_shard_bytes().saturating_add(dataset.val.resident_shard_bytes());
         if let Some((available, source)) = available_memory() {
             need.check(1, available, source, false)?;
         }

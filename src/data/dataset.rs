@@ -104,6 +104,17 @@ impl TokenSet {
         self.parts[i].range.clone()
     }
 
+    /// Bytes a loader holds for this set beyond what is in memory already: the largest shard
+    /// it reads (a loader keeps one part's source loaded, and reads a shard whole), 0 for
+    /// in-memory sets.
+    pub fn resident_shard_bytes(&self) -> u64 {
+        let shard_tokens = |p: &Part| match p.source {
+            PartSource::Shard(_) => p.range.end as u64,
+            PartSource::Memory(_) => 0,
+        };
+        self.parts.iter().map(shard_tokens).max().unwrap_or(0).saturating_mul(2)
+    }
+
     /// Tokens over all parts.
     pub fn total_tokens(&self) -> usize {
         self.parts.iter().map(|p| p.range.len()).sum()
@@ -336,7 +347,9 @@ mod tests {
         let ds = Dataset::shards(&[train_path.clone(), single_val], TokenizerKind::Bytes, 0.1).unwrap();
         assert_eq!((ds.train.total_tokens(), ds.val.total_tokens()), (500, 100));
 
+        assert_eq!((ds.train.resident_shard_bytes(), ds.val.resident_shard_bytes()), (1000, 200));
         let ds = Dataset::shards(std::slice::from_ref(&train_path), TokenizerKind::Bytes, 0.1).unwrap();
+        assert_eq!((ds.train.resident_shard_bytes(), ds.val.resident_shard_bytes()), (900, 1000));
         assert_eq!(ds.train.total_tokens(), 450);
         assert_eq!(ds.val.total_tokens(), 50);
         let (tokens, range) = ds.val.load_part(0).unwrap();

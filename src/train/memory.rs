@@ -8,6 +8,7 @@
 //!   8 bytes per token of inputs and targets;
 //! - on the Cpu trainer, one gradient buffer per share of rows ([`Trainer`](super::Trainer));
 //! - a checkpoint save's host copies of the parameters and both moments, when there is --save;
+//! - the token shards the data loaders read whole (set by the caller, [`MemoryNeed::data`]);
 //! - a fixed margin for the ops' scratch (GEMM packing) and the process itself.
 
 use crate::model::{Act, GptConfig};
@@ -25,6 +26,8 @@ pub struct MemoryNeed {
     pub activations: u64,
     /// Host copies a checkpoint save makes.
     pub checkpoint: u64,
+    /// Token shards the data loaders hold (one each for training and validation).
+    pub data: u64,
     pub workspace: u64,
 }
 
@@ -53,12 +56,14 @@ impl std::fmt::Display for MemoryNeed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "parameters {}, gradients {}, optimizer state {}, activations {}, checkpoint copies {}, workspace {}",
+            "parameters {}, gradients {}, optimizer state {}, activations {}, checkpoint copies {}, data {}, \
+             workspace {}",
             gib(self.params),
             gib(self.grads),
             gib(self.optimizer),
             gib(self.activations),
             gib(self.checkpoint),
+            gib(self.data),
             gib(self.workspace)
         )
     }
@@ -79,9 +84,17 @@ impl MemoryNeed {
     pub fn total(&self) -> u64 {
         // Each part was computed checked; their sum saturates rather than wraps (a total past
         // u64::MAX is refused by any availability anyway).
-        [self.params, self.grads, self.optimizer, self.activations, self.checkpoint, self.workspace]
-            .iter()
-            .fold(0u64, |acc, &b| acc.saturating_add(b))
+        [
+            self.params,
+            self.grads,
+            self.optimizer,
+            self.activations,
+            self.checkpoint,
+            self.data,
+            self.workspace,
+        ]
+        .iter()
+        .fold(0u64, |acc, &b| acc.saturating_add(b))
     }
 
     /// The flag to lower first: the batch's when activations are the largest part, else the
@@ -132,6 +145,7 @@ impl MemoryNeed {
             optimizer: mul(bytes, 2, "the optimizer state", SHAPE_FLAGS)?,
             activations,
             checkpoint: if saves { mul(bytes, 3, "a checkpoint's copies", SHAPE_FLAGS)? } else { 0 },
+            data: 0,
             workspace: WORKSPACE_MARGIN,
         })
     }
@@ -186,6 +200,7 @@ impl MemoryNeed {
             optimizer,
             activations: mul(arena, in_flight, "the activations in flight", BATCH_FLAGS)?,
             checkpoint: 0,
+            data: 0,
             workspace: WORKSPACE_MARGIN,
         })
     }
@@ -208,6 +223,7 @@ impl MemoryNeed {
                     optimizer: self.optimizer.saturating_mul(ranks),
                     activations: self.activations.saturating_mul(ranks),
                     checkpoint: self.checkpoint.saturating_mul(ranks),
+                    data: self.data.saturating_mul(ranks),
                     workspace: self.workspace.saturating_mul(ranks),
                 },
                 ranks,
@@ -328,6 +344,11 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("available (MemAvailable in /proc/meminfo)"), "{msg}");
         assert!(msg.contains("--micro-batch-size"), "activations dominate: {msg}");
+        // The loaders' shards count too.
+        let mut with_data = need;
+        with_data.data = 1 << 30;
+        let err = with_data.check(1, need.total() + (1 << 29), "test", false).unwrap_err();
+        assert!(err.to_string().contains("data 1.00 GiB"), "{err}");
         // Buffers that fit one by one but not together: each under the limit, the sum over.
         let big = config(8, 512);
         let need = MemoryNeed::single(&big, 1, 16, 1, true).unwrap();
