@@ -47,10 +47,10 @@ mod nan_as_null {
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("{path}:{line}: not a metrics record ({source})")]
-    Parse { path: PathBuf, line: usize, source: serde_json::Error },
+    #[error("{path}: {cause}")]
+    Io { path: PathBuf, cause: std::io::Error },
+    #[error("{path}:{line}: not a metrics record ({cause})")]
+    Parse { path: PathBuf, line: usize, cause: serde_json::Error },
     #[error(transparent)]
     Rewrite(#[from] CheckpointError),
 }
@@ -64,7 +64,8 @@ pub struct MetricsWriter {
 impl MetricsWriter {
     /// Starts a new log (an existing file is truncated).
     pub fn create(path: &Path) -> Result<Self, MetricsError> {
-        let file = File::create(path).map_err(|source| MetricsError::Io { path: path.into(), source })?;
+        let file =
+            File::create(path).map_err(|source| MetricsError::Io { path: path.into(), cause: source })?;
         Ok(Self { path: path.into(), file })
     }
 
@@ -82,7 +83,7 @@ impl MetricsWriter {
         let file = OpenOptions::new()
             .append(true)
             .open(path)
-            .map_err(|source| MetricsError::Io { path: path.into(), source })?;
+            .map_err(|source| MetricsError::Io { path: path.into(), cause: source })?;
         Ok((Self { path: path.into(), file }, kept))
     }
 
@@ -91,7 +92,7 @@ impl MetricsWriter {
         self.file
             .write_all(&to_line(m))
             .and_then(|()| self.file.flush())
-            .map_err(|source| MetricsError::Io { path: self.path.clone(), source })
+            .map_err(|source| MetricsError::Io { path: self.path.clone(), cause: source })
     }
 }
 
@@ -104,7 +105,7 @@ fn to_line(m: &IterMetrics) -> Vec<u8> {
 /// Reads a metrics log. A last line cut short by a crash is ignored; any other bad line is an
 /// error naming it.
 pub fn read_metrics(path: &Path) -> Result<Vec<IterMetrics>, MetricsError> {
-    let io = |source| MetricsError::Io { path: path.into(), source };
+    let io = |source| MetricsError::Io { path: path.into(), cause: source };
     let lines: Vec<String> =
         BufReader::new(File::open(path).map_err(io)?).lines().collect::<Result<_, _>>().map_err(io)?;
     let mut out = Vec::with_capacity(lines.len());
@@ -115,7 +116,7 @@ pub fn read_metrics(path: &Path) -> Result<Vec<IterMetrics>, MetricsError> {
         match serde_json::from_str(line) {
             Ok(m) => out.push(m),
             Err(e) if i + 1 == lines.len() && e.is_eof() => break,
-            Err(source) => return Err(MetricsError::Parse { path: path.into(), line: i + 1, source }),
+            Err(source) => return Err(MetricsError::Parse { path: path.into(), line: i + 1, cause: source }),
         }
     }
     Ok(out)

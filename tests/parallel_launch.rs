@@ -65,3 +65,34 @@ fn launched_processes_match_threads() {
         assert!((x - y).abs() <= 1e-5 * y.abs(), "step {step}: threads {x} vs processes {y}");
     }
 }
+
+/// Ranks started with different training flags are refused at start, naming the flag.
+#[test]
+fn launched_ranks_with_different_flags_are_refused_naming_the_flag() {
+    let exe = env!("CARGO_BIN_EXE_trident");
+    let base = "train --device cpu --num-layers 2 --hidden-size 32 --num-attention-heads 2 \
+                --seq-length 16 --micro-batch-size 2 --train-iters 3";
+    // Data-parallel ranks with another --lr each; tensor-parallel ranks with another --seed.
+    let cases = [
+        (
+            "--global-batch-size 4 --lr 0.00$((RANK + 1))",
+            "--lr is \"0.001\" on rank 0 but \"0.002\" on rank 1",
+        ),
+        (
+            "--tensor-model-parallel-size 2 --seed $((RANK + 7))",
+            "--seed is \"7\" on rank 0 but \"8\" on rank 1",
+        ),
+    ];
+    for (flags, message) in cases {
+        let script = format!("exec \"$0\" {base} {flags}");
+        let out = Command::new(exe)
+            .args(["launch", "--nproc-per-node", "2", "--", "sh", "-c", &script, exe])
+            .env("TRIDENT_TRANSPORT", "shm")
+            .env("TRIDENT_TIMEOUT_S", "30")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flags}: {stderr}");
+        assert!(stderr.contains(message), "{flags}: {stderr}");
+    }
+}

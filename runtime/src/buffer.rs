@@ -18,6 +18,10 @@ enum Storage<T: Pod> {
     Cuda(CudaSlice<u8>),
 }
 
+fn out_of_memory<T>(device: &Device, len: usize) -> RuntimeError {
+    RuntimeError::OutOfMemory { device: device.kind(), len, bytes: len.checked_mul(size_of::<T>()) }
+}
+
 /// `len` elements of `T` on one device.
 pub struct Buffer<T: Pod> {
     device: Device,
@@ -29,8 +33,13 @@ impl<T: Pod> Buffer<T> {
     /// A buffer of `len` zeroed elements.
     pub fn zeros(device: &Device, len: usize) -> Result<Self> {
         let storage = match device {
-            Device::Cpu | Device::Emu => Storage::Host(AlignedVec::zeroed(len)),
-            Device::Cuda(d) => Storage::Cuda(d.alloc_zeros(len * size_of::<T>())?),
+            Device::Cpu | Device::Emu => {
+                Storage::Host(AlignedVec::try_zeroed(len).ok_or_else(|| out_of_memory::<T>(device, len))?)
+            }
+            Device::Cuda(d) => {
+                let bytes = len.checked_mul(size_of::<T>()).ok_or_else(|| out_of_memory::<T>(device, len))?;
+                Storage::Cuda(d.alloc_zeros(bytes)?)
+            }
         };
         Ok(Self { device: device.clone(), storage, len })
     }
@@ -40,7 +49,9 @@ impl<T: Pod> Buffer<T> {
         if device.is_host() {
             return Ok(Self {
                 device: device.clone(),
-                storage: Storage::Host(AlignedVec::from_slice(data)),
+                storage: Storage::Host(
+                    AlignedVec::try_from_slice(data).ok_or_else(|| out_of_memory::<T>(device, data.len()))?,
+                ),
                 len: data.len(),
             });
         }
@@ -393,6 +404,21 @@ impl<'a, T: Pod> ViewMut<'a, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_buffers_past_memory_are_errors() {
+        for device in [Device::Cpu, Device::Emu] {
+            let Err(err) = Buffer::<f32>::zeros(&device, 1 << 60) else {
+                panic!("2^62 bytes were allocated")
+            };
+            assert!(matches!(err, RuntimeError::OutOfMemory { bytes: Some(b), .. } if b == 1 << 62), "{err}");
+            assert!(err.to_string().contains("not enough memory"), "{err}");
+            let Err(err) = Buffer::<f32>::zeros(&device, usize::MAX / 2) else {
+                panic!("an overflowing size")
+            };
+            assert!(matches!(err, RuntimeError::OutOfMemory { bytes: None, .. }), "{err}");
+        }
+    }
 
     #[test]
     fn disjoint_views_write_their_own_ranges() {

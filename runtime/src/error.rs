@@ -22,6 +22,12 @@ pub enum RuntimeError {
     Overlap { a: std::ops::Range<usize>, b: std::ops::Range<usize> },
     #[error("{0:?} buffers do not live in host memory; copy the data to the device instead")]
     NotHostMemory(DeviceKind),
+    #[error(
+        "cannot allocate a {device:?} buffer of {len} elements ({}): not enough memory; lower the batch \
+         (--micro-batch-size, --seq-length) or the model's size",
+        bytes.map_or("more bytes than fit in usize".to_string(), |b| format!("{b} bytes"))
+    )]
+    OutOfMemory { device: DeviceKind, len: usize, bytes: Option<usize> },
     #[error("length mismatch: {what} has {got} elements, expected {expected}")]
     Length { what: &'static str, got: usize, expected: usize },
 }

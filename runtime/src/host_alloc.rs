@@ -20,6 +20,8 @@ const HUGE_PAGE: usize = 2 << 20;
 pub(crate) struct AlignedVec<T: Pod> {
     ptr: NonNull<T>,
     len: usize,
+    /// What it was allocated with, for `dealloc`.
+    layout: Layout,
 }
 
 // SAFETY: `AlignedVec` owns its elements exclusively, like `Vec<T>`; `T: Pod` holds no
@@ -29,34 +31,38 @@ unsafe impl<T: Pod> Send for AlignedVec<T> {}
 unsafe impl<T: Pod> Sync for AlignedVec<T> {}
 
 impl<T: Pod> AlignedVec<T> {
-    fn layout(len: usize) -> Layout {
-        let bytes = len.checked_mul(size_of::<T>()).expect("buffer size overflows").max(1);
+    /// The layout of `len` elements; `None` where the size overflows.
+    fn layout(len: usize) -> Option<Layout> {
+        let bytes = len.checked_mul(size_of::<T>())?.max(1);
         let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { HOST_ALIGN.max(align_of::<T>()) };
-        Layout::from_size_align(bytes, align).expect("buffer size overflows")
+        Layout::from_size_align(bytes, align).ok()
     }
 
-    pub fn zeroed(len: usize) -> Self {
-        let layout = Self::layout(len);
+    /// `len` zeroed elements, or `None` where the size overflows or the allocator has no
+    /// memory for it (an error the caller reports, where `Vec` would abort the process).
+    pub fn try_zeroed(len: usize) -> Option<Self> {
+        let layout = Self::layout(len)?;
         if layout.align() < HUGE_PAGE {
             // SAFETY: the layout has a non-zero size.
             let raw = unsafe { alloc::alloc_zeroed(layout) };
-            let ptr = NonNull::new(raw as *mut T).unwrap_or_else(|| alloc::handle_alloc_error(layout));
-            return Self { ptr, len };
+            let ptr = NonNull::new(raw as *mut T)?;
+            return Some(Self { ptr, len, layout });
         }
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { alloc::alloc(layout) };
-        let ptr = NonNull::new(raw as *mut T).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+        let ptr = NonNull::new(raw as *mut T)?;
         advise_huge_pages(raw, layout.size());
         // SAFETY: `raw` is valid for writes of `layout.size()` bytes. Zeroing after the advice
         // lets the first touch of each 2 MiB fault in a huge page.
         unsafe { std::ptr::write_bytes(raw, 0, layout.size()) };
-        Self { ptr, len }
+        Some(Self { ptr, len, layout })
     }
 
-    pub fn from_slice(data: &[T]) -> Self {
-        let mut v = Self::zeroed(data.len());
+    /// A copy of `data`; `None` as in [`try_zeroed`](Self::try_zeroed).
+    pub fn try_from_slice(data: &[T]) -> Option<Self> {
+        let mut v = Self::try_zeroed(data.len())?;
         v.as_mut_slice().copy_from_slice(data);
-        v
+        Some(v)
     }
 
     pub fn as_slice(&self) -> &[T] {
@@ -85,8 +91,8 @@ fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
 
 impl<T: Pod> Drop for AlignedVec<T> {
     fn drop(&mut self) {
-        // SAFETY: allocated in `zeroed` with this same layout.
-        unsafe { alloc::dealloc(self.ptr.as_ptr() as *mut u8, Self::layout(self.len)) };
+        // SAFETY: allocated in `try_zeroed` with this same layout.
+        unsafe { alloc::dealloc(self.ptr.as_ptr() as *mut u8, self.layout) };
     }
 }
 
@@ -97,7 +103,7 @@ mod tests {
     #[test]
     fn aligned_like_device_memory() {
         for len in [0, 1, 3, 1000, HUGE_PAGE / 4 + 5] {
-            let v = AlignedVec::<f32>::from_slice(&vec![1.5; len]);
+            let v = AlignedVec::<f32>::try_from_slice(&vec![1.5; len]).unwrap();
             assert_eq!(v.as_slice().as_ptr() as usize % HOST_ALIGN, 0);
             assert!(v.as_slice().iter().all(|&x| x == 1.5));
         }
@@ -105,8 +111,16 @@ mod tests {
 
     #[test]
     fn large_buffers_start_zeroed_on_a_huge_page_boundary() {
-        let v = AlignedVec::<f32>::zeroed(3 * HUGE_PAGE / 4 + 1);
+        let v = AlignedVec::<f32>::try_zeroed(3 * HUGE_PAGE / 4 + 1).unwrap();
         assert_eq!(v.as_slice().as_ptr() as usize % HUGE_PAGE, 0);
         assert!(v.as_slice().iter().all(|&x| x == 0.0));
+    }
+
+    #[test]
+    fn sizes_past_memory_are_refused_not_aborted() {
+        // Overflows usize in bytes.
+        assert!(AlignedVec::<f32>::try_zeroed(usize::MAX / 2).is_none());
+        // 2^62 bytes: a valid layout, but more than any address space holds.
+        assert!(AlignedVec::<f32>::try_zeroed(1 << 60).is_none());
     }
 }

@@ -31,7 +31,7 @@ pub fn export_hf(
     }
     std::fs::create_dir_all(dir).map_err(|e| CheckpointError::io(dir, e))?;
     let json = serde_json::to_vec_pretty(&hf_config(config, eos_token_id))
-        .map_err(|source| CheckpointError::Json { path: dir.join("config.json"), source })?;
+        .map_err(|source| CheckpointError::Json { path: dir.join("config.json"), cause: source })?;
     let tensors = hf_tensors(&layout, params);
     // safetensors writes the file itself; write it beside the target and rename it over.
     let target = dir.join("model.safetensors");

@@ -92,7 +92,7 @@ pub fn read_llmc_model(path: &Path) -> Result<(GptConfig, Vec<f32>), CheckpointE
         channels: dim(6),
         padded_vocab_size: dim(7),
     };
-    config.validate().map_err(|source| CheckpointError::Config { path: path.into(), source })?;
+    config.validate().map_err(|source| CheckpointError::Config { path: path.into(), cause: source })?;
     let n = ParamLayout::new(config).len();
     let expected = HEADER_BYTES as u64 + 4 * n as u64;
     if bytes.len() as u64 != expected {

@@ -8,8 +8,9 @@ pub mod llmc;
 mod state;
 mod tensors;
 
-pub use atomic::{sync_dir, write_file_atomically};
+pub use atomic::{check_writable_dir, clean_stale_temporaries, sync_dir, write_file_atomically};
 pub use error::CheckpointError;
 pub use hf::export_hf;
 pub use llmc::{read_llmc_model, write_llmc_model};
 pub use state::{latest_checkpoint, list_checkpoints, prune_checkpoints, step_dir, AdamWMoments, Checkpoint};
+pub use tensors::checksum;

@@ -1,13 +1,14 @@
 //! f32 tensors to and from safetensors files, with every name, dtype and shape checked.
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
 use std::ops::Range;
 use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors, View};
 
-use super::atomic::sync_file;
 use super::CheckpointError;
 
 /// A borrowed f32 tensor as safetensors wants it (little-endian bytes).
@@ -40,15 +41,78 @@ impl View for F32View<'_> {
     }
 }
 
-/// Writes `tensors` to `path` (the caller makes the write atomic) and fsyncs it.
+/// CRC-32 (IEEE) of a tensor's little-endian bytes: what checkpoints record for every tensor.
+/// A checksum of the on-disk bytes, so any flipped bit of the data changes it.
+pub fn checksum(values: &[f32]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&f32_le_bytes(values));
+    h.finalize()
+}
+
+/// Writes `tensors` to `path` as a safetensors file (the caller makes the write atomic) and
+/// fsyncs it.
+///
+/// The file is written here rather than by the `safetensors` crate so that a failed write is
+/// reported as the I/O error it is (a full disk, say), never as a malformed file. Layout, from
+/// the safetensors format: an 8-byte little-endian header length `n`, then `n` bytes of JSON
+/// (`{NAME: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}`, padded
+/// with spaces to a multiple of 8), then the tensors' bytes back to back in the order given,
+/// each tensor's `data_offsets` relative to the end of the header.
 pub(crate) fn write_tensors(
     path: &Path,
     tensors: Vec<(String, F32View<'_>)>,
     metadata: HashMap<String, String>,
 ) -> Result<(), CheckpointError> {
-    safetensors::serialize_to_file(tensors, Some(metadata), path)
-        .map_err(|source| CheckpointError::SafeTensors { path: path.into(), source })?;
-    sync_file(path)
+    let mut header = serde_json::Map::new();
+    let mut offset = 0usize;
+    for (name, view) in &tensors {
+        let end = offset + view.data_len();
+        header.insert(
+            name.clone(),
+            serde_json::json!({ "dtype": "F32", "shape": view.shape, "data_offsets": [offset, end] }),
+        );
+        offset = end;
+    }
+    let metadata: BTreeMap<String, String> = metadata.into_iter().collect();
+    header.insert("__metadata__".into(), serde_json::json!(metadata));
+    let mut json = serde_json::to_vec(&header)
+        .map_err(|source| CheckpointError::Json { path: path.into(), cause: source })?;
+    json.resize(json.len().next_multiple_of(8), b' ');
+    let io = |e| CheckpointError::io(path, e);
+    let file = File::create(path).map_err(io)?;
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    w.write_all(&(json.len() as u64).to_le_bytes()).map_err(io)?;
+    w.write_all(&json).map_err(io)?;
+    for (_, view) in &tensors {
+        w.write_all(&view.data()).map_err(io)?;
+    }
+    let file = w.into_inner().map_err(|e| io(e.into_error()))?;
+    file.sync_all().map_err(io)
+}
+
+/// A zeroed buffer of `len` floats, allocated fallibly: a checkpoint too large for the memory
+/// left is an error naming it, not an abort.
+pub(crate) fn try_zeros(path: &Path, len: usize) -> Result<Vec<f32>, CheckpointError> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).map_err(|_| CheckpointError::OutOfMemory {
+        path: path.into(),
+        bytes: len.saturating_mul(4) as u64,
+    })?;
+    out.resize(len, 0.0);
+    Ok(out)
+}
+
+/// The whole of `path`, its buffer allocated fallibly (see [`try_zeros`]).
+fn read_file(path: &Path) -> Result<Vec<u8>, CheckpointError> {
+    let mut file = File::open(path).map_err(|e| CheckpointError::io(path, e))?;
+    let len = file.metadata().map_err(|e| CheckpointError::io(path, e))?.len();
+    let mut bytes = Vec::new();
+    usize::try_from(len)
+        .ok()
+        .and_then(|n| bytes.try_reserve_exact(n).ok())
+        .ok_or(CheckpointError::OutOfMemory { path: path.into(), bytes: len })?;
+    file.read_to_end(&mut bytes).map_err(|e| CheckpointError::io(path, e))?;
+    Ok(bytes)
 }
 
 /// A tensor a reader expects: its name, shape and where it goes in the output buffer.
@@ -58,16 +122,21 @@ pub(crate) struct Expected {
     pub range: Range<usize>,
 }
 
-/// Reads `path`, checks it holds exactly the `expected` f32 tensors, and copies each into its
-/// range of `out`. Returns the file's metadata.
+/// Reads `path`, checks it holds exactly the `expected` f32 tensors, each matching its CRC-32 in
+/// `checksums` (by tensor name) and holding only finite values, and copies each into its range
+/// of `out`. `check_metadata` sees the file's metadata before any tensor is read; returns it.
 pub(crate) fn read_tensors(
     path: &Path,
     expected: &[Expected],
+    checksums: &BTreeMap<String, u32>,
     out: &mut [f32],
+    check_metadata: impl FnOnce(&HashMap<String, String>) -> Result<(), CheckpointError>,
 ) -> Result<HashMap<String, String>, CheckpointError> {
-    let bytes = std::fs::read(path).map_err(|e| CheckpointError::io(path, e))?;
-    let st_err = |source| CheckpointError::SafeTensors { path: path.into(), source };
+    let bytes = read_file(path)?;
+    let st_err = |source| CheckpointError::SafeTensors { path: path.into(), cause: source };
     let (_, metadata) = SafeTensors::read_metadata(&bytes).map_err(st_err)?;
+    let metadata = metadata.metadata().clone().unwrap_or_default();
+    check_metadata(&metadata)?;
     let file = SafeTensors::deserialize(&bytes).map_err(st_err)?;
     let wanted: BTreeSet<&str> = expected.iter().map(|e| e.name.as_str()).collect();
     if let Some(extra) = file.names().into_iter().find(|n| !wanted.contains(n)) {
@@ -92,9 +161,44 @@ pub(crate) fn read_tensors(
                 found: view.shape().to_vec(),
             });
         }
-        for (dst, src) in out[e.range.clone()].iter_mut().zip(view.data().chunks_exact(4)) {
+        let Some(&recorded) = checksums.get(&e.name) else {
+            return Err(CheckpointError::NoChecksum { path: path.into(), name: e.name.clone() });
+        };
+        let found = crc32fast::hash(view.data());
+        if found != recorded {
+            return Err(CheckpointError::Checksum {
+                path: path.into(),
+                name: e.name.clone(),
+                recorded,
+                found,
+            });
+        }
+        let dst = &mut out[e.range.clone()];
+        for (dst, src) in dst.iter_mut().zip(view.data().chunks_exact(4)) {
             *dst = f32::from_le_bytes([src[0], src[1], src[2], src[3]]);
         }
+        if let Some(index) = dst.iter().position(|v| !v.is_finite()) {
+            return Err(CheckpointError::NonFinite {
+                path: path.into(),
+                name: e.name.clone(),
+                index,
+                value: dst[index],
+            });
+        }
     }
-    Ok(metadata.metadata().clone().unwrap_or_default())
+    Ok(metadata)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_past_memory_are_errors_not_aborts() {
+        let path = Path::new("ck/model.safetensors");
+        let err = try_zeros(path, usize::MAX / 8).unwrap_err();
+        assert!(matches!(err, CheckpointError::OutOfMemory { .. }), "{err}");
+        assert!(err.to_string().contains("ck/model.safetensors"), "{err}");
+        assert_eq!(try_zeros(path, 3).unwrap(), [0.0; 3]);
+    }
 }

@@ -131,3 +131,53 @@ fn starts_with_llmc_magic(path: &Path) -> anyhow::Result<bool> {
     let mut file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     Ok(file.read_exact(&mut magic).is_ok() && i32::from_le_bytes(magic) == MODEL_MAGIC)
 }
+
+/// Parsers for numeric flags, so that clap refuses a bad value at parse time and names the flag
+/// itself (`invalid value '-1' for '--lr <LR>': ...`).
+pub mod flag {
+    fn float(s: &str) -> Result<f32, String> {
+        let v: f32 = s.trim().parse().map_err(|_| format!("`{s}` is not a number"))?;
+        if !v.is_finite() {
+            return Err(format!("must be a finite number, not {v}"));
+        }
+        Ok(v)
+    }
+
+    /// A finite value above 0 (a learning rate, AdamW's epsilon).
+    pub fn positive(s: &str) -> Result<f32, String> {
+        let v = float(s)?;
+        if v <= 0.0 {
+            return Err(format!("must be above 0 (got {v})"));
+        }
+        Ok(v)
+    }
+
+    /// A finite value of at least 0 (weight decay, the gradient-norm limit, a temperature).
+    pub fn non_negative(s: &str) -> Result<f32, String> {
+        let v = float(s)?;
+        if v < 0.0 {
+            return Err(format!("must be 0 or more (got {v})"));
+        }
+        Ok(v)
+    }
+
+    /// A moment decay of AdamW: in [0, 1), since at 1 the bias correction divides by zero.
+    pub fn decay(s: &str) -> Result<f32, String> {
+        let v = float(s)?;
+        if !(0.0..1.0).contains(&v) {
+            return Err(format!(
+                "must be in [0, 1) (got {v}); 0.9 for beta1, 0.95 or 0.999 for beta2 are usual"
+            ));
+        }
+        Ok(v)
+    }
+
+    /// A count that must be at least 1 (a size, a batch, a number of layers).
+    pub fn at_least_one(s: &str) -> Result<usize, String> {
+        let v: usize = s.trim().parse().map_err(|_| format!("`{s}` is not a whole number"))?;
+        if v == 0 {
+            return Err("must be at least 1".into());
+        }
+        Ok(v)
+    }
+}

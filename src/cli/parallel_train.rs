@@ -75,6 +75,28 @@ pub fn run(
     let global_batch = args.global_batch_size.unwrap_or(settings.micro_batch * par.dp);
     let micro_batches = par.validate(&config, settings.micro_batch, global_batch)?;
     let settings = TrainSettings { global_batch, ..settings };
+    if device.is_host() {
+        let mut need = crate::train::MemoryNeed::parallel_rank(
+            &config,
+            par.tp,
+            par.pp,
+            par.dp,
+            par.distributed_optimizer,
+            settings.micro_batch,
+            settings.seq_len,
+            micro_batches,
+        )?;
+        need.data = dataset.train.resident_shard_bytes().saturating_add(dataset.val.resident_shard_bytes());
+        // Rank threads of this process, or this node's launched processes, share the memory.
+        let local_ranks = if launched() {
+            std::env::var("LOCAL_WORLD_SIZE").ok().and_then(|v| v.parse().ok()).unwrap_or(1)
+        } else {
+            world_size as u64
+        };
+        if let Some((available, source)) = crate::train::available_memory() {
+            need.check(local_ranks, available, source, true)?;
+        }
+    }
     // A checkpoint of any grid resumes here; an embedding padded for another tensor-parallel
     // size is padded again (its padded rows are zero).
     let padded = checkpoint::padded_vocab_for(&config, par.tp);
@@ -110,6 +132,7 @@ pub fn run(
         resume,
         exit: args.exit_policy(),
     };
+    let agreed = training_flags(args, &spec, dataset, &init);
     let schedule = Schedule::one_f_one_b(par.pp, micro_batches);
     let tokens_per_step = (global_batch * settings.seq_len) as f64;
     // Under a launcher every process reads the flags; only rank 0 describes the run.
@@ -147,6 +170,10 @@ pub fn run(
     };
     let started = Instant::now();
     let rank_main = |mut world: Communicator| -> Result<RankResult, ParallelError> {
+        // Launched ranks each parse their own flags: before any work, every rank checks that
+        // the others train the same thing, so that a different --lr or --seed on one rank is
+        // refused naming the flag instead of silently diverging.
+        world.agree("training flags", &agreed)?;
         let is_reporter = world.rank() == 0;
         let mut progress = is_reporter.then(|| Progress::new(start_iter, spec.iters));
         let mut history = if is_reporter { history.clone() } else { Vec::new() };
@@ -247,4 +274,57 @@ fn report(results: &[RankResult], schedule: &Schedule, tokens_per_step: f64, ela
             );
         }
     }
+}
+
+/// The settings every rank must share, as (flag, value) pairs for [`Communicator::agree`]:
+/// each resolved value (defaults applied), the data by its token counts (paths may differ
+/// between hosts), and the initial weights by their CRC-32.
+fn training_flags(
+    args: &TrainArgs,
+    spec: &RunSpec,
+    dataset: &Dataset,
+    init: &[f32],
+) -> Vec<(String, String)> {
+    let s = &spec.settings;
+    let c = &spec.config;
+    let sched = &s.schedule;
+    let pairs: Vec<(&str, String)> = vec![
+        ("--num-layers", c.num_layers.to_string()),
+        ("--hidden-size", c.channels.to_string()),
+        ("--num-attention-heads", c.num_heads.to_string()),
+        ("--max-position-embeddings", c.max_seq_len.to_string()),
+        ("the vocabulary (--tokenizer)", format!("{} padded to {}", c.vocab_size, c.padded_vocab_size)),
+        ("--seq-length", s.seq_len.to_string()),
+        ("--micro-batch-size", s.micro_batch.to_string()),
+        ("--global-batch-size", s.global_batch.to_string()),
+        ("--tensor-model-parallel-size", spec.par.tp.to_string()),
+        ("--pipeline-model-parallel-size", spec.par.pp.to_string()),
+        ("--use-distributed-optimizer", spec.par.distributed_optimizer.to_string()),
+        ("--recompute-granularity", format!("{:?}", spec.par.recompute)),
+        ("--sequence-parallel", spec.par.sequence_parallel.to_string()),
+        ("--save", format!("{:?}", spec.save.as_ref().map(|p| (&p.dir, p.interval)))),
+        ("--load (checkpoint step)", format!("{:?}", spec.resume.as_ref().map(|ck| ck.step))),
+        ("--exit-interval", format!("{:?}", spec.exit.interval)),
+        ("--exit-signal-handler", spec.exit.on_signal.to_string()),
+        ("--lr", sched.max_lr.to_string()),
+        ("--min-lr", sched.min_lr.to_string()),
+        ("--lr-warmup-iters", sched.warmup_iters.to_string()),
+        ("--lr-decay-style", format!("{:?}", sched.style)),
+        ("--train-iters", spec.iters.to_string()),
+        ("--weight-decay", s.adamw.weight_decay.to_string()),
+        ("--adam-beta1", s.adamw.beta1.to_string()),
+        ("--adam-beta2", s.adamw.beta2.to_string()),
+        ("--adam-eps", s.adamw.eps.to_string()),
+        ("--clip-grad", s.clip_grad.to_string()),
+        ("--seed", args.seed.to_string()),
+        ("--data-order", format!("{:?}", spec.data_order)),
+        ("--eval-interval", spec.eval_interval.to_string()),
+        ("--eval-iters", spec.eval_iters.to_string()),
+        (
+            "--data (tokens)",
+            format!("{} training, {} validation", dataset.train.total_tokens(), dataset.val.total_tokens()),
+        ),
+        ("the initial weights (--load, --seed)", format!("CRC-32 {:08x}", crate::checkpoint::checksum(init))),
+    ];
+    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
 }

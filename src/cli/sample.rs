@@ -12,6 +12,7 @@ use crate::model::{generate, init::NormalRng, Gpt, SamplingParams, Workspace};
 use crate::ops::OpsContext;
 
 #[derive(Args, Debug)]
+#[command(allow_negative_numbers = true)]
 pub struct SampleArgs {
     /// Checkpoint directory (or a --save directory: its latest checkpoint).
     #[arg(long)]
@@ -22,7 +23,7 @@ pub struct SampleArgs {
     #[arg(long, default_value_t = 64)]
     pub max_new_tokens: usize,
     /// 0 samples greedily.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = super::common::flag::non_negative)]
     pub temperature: f32,
     /// Sample among the k most likely tokens (0: all).
     #[arg(long, default_value_t = 0)]

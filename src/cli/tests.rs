@@ -360,3 +360,119 @@ fn sequential_data_order_is_accepted_and_resumes() {
     .unwrap_err();
     assert!(format!("{err:#}").contains("--data-order sequential"), "{err:#}");
 }
+
+#[test]
+fn bad_flag_values_are_refused_at_parse_time_naming_the_flag() {
+    let cases: [(&[&str], &str); 14] = [
+        (&["--lr=-1"], "--lr"),
+        (&["--lr", "NaN"], "--lr"),
+        (&["--lr", "inf"], "--lr"),
+        (&["--lr", "0"], "--lr"),
+        (&["--adam-beta1", "1.0"], "--adam-beta1"),
+        (&["--adam-beta2", "2.0"], "--adam-beta2"),
+        (&["--adam-eps", "0"], "--adam-eps"),
+        (&["--clip-grad=-1"], "--clip-grad"),
+        (&["--clip-grad", "-1"], "--clip-grad"),
+        (&["--weight-decay", "nan"], "--weight-decay"),
+        (&["--min-lr=-0.5"], "--min-lr"),
+        (&["--micro-batch-size", "0"], "--micro-batch-size"),
+        (&["--max-position-embeddings", "0"], "--max-position-embeddings"),
+        (&["--tensor-model-parallel-size", "0"], "--tensor-model-parallel-size"),
+    ];
+    for (flags, flag) in cases {
+        let argv = [&["trident", "train"][..], flags].concat();
+        let err = Cli::try_parse_from(&argv).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{flags:?}: {err}");
+        assert!(err.to_string().contains(&format!("'{flag} <")), "{flags:?}: {err}");
+    }
+    let err = Cli::try_parse_from(["trident", "sample", "--load", "x", "--temperature", "-1"]).unwrap_err();
+    assert!(err.to_string().contains("--temperature"), "{err}");
+    // In range, they parse.
+    let ok =
+        ["trident", "train", "--lr", "3e-4", "--adam-beta2", "0.999", "--clip-grad", "0", "--min-lr", "0"];
+    Cli::try_parse_from(ok).unwrap();
+}
+
+#[test]
+fn flags_that_contradict_each_other_are_refused_before_training() {
+    let err = train(&[&SMALL[..], &["--lr", "1e-3", "--min-lr", "2e-3"]].concat()).unwrap_err();
+    assert!(format!("{err:#}").contains("--min-lr 0.002 is above the peak learning rate 0.001"), "{err:#}");
+    // Against the default --lr too.
+    let err = train(&[&SMALL[..], &["--min-lr", "1"]].concat()).unwrap_err();
+    assert!(format!("{err:#}").contains("the default --lr"), "{err:#}");
+    let dir = tempfile::tempdir().unwrap();
+    let save = dir.path().join("ck");
+    train(&[&SMALL[..], &["--save", save.to_str().unwrap()]].concat()).unwrap();
+    let err =
+        train(&[&SMALL[..], &["--load", save.to_str().unwrap(), "--model", "tiny"]].concat()).unwrap_err();
+    assert!(format!("{err:#}").contains("--model tiny and --load"), "{err:#}");
+}
+
+#[test]
+fn an_unusable_save_path_fails_before_the_first_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let metrics = dir.path().join("m.jsonl");
+    for save in [file.clone(), file.join("ck")] {
+        // A run that would take long: the check must come before it.
+        let flags = ["--train-iters", "1000000", "--save", save.to_str().unwrap()];
+        let flags = [&flags[..], &["--metrics-file", metrics.to_str().unwrap()]].concat();
+        let err = train(&[&SMALL[..], &flags[..]].concat()).unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(msg.contains(&format!("--save {}", save.display())), "{msg}");
+        assert!(msg.contains("pass a writable directory"), "{msg}");
+        assert!(!metrics.exists(), "a step ran before the check");
+    }
+}
+
+#[test]
+fn zero_train_iters_with_save_writes_the_initial_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let save = dir.path().join("ck");
+    train(&[&SMALL[..], &["--train-iters", "0", "--save", save.to_str().unwrap()]].concat()).unwrap();
+    let ck = crate::checkpoint::Checkpoint::<serde_json::Value>::load(&save.join("step_00000000")).unwrap();
+    assert_eq!(ck.step, 0);
+    assert!(ck.params.iter().any(|&p| p != 0.0));
+}
+
+#[test]
+fn io_errors_name_their_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.bin");
+    let err = train(&[&SMALL[..], &["--data", missing.to_str().unwrap()]].concat()).unwrap_err();
+    let msg = format!("{err:#}");
+    let cause = std::io::Error::from(std::io::ErrorKind::NotFound).to_string();
+    let os_cause = "No such file or directory";
+    assert_eq!(msg.matches(os_cause).count(), 1, "{msg} ({cause})");
+    let err =
+        train(&[&SMALL[..], &["--load", dir.path().join("nothing").to_str().unwrap()]].concat()).unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(msg.matches(os_cause).count() <= 1, "{msg}");
+}
+
+#[test]
+fn runs_larger_than_memory_are_refused_before_allocating() {
+    // 12 x 2^40 x 64 parameters: petabytes, well past any machine; without the check the first
+    // allocation aborts the process.
+    let shape =
+        ["--num-layers", "64", "--hidden-size", "1048576", "--num-attention-heads", "4", "--seq-length", "8"];
+    let err = train(&shape).unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(msg.contains("this run needs about") && msg.contains("GiB of memory"), "{msg}");
+    assert!(msg.contains("is available (") && msg.contains("lower --hidden-size or --num-layers"), "{msg}");
+    // Activations only: a small model with a batch that cannot fit.
+    let batch =
+        ["trident", "train", "--device", "cpu", "--micro-batch-size", "100000000", "--train-iters", "1"];
+    let msg =
+        format!("{:#}", run(Cli::try_parse_from([&batch[..], &SMALL[..]].concat()).unwrap()).unwrap_err());
+    assert!(msg.contains("lower --micro-batch-size or --seq-length"), "{msg}");
+    // On parallel runs, per rank, and the ranks of this process add up.
+    let par = [&shape[..], &["--world-size", "2", "--tensor-model-parallel-size", "2"]].concat();
+    let msg = format!("{:#}", train(&par).unwrap_err());
+    assert!(msg.contains("2 ranks on this machine"), "{msg}");
+    // Shapes whose sizes overflow are errors, not wraps or panics.
+    let absurd = ["--num-layers", "1048576", "--hidden-size", "4294967296", "--num-attention-heads", "4"];
+    let msg = format!("{:#}", train(&absurd).unwrap_err());
+    assert!(msg.contains("more parameters than this machine can count"), "{msg}");
+}

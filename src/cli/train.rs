@@ -4,11 +4,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use serde_json::json;
 
-use super::common::{data_spec, open_device, DeviceArg, Preset, Start};
-use crate::checkpoint::{step_dir, AdamWMoments, Checkpoint};
+use super::common::{data_spec, flag, open_device, DeviceArg, Preset, Start};
+use crate::checkpoint::{check_writable_dir, step_dir, AdamWMoments, Checkpoint};
 use crate::data::{AdditionTask, DataLoader, DataOrder, DataSpec, TokenizerKind, DEFAULT_VAL_FRACTION};
 use crate::metrics::{IterMetrics, MetricsWriter};
 use crate::model::{generate, init::NormalRng, Gpt, GptConfig, SamplingParams, Workspace};
@@ -17,7 +17,10 @@ use crate::optim::AdamWConfig;
 use crate::plot::plot_metrics;
 use crate::progress::Progress;
 use crate::train::exit::{self, ExitPolicy};
-use crate::train::{peak_flops, train_flops_per_token, DecayStyle, LrSchedule, TrainSettings, Trainer};
+use crate::train::{
+    available_memory, peak_flops, train_flops_per_token, DecayStyle, LrSchedule, MemoryNeed, TrainSettings,
+    Trainer,
+};
 
 /// Sequences per micro-batch on text and shards, when --micro-batch-size is not given.
 const DEFAULT_MICRO_BATCH: usize = 8;
@@ -26,40 +29,41 @@ const DEFAULT_MICRO_BATCH: usize = 8;
 const BUILTIN_BATCH_TOKENS: usize = 2048;
 
 #[derive(Args, Debug)]
+#[command(allow_negative_numbers = true)]
 pub struct TrainArgs {
     /// Model shape preset; the shape flags below override its fields (default: tiny; with
     /// --data builtin, nano).
     #[arg(long, value_enum)]
     pub model: Option<Preset>,
     /// Transformer blocks (default: the preset's).
-    #[arg(long)]
+    #[arg(long, value_parser = flag::at_least_one)]
     pub num_layers: Option<usize>,
     /// Hidden size (default: the preset's).
-    #[arg(long)]
+    #[arg(long, value_parser = flag::at_least_one)]
     pub hidden_size: Option<usize>,
     /// Attention heads; must divide --hidden-size (default: the preset's).
-    #[arg(long)]
+    #[arg(long, value_parser = flag::at_least_one)]
     pub num_attention_heads: Option<usize>,
     /// Positions the model has (default: the preset's).
-    #[arg(long)]
+    #[arg(long, value_parser = flag::at_least_one)]
     pub max_position_embeddings: Option<usize>,
     /// Tokens per training sequence (default: the model's positions; with --data builtin, one
     /// problem line, 13 tokens for 3 digits, so that every sequence is one problem at the
     /// positions it is scored at).
-    #[arg(long)]
+    #[arg(long, value_parser = flag::at_least_one)]
     pub seq_length: Option<usize>,
     /// Sequences per forward/backward pass (default: 8; with --data builtin, as many
     /// one-problem sequences as fill 2,048 tokens: 158 for 3 digits).
-    #[arg(long)]
+    #[arg(long, value_parser = flag::at_least_one)]
     pub micro_batch_size: Option<usize>,
     /// Sequences per optimizer step; a multiple of --micro-batch-size (default: equal to it).
-    #[arg(long)]
+    #[arg(long, value_parser = flag::at_least_one)]
     pub global_batch_size: Option<usize>,
     /// Peak learning rate (default: 1e-3; with --data builtin, 3e-3).
-    #[arg(long)]
+    #[arg(long, value_parser = flag::positive)]
     pub lr: Option<f32>,
     /// Learning rate at the end of the decay.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = flag::non_negative)]
     pub min_lr: f32,
     /// Iterations of linear warmup from 0 to --lr.
     #[arg(long, default_value_t = 0)]
@@ -68,19 +72,19 @@ pub struct TrainArgs {
     #[arg(long, default_value = "cosine")]
     pub lr_decay_style: DecayStyle,
     /// AdamW weight decay, on weight matrices and embeddings only.
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.1, value_parser = flag::non_negative)]
     pub weight_decay: f32,
     /// AdamW's first-moment decay.
-    #[arg(long, default_value_t = AdamWConfig::default().beta1)]
+    #[arg(long, default_value_t = AdamWConfig::default().beta1, value_parser = flag::decay)]
     pub adam_beta1: f32,
     /// AdamW's second-moment decay.
-    #[arg(long, default_value_t = AdamWConfig::default().beta2)]
+    #[arg(long, default_value_t = AdamWConfig::default().beta2, value_parser = flag::decay)]
     pub adam_beta2: f32,
     /// AdamW's denominator term.
-    #[arg(long, default_value_t = AdamWConfig::default().eps)]
+    #[arg(long, default_value_t = AdamWConfig::default().eps, value_parser = flag::positive)]
     pub adam_eps: f32,
     /// Global gradient-norm limit (0: no clipping).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = flag::non_negative)]
     pub clip_grad: f32,
     /// Optimizer steps to train for; the schedule decays over them (default: 200; with --data
     /// builtin, 2000).
@@ -121,13 +125,13 @@ pub struct TrainArgs {
     #[arg(long)]
     pub metrics_file: Option<PathBuf>,
     /// Ranks to run as threads of this process (under a launcher: the launcher's ranks).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = flag::at_least_one)]
     pub world_size: usize,
     /// Tensor-parallel ranks: attention heads and MLP columns split over them.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = flag::at_least_one)]
     pub tensor_model_parallel_size: usize,
     /// Pipeline stages: layers split over them, 1F1B schedule over micro-batches.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = flag::at_least_one)]
     pub pipeline_model_parallel_size: usize,
     /// ZeRO-1: shard the optimizer state over data-parallel ranks.
     #[arg(long)]
@@ -172,6 +176,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let vocab_size = spec.tokenizer().vocab_size();
     let defaults = DataDefaults::of(spec.addition());
     let train_iters = args.train_iters.unwrap_or(defaults.train_iters);
+    check_flags(&args, args.lr.unwrap_or(defaults.lr))?;
 
     let start = args.load.as_deref().map(Start::open).transpose()?;
     let config = match &start {
@@ -247,7 +252,27 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         return super::parallel_train::run(&args, device, config, &dataset, settings, train_iters, start);
     }
     let accum = settings.accumulation_steps()?;
+    // Before anything is allocated or trained: a --save that cannot take checkpoints would
+    // otherwise fail only when the first one is due (with the default --save-interval 0, after
+    // the last iteration).
+    if let Some(dir) = &args.save {
+        check_writable_dir(dir).with_context(|| {
+            format!(
+                "--save {}: checkpoints cannot be written there; pass a writable directory",
+                dir.display()
+            )
+        })?;
+    }
 
+    if device.is_host() {
+        let shares =
+            if device.kind() == trident_runtime::DeviceKind::Cpu { rayon::current_num_threads() } else { 1 };
+        let mut need = MemoryNeed::single(&config, micro_batch, seq_len, shares, args.save.is_some())?;
+        need.data = dataset.train.resident_shard_bytes().saturating_add(dataset.val.resident_shard_bytes());
+        if let Some((available, source)) = available_memory() {
+            need.check(1, available, source, false)?;
+        }
+    }
     let ctx = OpsContext::new(&device)?;
     let model = match &start {
         Some(start) => Gpt::from_params(&device, config, start.params())?,
@@ -308,6 +333,23 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     );
 
     let start_iter = trainer.iter;
+    if start_iter >= train_iters {
+        let at =
+            if start_iter == 0 { "the initial weights".to_string() } else { format!("step {start_iter}") };
+        match &args.save {
+            Some(dir) => {
+                save(&trainer, &train_data, dir, &spec_text, dataset.tokenizer)?;
+                eprintln!(
+                    "--train-iters {train_iters}: no step to take from {at}; saved it to {}",
+                    step_dir(dir, start_iter).display()
+                );
+            }
+            None => eprintln!(
+                "--train-iters {train_iters}: no step to take from {at} and no --save: nothing is written; \
+                 raise --train-iters to train"
+            ),
+        }
+    }
     let mut progress = Progress::new(start_iter, train_iters);
     let started = Instant::now();
     let mut last_loss = f32::NAN;
@@ -452,6 +494,27 @@ pub(super) fn batch_shape(
         (None, None) => DEFAULT_MICRO_BATCH,
     };
     Ok((seq_len, micro_batch))
+}
+
+/// The checks that involve several flags (each flag's own range is checked as it is parsed);
+/// `lr` is the peak learning rate in effect.
+fn check_flags(args: &TrainArgs, lr: f32) -> anyhow::Result<()> {
+    if args.min_lr > lr {
+        bail!(
+            "--min-lr {} is above the peak learning rate {lr}{}; the schedule would rise while it \
+             decays: lower --min-lr or raise --lr",
+            args.min_lr,
+            if args.lr.is_some() { " (--lr)" } else { " (the default --lr)" },
+        );
+    }
+    if let (Some(model), Some(load)) = (args.model, &args.load) {
+        bail!(
+            "--model {} and --load {} both set the model's shape, and --load wins: drop --model",
+            model.to_possible_value().map_or_else(|| format!("{model:?}"), |v| v.get_name().to_owned()),
+            load.display(),
+        );
+    }
+    Ok(())
 }
 
 /// Refuses shape flags that disagree with a loaded model (`source` names it).

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::shard::{check_vocab, read_shard, read_shard_header};
+use super::shard::{check_shard_tokens, check_vocab, read_shard};
 use super::{AdditionTask, DataError, Tokenizer, TokenizerKind};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -120,6 +120,17 @@ impl TokenSet {
     /// Token range of part `i` inside its source.
     pub(crate) fn part_range(&self, i: usize) -> Range<usize> {
         self.parts[i].range.clone()
+    }
+
+    /// Bytes a loader holds for this set beyond what is in memory already: the largest shard
+    /// it reads (a loader keeps one part's source loaded, and reads a shard whole), 0 for
+    /// in-memory sets.
+    pub fn resident_shard_bytes(&self) -> u64 {
+        let shard_tokens = |p: &Part| match p.source {
+            PartSource::Shard(_) => p.range.end as u64,
+            PartSource::Memory(_) => 0,
+        };
+        self.parts.iter().map(shard_tokens).max().unwrap_or(0).saturating_mul(2)
     }
 
     /// Tokens over all parts.
@@ -254,14 +265,15 @@ impl Dataset {
     /// llm.c token shards. Files whose name contains `_val_` or ends in `_val.bin` (llm.c's
     /// two naming schemes) form the validation set; when there are none, the last
     /// `val_fraction` of the last training shard is held out instead.
-    /// Headers and sizes are checked now; tokens when the loader reads each shard.
+    /// Headers, sizes and every token's range are checked now (and the tokens again when the
+    /// loader reads each shard).
     pub fn shards(paths: &[PathBuf], tokenizer: TokenizerKind, val_fraction: f64) -> Result<Self, DataError> {
         check_fraction(val_fraction)?;
         let vocab = tokenizer.vocab_size();
         let mut train = Vec::new();
         let mut val = Vec::new();
         for path in paths {
-            let header = read_shard_header(path)?;
+            let header = check_shard_tokens(path, vocab)?;
             let part = Part { source: PartSource::Shard(path.clone()), range: 0..header.tokens as usize };
             let is_val = path.file_name().is_some_and(|n| {
                 let name = n.to_string_lossy();
@@ -354,19 +366,29 @@ mod tests {
         assert_eq!((ds.train.total_tokens(), ds.val.total_tokens()), (500, 100));
 
         assert!(ds.val.shared_shards(&ds.train).is_empty(), "a validation file shares nothing");
-
+        assert_eq!((ds.train.resident_shard_bytes(), ds.val.resident_shard_bytes()), (1000, 200));
         let ds = Dataset::shards(std::slice::from_ref(&train_path), TokenizerKind::Bytes, 0.1).unwrap();
         assert_eq!(
             ds.val.shared_shards(&ds.train),
             std::slice::from_ref(&train_path),
             "carved out of the only shard"
         );
+        assert_eq!((ds.train.resident_shard_bytes(), ds.val.resident_shard_bytes()), (900, 1000));
         assert_eq!(ds.train.total_tokens(), 450);
         assert_eq!(ds.val.total_tokens(), 50);
         let (tokens, range) = ds.val.load_part(0).unwrap();
         assert_eq!(&tokens[range], &tr[450..]);
 
-        assert!(Dataset::shards(&[val_path], TokenizerKind::Bytes, 0.1).is_err());
+        assert!(Dataset::shards(std::slice::from_ref(&val_path), TokenizerKind::Bytes, 0.1).is_err());
+        // A token past the vocabulary in the last shard is found when the set is opened.
+        let late = dir.path().join("x_train_000002.bin");
+        let mut bad = tr.clone();
+        bad[321] = 256;
+        write_shard(&late, &bad).unwrap();
+        let err = Dataset::shards(&[val_path.clone(), train_path.clone(), late], TokenizerKind::Bytes, 0.1)
+            .unwrap_err();
+        assert!(matches!(err, DataError::TokenOutOfRange { position: 321, token: 256, .. }), "{err}");
+        assert!(err.to_string().contains("x_train_000002.bin"), "{err}");
         assert!(Dataset::shards(&[train_path], TokenizerKind::Bytes, 1.5).is_err());
     }
 

@@ -1,10 +1,13 @@
 use std::path::PathBuf;
 
 /// Everything that can go wrong while reading or generating training data.
+///
+/// As in the checkpoint errors, an I/O `cause` is part of the message, not the `source()`, so
+/// that a chain printed with `{:#}` says it once.
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
-    #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot read {path}: {cause}")]
+    Io { path: PathBuf, cause: std::io::Error },
     #[error("{path} is not an llm.c token shard: magic number {found}, expected 20240520")]
     ShardMagic { path: PathBuf, found: i32 },
     #[error("{path}: token shard version {found} is not supported (only version 1, u16 tokens)")]
@@ -34,6 +37,6 @@ pub enum DataError {
 
 impl DataError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Self::Io { path: path.into(), source }
+        Self::Io { path: path.into(), cause: source }
     }
 }

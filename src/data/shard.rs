@@ -2,7 +2,7 @@
 //! `[2]` = token count) followed by the tokens as little-endian u16.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::DataError;
@@ -46,6 +46,37 @@ pub fn read_shard_header(path: &Path) -> Result<ShardHeader, DataError> {
     let mut header = vec![0u8; SHARD_HEADER_BYTES.min(file_bytes) as usize];
     file.read_exact(&mut header).map_err(|e| DataError::io(path, e))?;
     parse_header(path, &header, file_bytes)
+}
+
+/// Reads and checks the header, then streams the tokens to check that every one is below
+/// `vocab_size`, without holding the shard in memory: run over every shard at start, so that a
+/// token from another tokenizer in a late shard is reported before training, not when the
+/// loader reaches it. The scan takes the maximum of each block of tokens (a loop the compiler
+/// vectorises) and looks for the position only in a block that has a token out of range.
+pub fn check_shard_tokens(path: &Path, vocab_size: usize) -> Result<ShardHeader, DataError> {
+    let header = read_shard_header(path)?;
+    let mut file = File::open(path).map_err(|e| DataError::io(path, e))?;
+    file.seek(SeekFrom::Start(SHARD_HEADER_BYTES)).map_err(|e| DataError::io(path, e))?;
+    const BLOCK_TOKENS: usize = 1 << 20;
+    let mut buf = vec![0u8; 2 * BLOCK_TOKENS];
+    let mut done = 0u64;
+    while done < header.tokens {
+        let n = (header.tokens - done).min(BLOCK_TOKENS as u64) as usize;
+        let bytes = &mut buf[..2 * n];
+        file.read_exact(bytes).map_err(|e| DataError::io(path, e))?;
+        let max = bytes.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).fold(0u16, u16::max);
+        if usize::from(max) >= vocab_size {
+            let tokens: Vec<u16> = bytes.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
+            if let Err(DataError::TokenOutOfRange { what, position, token, vocab_size }) =
+                check_vocab(&path.display().to_string(), &tokens, vocab_size)
+            {
+                let position = position + done as usize;
+                return Err(DataError::TokenOutOfRange { what, position, token, vocab_size });
+            }
+        }
+        done += n as u64;
+    }
+    Ok(header)
 }
 
 /// Reads a whole shard; every token must be below `vocab_size`.
@@ -200,10 +231,36 @@ mod tests {
         assert!(matches!(read_shard_header(&path), Err(DataError::ShardMagic { .. })));
 
         std::fs::write(&path, &good).unwrap();
+        check_shard_tokens(&path, 300).unwrap();
         let err = read_shard(&path, 200).unwrap_err();
         assert!(matches!(err, DataError::TokenOutOfRange { vocab_size: 200, .. }), "{err}");
 
         let missing = dir.path().join("missing.bin");
         assert!(matches!(read_shard(&missing, 300), Err(DataError::Io { .. })));
+    }
+
+    #[test]
+    fn the_token_scan_names_the_shard_and_offset_of_the_first_bad_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("late_train_000007.bin");
+        // Past the first block of the scan, so that the offset adds the blocks before it.
+        let n = (1 << 20) + 5000;
+        let mut toks = tokens(14, n, 50257);
+        for (at, bad) in [((1 << 20) + 1234, 50300u16), ((1 << 20) + 4000, 65535)] {
+            toks[at] = bad;
+        }
+        write_shard(&path, &toks).unwrap();
+        let err = check_shard_tokens(&path, 50257).unwrap_err();
+        assert!(
+            matches!(&err, DataError::TokenOutOfRange { position, token: 50300, .. } if *position == (1 << 20) + 1234),
+            "{err}"
+        );
+        assert!(err.to_string().contains("late_train_000007.bin"), "{err}");
+        let mut early = toks.clone();
+        early[3] = 50257;
+        write_shard(&path, &early).unwrap();
+        let err = check_shard_tokens(&path, 50257).unwrap_err();
+        assert!(matches!(err, DataError::TokenOutOfRange { position: 3, token: 50257, .. }), "{err}");
+        assert_eq!(check_shard_tokens(&path, 65536).unwrap().tokens, n as u64);
     }
 }

@@ -31,8 +31,8 @@ pub enum LlmcError {
         "the work directory's text is byte-level: the model needs a vocabulary of {BYTE_VOCAB} (got {0})"
     )]
     Vocabulary(usize),
-    #[error("creating {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("creating {path}: {cause}")]
+    Io { path: PathBuf, cause: std::io::Error },
     #[error("reading llm.c's output: {0}")]
     Output(String),
 }

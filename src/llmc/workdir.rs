@@ -74,10 +74,11 @@ pub fn write_workdir(dir: &Path, spec: &WorkdirSpec) -> Result<Workdir, LlmcErro
     if spec.config.vocab_size != BYTE_VOCAB {
         return Err(LlmcError::Vocabulary(spec.config.vocab_size));
     }
-    spec.config.validate().map_err(|source| CheckpointError::Config { path: dir.into(), source })?;
+    spec.config.validate().map_err(|source| CheckpointError::Config { path: dir.into(), cause: source })?;
     let files = Workdir::in_dir(dir);
     let data_dir = files.train.parent().expect("the shards sit in a directory");
-    std::fs::create_dir_all(data_dir).map_err(|source| LlmcError::Io { path: data_dir.into(), source })?;
+    std::fs::create_dir_all(data_dir)
+        .map_err(|source| LlmcError::Io { path: data_dir.into(), cause: source })?;
 
     write_llmc_model(&files.model, &spec.config, &gpt2_init(&ParamLayout::new(spec.config), spec.seed))?;
     let task = AdditionTask::new(3)?;

@@ -24,6 +24,11 @@ pub enum ConfigError {
     Zero { what: &'static str, value: usize },
     #[error("padded vocabulary {padded} is smaller than the vocabulary {vocab}")]
     PaddedTooSmall { padded: usize, vocab: usize },
+    #[error(
+        "a model of {layers} layers, hidden size {hidden}, {positions} positions and a vocabulary of {vocab} \
+         has more parameters than this machine can count; lower --hidden-size or --num-layers"
+    )]
+    TooLarge { layers: usize, hidden: usize, positions: usize, vocab: usize },
 }
 
 impl GptConfig {
@@ -44,7 +49,7 @@ impl GptConfig {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         for (what, value) in [
-            ("--seq-length", self.max_seq_len),
+            ("--max-position-embeddings", self.max_seq_len),
             ("the vocabulary size", self.vocab_size),
             ("--num-layers", self.num_layers),
             ("--num-attention-heads", self.num_heads),
@@ -57,6 +62,14 @@ impl GptConfig {
         if self.channels % self.num_heads != 0 {
             return Err(ConfigError::HeadsDoNotDivide { heads: self.num_heads, hidden: self.channels });
         }
+        if self.checked_num_params().is_none() {
+            return Err(ConfigError::TooLarge {
+                layers: self.num_layers,
+                hidden: self.channels,
+                positions: self.max_seq_len,
+                vocab: self.padded_vocab_size,
+            });
+        }
         if self.padded_vocab_size < self.vocab_size {
             return Err(ConfigError::PaddedTooSmall {
                 padded: self.padded_vocab_size,
@@ -64,6 +77,23 @@ impl GptConfig {
             });
         }
         Ok(())
+    }
+
+    /// Parameters of the model ([`ParamLayout`](super::ParamLayout)'s length), `None` where the
+    /// count, or the f32 bytes holding it, overflow `usize`. Per layer that is 12 C^2 + 13 C
+    /// (QKV 3 C^2 and 3 C, attention projection C^2 and C, MLP 8 C^2 and 5 C, two LayerNorms
+    /// 4 C), then the embeddings (Vp + T) C and the final LayerNorm 2 C. Every shape product of
+    /// the layout is at most this, so a validated config's layout cannot overflow.
+    pub fn checked_num_params(&self) -> Option<usize> {
+        let c = self.channels;
+        let per_layer = c.checked_mul(c)?.checked_mul(12)?.checked_add(c.checked_mul(13)?)?;
+        let total = self
+            .num_layers
+            .checked_mul(per_layer)?
+            .checked_add(self.padded_vocab_size.checked_add(self.max_seq_len)?.checked_mul(c)?)?
+            .checked_add(c.checked_mul(2)?)?;
+        total.checked_mul(4)?;
+        Some(total)
     }
 
     pub fn head_dim(&self) -> usize {

@@ -1,0 +1,388 @@
+//! What a run needs in host memory, estimated from its shape and checked against what the
+//! machine (or the cgroup the process runs in) can give, before anything big is allocated.
+//!
+//! The estimate follows the buffers the trainers allocate, with checked arithmetic throughout,
+//! so that an absurd shape is an error and never a wrapped size or an abort:
+//! - parameters, gradients and AdamW's two moments: 4 bytes per parameter each;
+//! - the activation arena of every workspace ([`Act`] widths, per layer where stacked), plus
+//!   8 bytes per token of inputs and targets;
+//! - on the Cpu trainer, one gradient buffer per share of rows ([`Trainer`](super::Trainer));
+//! - a checkpoint save's host copies of the parameters and both moments, when there is --save;
+//! - the token shards the data loaders read whole (set by the caller, [`MemoryNeed::data`]);
+//! - a fixed margin for the ops' scratch (GEMM packing) and the process itself.
+
+use crate::model::{Act, GptConfig};
+
+/// Scratch of the ops and the process beside the buffers counted: GEMM packing buffers, thread
+/// stacks, the allocator's slack.
+pub const WORKSPACE_MARGIN: u64 = 256 << 20;
+
+/// Bytes one process needs, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryNeed {
+    pub params: u64,
+    pub grads: u64,
+    pub optimizer: u64,
+    pub activations: u64,
+    /// Host copies a checkpoint save makes.
+    pub checkpoint: u64,
+    /// Token shards the data loaders hold (one each for training and validation).
+    pub data: u64,
+    pub workspace: u64,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum MemoryError {
+    #[error("the memory this run needs overflows 64 bits ({what}); lower {flags}")]
+    Overflow { what: &'static str, flags: &'static str },
+    #[error(
+        "this run needs about {} of memory ({need}{ranks}) but {} is available ({from}); lower {flags}",
+        gib(need.total()),
+        gib(*available),
+        ranks = if *ranks > 1 { format!("; {ranks} ranks on this machine") } else { String::new() },
+    )]
+    TooLarge { need: MemoryNeed, ranks: u64, available: u64, from: &'static str, flags: &'static str },
+}
+
+fn gib(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+    }
+}
+
+impl std::fmt::Display for MemoryNeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "parameters {}, gradients {}, optimizer state {}, activations {}, checkpoint copies {}, data {}, \
+             workspace {}",
+            gib(self.params),
+            gib(self.grads),
+            gib(self.optimizer),
+            gib(self.activations),
+            gib(self.checkpoint),
+            gib(self.data),
+            gib(self.workspace)
+        )
+    }
+}
+
+const SHAPE_FLAGS: &str = "--hidden-size or --num-layers";
+const BATCH_FLAGS: &str = "--micro-batch-size or --seq-length";
+
+fn mul(a: u64, b: u64, what: &'static str, flags: &'static str) -> Result<u64, MemoryError> {
+    a.checked_mul(b).ok_or(MemoryError::Overflow { what, flags })
+}
+
+fn add(a: u64, b: u64, what: &'static str, flags: &'static str) -> Result<u64, MemoryError> {
+    a.checked_add(b).ok_or(MemoryError::Overflow { what, flags })
+}
+
+impl MemoryNeed {
+    pub fn total(&self) -> u64 {
+        // Each part was computed checked; their sum saturates rather than wraps (a total past
+        // u64::MAX is refused by any availability anyway).
+        [
+            self.params,
+            self.grads,
+            self.optimizer,
+            self.activations,
+            self.checkpoint,
+            self.data,
+            self.workspace,
+        ]
+        .iter()
+        .fold(0u64, |acc, &b| acc.saturating_add(b))
+    }
+
+    /// The flag to lower first: the batch's when activations are the largest part, else the
+    /// model's.
+    pub fn flags_to_lower(&self, parallel: bool) -> &'static str {
+        let state = self.params.saturating_add(self.grads).saturating_add(self.optimizer);
+        match (self.activations > state, parallel) {
+            (true, false) => BATCH_FLAGS,
+            (true, true) => "--micro-batch-size or --seq-length, or set --recompute-granularity full",
+            (false, false) => "--hidden-size or --num-layers (or train on more ranks)",
+            (false, true) => {
+                "--hidden-size or --num-layers, or raise --tensor-model-parallel-size or \
+                 --pipeline-model-parallel-size, or set --use-distributed-optimizer"
+            }
+        }
+    }
+
+    /// One process training `config` alone: micro-batches of `micro_batch` sequences of
+    /// `seq_len` tokens split into `shares` shares of rows (1: one workspace), with a
+    /// checkpoint save when `saves`.
+    pub fn single(
+        config: &GptConfig,
+        micro_batch: usize,
+        seq_len: usize,
+        shares: usize,
+        saves: bool,
+    ) -> Result<Self, MemoryError> {
+        let p = config
+            .checked_num_params()
+            .ok_or(MemoryError::Overflow { what: "the parameter count", flags: SHAPE_FLAGS })?
+            as u64;
+        let bytes = mul(p, 4, "the parameters' bytes", SHAPE_FLAGS)?;
+        let shares = shares.clamp(1, micro_batch.max(1)) as u64;
+        // Share s takes rows s*b/n .. (s+1)*b/n; every share's arena is that of its rows.
+        let b = micro_batch as u64;
+        let mut activations = 0u64;
+        for s in 0..shares {
+            let rows = (s + 1) * b / shares - s * b / shares;
+            let tokens = mul(rows, seq_len as u64, "the tokens of a micro-batch", BATCH_FLAGS)?;
+            activations =
+                add(activations, arena_bytes(config, config.num_layers, tokens, 1)?, "", BATCH_FLAGS)?;
+        }
+        let share_grads =
+            if shares >= 2 { mul(bytes, shares, "the shares' gradients", SHAPE_FLAGS)? } else { 0 };
+        Ok(Self {
+            params: bytes,
+            grads: add(bytes, share_grads, "the gradients", SHAPE_FLAGS)?,
+            optimizer: mul(bytes, 2, "the optimizer state", SHAPE_FLAGS)?,
+            activations,
+            checkpoint: if saves { mul(bytes, 3, "a checkpoint's copies", SHAPE_FLAGS)? } else { 0 },
+            data: 0,
+            workspace: WORKSPACE_MARGIN,
+        })
+    }
+
+    /// One rank of a `tp x pp x dp` run: its share of the parameters (the layers of one stage,
+    /// split over the tensor-parallel ranks; the embedding, split over them too, on the first
+    /// stage and, for the tied LM head, on the last), gradients like them, AdamW's moments (a
+    /// 1/dp shard of them under ZeRO-1, plus the gradient shard it keeps), and the activations
+    /// of up to `min(pp, micro_batches)` micro-batches in flight under 1F1B, their head- and
+    /// column-split tensors divided over the tensor-parallel ranks.
+    #[allow(clippy::too_many_arguments)]
+    pub fn parallel_rank(
+        config: &GptConfig,
+        tp: usize,
+        pp: usize,
+        dp: usize,
+        distributed_optimizer: bool,
+        micro_batch: usize,
+        seq_len: usize,
+        micro_batches: usize,
+    ) -> Result<Self, MemoryError> {
+        let (tp, pp, dp) = (tp.max(1) as u64, pp.max(1) as u64, dp.max(1) as u64);
+        let p = config
+            .checked_num_params()
+            .ok_or(MemoryError::Overflow { what: "the parameter count", flags: SHAPE_FLAGS })?
+            as u64;
+        let c = config.channels as u64;
+        let embedding = mul(config.padded_vocab_size as u64, c, "the embedding", SHAPE_FLAGS)?;
+        let layers = (config.num_layers as u64).div_ceil(pp);
+        // Layer parameters of one stage on one tensor-parallel rank, rounded up.
+        let layer_params = (p - embedding.min(p)).div_ceil(pp).div_ceil(tp);
+        let stage_embeddings = if pp > 1 { 2 } else { 1 };
+        let params = add(
+            layer_params,
+            mul(embedding.div_ceil(tp), stage_embeddings, "", SHAPE_FLAGS)?,
+            "",
+            SHAPE_FLAGS,
+        )?;
+        let bytes = mul(params, 4, "a rank's parameters", SHAPE_FLAGS)?;
+        let (optimizer, shard) = if distributed_optimizer {
+            let shard = bytes.div_ceil(dp);
+            (mul(shard, 2, "", SHAPE_FLAGS)?, shard)
+        } else {
+            (mul(bytes, 2, "", SHAPE_FLAGS)?, 0)
+        };
+        let in_flight = pp.min(micro_batches.max(1) as u64);
+        let tokens = mul(micro_batch as u64, seq_len as u64, "the tokens of a micro-batch", BATCH_FLAGS)?;
+        let arena = arena_bytes(config, layers as usize, tokens, tp)?;
+        Ok(Self {
+            params: bytes,
+            grads: add(bytes, shard, "", SHAPE_FLAGS)?,
+            optimizer,
+            activations: mul(arena, in_flight, "the activations in flight", BATCH_FLAGS)?,
+            checkpoint: 0,
+            data: 0,
+            workspace: WORKSPACE_MARGIN,
+        })
+    }
+
+    /// Refuses a need (per process, `ranks` processes or rank threads sharing the machine)
+    /// larger than `available` bytes (`source` says where that figure comes from).
+    pub fn check(
+        &self,
+        ranks: u64,
+        available: u64,
+        source: &'static str,
+        parallel: bool,
+    ) -> Result<(), MemoryError> {
+        let all = self.total().saturating_mul(ranks.max(1));
+        if all > available {
+            return Err(MemoryError::TooLarge {
+                need: MemoryNeed {
+                    params: self.params.saturating_mul(ranks),
+                    grads: self.grads.saturating_mul(ranks),
+                    optimizer: self.optimizer.saturating_mul(ranks),
+                    activations: self.activations.saturating_mul(ranks),
+                    checkpoint: self.checkpoint.saturating_mul(ranks),
+                    data: self.data.saturating_mul(ranks),
+                    workspace: self.workspace.saturating_mul(ranks),
+                },
+                ranks,
+                available,
+                from: source,
+                flags: self.flags_to_lower(parallel),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Bytes of a training arena for `tokens` tokens over `layers` layers, the tensors split by
+/// heads or columns (QKV, the attention output and its log-sum-exp, the MLP's hidden layer, the
+/// logits over the vocabulary) divided over `tp` ranks; plus 8 bytes per token of inputs and
+/// targets.
+fn arena_bytes(config: &GptConfig, layers: usize, tokens: u64, tp: u64) -> Result<u64, MemoryError> {
+    let mut elems = 0u64;
+    for a in Act::ALL {
+        let split = matches!(
+            a,
+            Act::Qkv
+                | Act::DQkv
+                | Act::Atty
+                | Act::DAtty
+                | Act::AttLse
+                | Act::Fch
+                | Act::FchGelu
+                | Act::DFch
+                | Act::Logits
+        );
+        let width = a.width(config) as u64;
+        let width = if split { width.div_ceil(tp) } else { width };
+        let stacked = if a.per_layer() { layers as u64 } else { 1 };
+        let n = mul(
+            mul(stacked, tokens, "the activations", BATCH_FLAGS)?,
+            width,
+            "the activations",
+            BATCH_FLAGS,
+        )?;
+        elems = add(elems, n, "the activations", BATCH_FLAGS)?;
+    }
+    let bytes = mul(elems, 4, "the activations' bytes", BATCH_FLAGS)?;
+    add(bytes, mul(tokens, 8, "the batch's tokens", BATCH_FLAGS)?, "the activations", BATCH_FLAGS)
+}
+
+/// Bytes this process can still allocate, and where the figure comes from: the least of
+/// `/proc/meminfo`'s MemAvailable and the room left under the cgroup's limit (v2 `memory.max`
+/// minus `memory.current`, or v1 `memory.limit_in_bytes` minus `memory.usage_in_bytes`).
+/// `None` where neither can be read (not Linux): then nothing is checked.
+pub fn available_memory() -> Option<(u64, &'static str)> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| mem_available(&t));
+    let read = |p: &str| std::fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<u64>().ok());
+    let cgroup = match (read("/sys/fs/cgroup/memory.max"), read("/sys/fs/cgroup/memory.current")) {
+        (Some(max), Some(used)) => Some(max.saturating_sub(used)),
+        _ => match (
+            read("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+            read("/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+        ) {
+            (Some(max), Some(used)) => Some(max.saturating_sub(used)),
+            _ => None,
+        },
+    };
+    match (meminfo, cgroup) {
+        (Some(m), Some(c)) if c < m => Some((c, "the cgroup's memory limit less its usage")),
+        (Some(m), _) => Some((m, "MemAvailable in /proc/meminfo")),
+        (None, Some(c)) => Some((c, "the cgroup's memory limit less its usage")),
+        (None, None) => None,
+    }
+}
+
+/// MemAvailable of a `/proc/meminfo` text, in bytes (the file gives kB).
+fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ActivationLayout, ParamLayout};
+
+    fn config(layers: usize, hidden: usize) -> GptConfig {
+        GptConfig::new(64, 256, layers, 4, hidden, 128).unwrap()
+    }
+
+    #[test]
+    fn the_estimate_counts_what_the_trainer_allocates() {
+        let c = config(2, 64);
+        let p = ParamLayout::new(c).len() as u64;
+        assert_eq!(c.checked_num_params(), Some(p as usize));
+        let need = MemoryNeed::single(&c, 5, 32, 2, true).unwrap();
+        let arena =
+            |rows: u64| ActivationLayout::new(c, (rows * 32) as usize, true).len() as u64 * 4 + rows * 32 * 8;
+        assert_eq!(need.params, 4 * p);
+        assert_eq!(need.grads, 4 * p * 3, "the model's and two shares'");
+        assert_eq!(need.optimizer, 8 * p);
+        assert_eq!(need.activations, arena(2) + arena(3));
+        assert_eq!(need.checkpoint, 12 * p);
+        let whole = MemoryNeed::single(&c, 5, 32, 1, false).unwrap();
+        assert_eq!((whole.grads, whole.activations, whole.checkpoint), (4 * p, arena(5), 0));
+        // One rank of a 1 x 1 x 1 grid holds what a single run does, less the shares.
+        let rank = MemoryNeed::parallel_rank(&c, 1, 1, 1, false, 5, 32, 1).unwrap();
+        assert_eq!((rank.params, rank.optimizer, rank.activations), (4 * p, 8 * p, arena(5)));
+        // Tensor parallelism halves what it splits; ZeRO-1 divides the moments over dp.
+        let tp2 = MemoryNeed::parallel_rank(&c, 2, 1, 2, true, 5, 32, 1).unwrap();
+        assert!(tp2.params <= rank.params / 2 + 8 && tp2.activations < rank.activations, "{tp2:?}");
+        assert_eq!(tp2.optimizer, 2 * tp2.params.div_ceil(2));
+    }
+
+    #[test]
+    fn too_little_memory_is_refused_with_both_figures_and_the_flag_to_lower() {
+        let c = config(2, 64);
+        let need = MemoryNeed::single(&c, 64, 64, 1, false).unwrap();
+        need.check(1, need.total(), "test", false).unwrap();
+        let err = need.check(1, need.total() - 1, "MemAvailable in /proc/meminfo", false).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("available (MemAvailable in /proc/meminfo)"), "{msg}");
+        assert!(msg.contains("--micro-batch-size"), "activations dominate: {msg}");
+        // The loaders' shards count too.
+        let mut with_data = need;
+        with_data.data = 1 << 30;
+        let err = with_data.check(1, need.total() + (1 << 29), "test", false).unwrap_err();
+        assert!(err.to_string().contains("data 1.00 GiB"), "{err}");
+        // Buffers that fit one by one but not together: each under the limit, the sum over.
+        let big = config(8, 512);
+        let need = MemoryNeed::single(&big, 1, 16, 1, true).unwrap();
+        let limit = need.total() - 1;
+        assert!([need.params, need.grads, need.optimizer, need.checkpoint].iter().all(|&b| b < limit));
+        let msg = need.check(1, limit, "test", false).unwrap_err().to_string();
+        assert!(msg.contains("--hidden-size or --num-layers"), "{msg}");
+        // Ranks on one machine add up.
+        let msg = need.check(4, need.total() * 3, "test", true).unwrap_err().to_string();
+        assert!(
+            msg.contains("4 ranks on this machine") && msg.contains("--tensor-model-parallel-size"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn absurd_shapes_are_errors_not_wraps() {
+        let huge = GptConfig::new(64, 256, 1 << 40, 4, 1 << 20, 128);
+        assert!(matches!(huge, Err(crate::model::ConfigError::TooLarge { .. })), "{huge:?}");
+        let wide = GptConfig::new(64, 256, 1, 4, 1 << 33, 128);
+        assert!(matches!(wide, Err(crate::model::ConfigError::TooLarge { .. })), "{wide:?}");
+        let c = config(2, 64);
+        let err = MemoryNeed::single(&c, usize::MAX / 2, 1 << 20, 1, false).unwrap_err();
+        assert!(matches!(err, MemoryError::Overflow { flags: BATCH_FLAGS, .. }), "{err}");
+        let err = MemoryNeed::parallel_rank(&c, 1, 1, 1, false, usize::MAX / 4, 64, 1).unwrap_err();
+        assert!(err.to_string().contains("--micro-batch-size"), "{err}");
+    }
+
+    #[test]
+    fn meminfo_is_read_in_bytes() {
+        let text = "MemTotal:       24684084 kB\nMemFree:  100 kB\nMemAvailable:   22222948 kB\n";
+        assert_eq!(mem_available(text), Some(22222948 * 1024));
+        assert_eq!(mem_available("MemTotal: 5 kB\n"), None);
+        let (bytes, _) = available_memory().expect("this test runs on Linux");
+        assert!(bytes > 0);
+    }
+}
