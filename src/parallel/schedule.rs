@@ -222,6 +222,191 @@ pub fn simulate(schedule: &Schedule, forward: f64, backward: f64) -> Result<Time
     Ok(Timeline { spans, makespan })
 }
 
+/// One computation of the interleaved schedule: a forward or backward of `micro_batch` through
+/// model chunk `chunk` of the stage. Stage `r`'s chunk `c` holds layers
+/// `[(c * p + r) * l, (c * p + r + 1) * l)` with `l = layers / (p * v)`, as Megatron-LM's
+/// virtual pipeline places them, so a micro-batch passes the stages `v` times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkStep {
+    pub backward: bool,
+    pub micro_batch: usize,
+    pub chunk: usize,
+}
+
+impl fmt::Display for ChunkStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}.{}", if self.backward { 'B' } else { 'F' }, self.micro_batch, self.chunk)
+    }
+}
+
+/// Megatron-LM's interleaved 1F1B schedule (Narayanan et al. 2021, section 2.2.2): each stage
+/// holds `chunks` model chunks; its computations only, in order (each forward's output goes to
+/// the next stage's same chunk, or from the last stage to stage 0's next chunk; backwards
+/// flow the other way).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interleaved {
+    pub stages: usize,
+    pub chunks: usize,
+    pub micro_batches: usize,
+    pub steps: Vec<Vec<ChunkStep>>,
+}
+
+impl Interleaved {
+    /// Virtual micro-batch `k` of a stage (its `k`-th forward) is micro-batch
+    /// `(k / (p v)) p + k % p` through chunk `(k % (p v)) / p`: groups of `p` micro-batches go
+    /// through chunk 0, then the same group through chunk 1, and so on. Backwards take the
+    /// same order with the chunks reversed. Stage `r` runs `2 (p - r - 1) + (v - 1) p` warm-up
+    /// forwards (all of them when `m == p`), then one forward one backward, then the rest of
+    /// the backwards. Needs `m` a multiple of `p`, as Megatron-LM does.
+    pub fn new(stages: usize, micro_batches: usize, chunks: usize) -> Result<Self, String> {
+        let (p, m, v) = (stages, micro_batches, chunks);
+        if p < 2 || v < 2 {
+            return Err(format!(
+                "the interleaved schedule needs 2 or more stages and chunks, not {p} and {v}"
+            ));
+        }
+        if m % p != 0 {
+            return Err(format!(
+                "the interleaved schedule runs micro-batches in groups of the {p} stages: {m} micro-batches \
+                 is not a multiple of {p}"
+            ));
+        }
+        let total = m * v;
+        let step = |k: usize, backward: bool| {
+            let group = k % (p * v);
+            let chunk = if backward { v - 1 - group / p } else { group / p };
+            ChunkStep { backward, micro_batch: (k / (p * v)) * p + k % p, chunk }
+        };
+        let steps = (0..p)
+            .map(|r| {
+                let warmup = if m == p { total } else { (2 * (p - r - 1) + (v - 1) * p).min(total) };
+                let mut a: Vec<ChunkStep> = (0..warmup).map(|k| step(k, false)).collect();
+                for k in 0..total - warmup {
+                    a.push(step(k + warmup, false));
+                    a.push(step(k, true));
+                }
+                a.extend((total - warmup..total).map(|k| step(k, true)));
+                a
+            })
+            .collect();
+        Ok(Self { stages, chunks, micro_batches, steps })
+    }
+
+    /// Idle fraction of the ideal interleaved pipeline: the bubble is `(p - 1) / v` of one
+    /// micro-batch's forward and backward, against `m` of them of work:
+    /// `(p - 1) / (v m + p - 1)`, that is `(p - 1) / (v m)` of the compute time.
+    pub fn bubble_fraction(&self) -> f64 {
+        let (p, m, v) = (self.stages as f64, self.micro_batches as f64, self.chunks as f64);
+        (p - 1.0) / (v * m + p - 1.0)
+    }
+
+    /// Most micro-batch chunks whose activations stage `stage` holds at once.
+    pub fn in_flight(&self, stage: usize) -> usize {
+        let (mut live, mut most) = (0usize, 0usize);
+        for s in &self.steps[stage] {
+            if s.backward {
+                live -= 1;
+            } else {
+                live += 1;
+                most = most.max(live);
+            }
+        }
+        most
+    }
+}
+
+impl fmt::Display for Interleaved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "interleaved 1F1B: {} stages, {} chunks each, {} micro-batches",
+            self.stages, self.chunks, self.micro_batches
+        )?;
+        for (r, steps) in self.steps.iter().enumerate() {
+            write!(f, "stage {r}:")?;
+            for s in steps {
+                write!(f, " {s}")?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+/// When each stage computed in a simulated interleaved step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChunkTimeline {
+    /// Per stage, `(step, start, end)` of each chunk's forward and backward.
+    pub spans: Vec<Vec<(ChunkStep, f64, f64)>>,
+    pub makespan: f64,
+}
+
+impl ChunkTimeline {
+    pub fn idle_fraction(&self, r: usize) -> f64 {
+        let busy: f64 = self.spans[r].iter().map(|(_, s, e)| e - s).sum();
+        1.0 - busy / self.makespan
+    }
+}
+
+/// [`simulate`] for the interleaved schedule: a chunk's forward takes `forward` and its
+/// backward `backward` on every stage; a forward of chunk `c` needs the previous stage's
+/// forward of it (stage 0: the last stage's forward through chunk `c - 1`), a backward the
+/// next stage's backward (the last stage: stage 0's backward of chunk `c + 1`, or for the last
+/// chunk its own forward). Fails if the schedule deadlocks.
+pub fn simulate_interleaved(
+    schedule: &Interleaved,
+    forward: f64,
+    backward: f64,
+) -> Result<ChunkTimeline, String> {
+    let (p, m, v) = (schedule.stages, schedule.micro_batches, schedule.chunks);
+    // Finish times, indexed [stage][chunk * m + micro-batch].
+    let mut f_end = vec![vec![f64::NAN; v * m]; p];
+    let mut b_end = vec![vec![f64::NAN; v * m]; p];
+    let mut next = vec![0usize; p];
+    let mut clock = vec![0.0f64; p];
+    let mut spans = vec![Vec::new(); p];
+    let known = |t: f64| Some(t).filter(|t| !t.is_nan());
+    loop {
+        let mut progressed = false;
+        for r in 0..p {
+            while let Some(&s) = schedule.steps[r].get(next[r]) {
+                let (i, c) = (s.micro_batch, s.chunk);
+                let ready = match (s.backward, r, c) {
+                    (false, 0, 0) => Some(0.0),
+                    (false, 0, c) => known(f_end[p - 1][(c - 1) * m + i]),
+                    (false, r, c) => known(f_end[r - 1][c * m + i]),
+                    (true, r, c) if r + 1 == p && c + 1 == v => known(f_end[r][c * m + i]),
+                    (true, r, c) if r + 1 == p => known(b_end[0][(c + 1) * m + i]),
+                    (true, r, c) => known(b_end[r + 1][c * m + i]),
+                };
+                let Some(ready) = ready else { break };
+                let start = clock[r].max(ready);
+                clock[r] = start + if s.backward { backward } else { forward };
+                if s.backward {
+                    b_end[r][c * m + i] = clock[r];
+                } else {
+                    f_end[r][c * m + i] = clock[r];
+                }
+                spans[r].push((s, start, clock[r]));
+                next[r] += 1;
+                progressed = true;
+            }
+        }
+        if (0..p).all(|r| next[r] == schedule.steps[r].len()) {
+            break;
+        }
+        if !progressed {
+            let stuck: Vec<String> = (0..p)
+                .filter(|&r| next[r] < schedule.steps[r].len())
+                .map(|r| format!("stage {r} at {}", schedule.steps[r][next[r]]))
+                .collect();
+            return Err(format!("the interleaved schedule deadlocks: {}", stuck.join(", ")));
+        }
+    }
+    let makespan = clock.iter().cloned().fold(0.0, f64::max);
+    Ok(ChunkTimeline { spans, makespan })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +446,62 @@ mod tests {
         let mut s = Schedule::one_f_one_b(2, 2);
         s.actions[1].swap(1, 2);
         let err = simulate(&s, 1.0, 1.0).unwrap_err();
+        assert!(err.contains("deadlocks"), "{err}");
+    }
+
+    #[test]
+    fn interleaved_runs_every_chunk_once_and_has_the_v_times_smaller_bubble() {
+        for (p, m, v) in [(2, 4, 2), (4, 8, 2), (4, 4, 3), (4, 16, 4), (3, 6, 2)] {
+            let s = Interleaved::new(p, m, v).unwrap();
+            for r in 0..p {
+                let mut seen: Vec<(bool, usize, usize)> =
+                    s.steps[r].iter().map(|x| (x.backward, x.micro_batch, x.chunk)).collect();
+                seen.sort();
+                seen.dedup();
+                assert_eq!(
+                    seen.len(),
+                    2 * m * v,
+                    "p {p} m {m} v {v} stage {r}: each chunk forward and backward once"
+                );
+            }
+            // Chunk times: 1/v of a stage's forward (1) and backward (2).
+            let (f, b) = (1.0 / v as f64, 2.0 / v as f64);
+            let t = simulate_interleaved(&s, f, b).unwrap();
+            let ideal = m as f64 * 3.0;
+            let bubble = (p - 1) as f64 * 3.0 / v as f64;
+            assert!(
+                (t.makespan - (ideal + bubble)).abs() < 1e-9,
+                "p {p} m {m} v {v}: makespan {}",
+                t.makespan
+            );
+            for r in 0..p {
+                assert!(
+                    (t.idle_fraction(r) - s.bubble_fraction()).abs() < 1e-9,
+                    "p {p} m {m} v {v} stage {r}"
+                );
+            }
+            // The non-interleaved pipeline of the same work idles more.
+            let plain = simulate(&Schedule::one_f_one_b(p, m), 1.0, 2.0).unwrap();
+            assert!(plain.makespan > t.makespan + 1e-9);
+        }
+        let s = Interleaved::new(4, 8, 2).unwrap();
+        // Stage 0 warms up with 2 (p - 1) + (v - 1) p = 10 forwards, in groups of p per chunk.
+        let text = format!("{s}");
+        assert!(
+            text.contains("stage 0: F0.0 F1.0 F2.0 F3.0 F0.1 F1.1 F2.1 F3.1 F4.0 F5.0 F6.0 B0.1"),
+            "{text}"
+        );
+        assert_eq!(s.in_flight(0), 11);
+        assert_eq!(s.in_flight(3), 5);
+        assert!(Interleaved::new(4, 6, 2).unwrap_err().contains("multiple of 4"));
+    }
+
+    #[test]
+    fn an_interleaved_schedule_that_waits_on_itself_is_reported() {
+        let mut s = Interleaved::new(2, 2, 2).unwrap();
+        let first_backward = s.steps[1].iter().position(|x| x.backward).unwrap();
+        s.steps[1].swap(0, first_backward);
+        let err = simulate_interleaved(&s, 1.0, 1.0).unwrap_err();
         assert!(err.contains("deadlocks"), "{err}");
     }
 }

@@ -1,0 +1,393 @@
+//! Hardware as data: GPUs and the links between them, with the peak rates, capacities and
+//! achievable fractions of peak that a planner or a kernel time model needs.
+//!
+//! The built-in table (`builtin.toml`, compiled in) names the source of every figure in a
+//! comment beside it. [`Hardware::with_user_file`] reads a TOML file of the same format that
+//! adds entries or overrides single fields of existing ones:
+//!
+//! ```toml
+//! [[gpu]]
+//! name = "a100-80gb"      # an existing entry: only the fields given change
+//! gemm_efficiency = 0.72
+//!
+//! [[link]]
+//! name = "my-fabric"      # a new entry: every required field
+//! gb_s = 40.0
+//! latency_us = 6.0
+//! efficiency = 0.9
+//! scope = "inter-node"
+//! source = "measured with nccl-tests on our cluster"
+//! ```
+//!
+//! Field names carry their units and stay stable: other crates key on them.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The built-in table's text.
+pub const BUILTIN_TOML: &str = include_str!("builtin.toml");
+
+/// Numeric precision of a computation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// FP32 FMA on the CUDA cores / vector ALUs.
+    Fp32,
+    /// TF32 tensor cores (inputs rounded to 10 mantissa bits, fp32 accumulation).
+    Tf32,
+    Bf16,
+    Fp16,
+    Fp8,
+}
+
+impl Precision {
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Tf32 => "tf32",
+            Precision::Bf16 => "bf16",
+            Precision::Fp16 => "fp16",
+            Precision::Fp8 => "fp8",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Vendor {
+    Nvidia,
+    Amd,
+    Other,
+}
+
+/// One GPU model. Peaks are dense (no structured sparsity), per GPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gpu {
+    /// Key, lower case: `a100-80gb`, `h100-sxm`.
+    pub name: String,
+    pub vendor: Vendor,
+    /// Streaming multiprocessors (NVIDIA) or compute units (AMD).
+    pub sms: u32,
+    /// Maximum boost clock; `None` where the vendor does not publish it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boost_clock_mhz: Option<f64>,
+    pub fp32_tflops: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf32_tflops: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bf16_tflops: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp16_tflops: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8_tflops: Option<f64>,
+    /// HBM capacity in GiB.
+    pub memory_gib: f64,
+    /// HBM bandwidth, 10^12 bytes/s.
+    pub memory_tb_s: f64,
+    pub l2_mib: f64,
+    /// L2 read bandwidth, 10^12 bytes/s, where published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2_tb_s: Option<f64>,
+    /// Most shared memory (LDS on AMD) one SM can hold, KiB.
+    pub smem_per_sm_kib: f64,
+    /// 32-bit registers per SM.
+    pub regs_per_sm: u32,
+    pub max_threads_per_sm: u32,
+    /// Resident warps (wavefronts on AMD) per SM.
+    pub max_warps_per_sm: u32,
+    pub warp_size: u32,
+    /// The link GPUs of a node talk over: a [`Link`] name.
+    pub gpu_link: String,
+    /// The datasheet's aggregate GPU-to-GPU bandwidth, both directions, 10^9 bytes/s.
+    pub gpu_link_gb_s: f64,
+    /// The GPU's host interface: a [`Link`] name.
+    pub host_link: String,
+    pub tdp_w: f64,
+    /// Fraction of the tensor peak large GEMMs sustain.
+    pub gemm_efficiency: f64,
+    /// Fraction of the tensor peak the attention core sustains.
+    pub attention_efficiency: f64,
+    /// Fraction of `memory_tb_s` bandwidth-bound kernels sustain.
+    pub memory_efficiency: f64,
+}
+
+impl Gpu {
+    /// Dense peak in TFLOP/s for `precision`, `None` where the GPU has no such unit.
+    pub fn peak_tflops(&self, precision: Precision) -> Option<f64> {
+        match precision {
+            Precision::Fp32 => Some(self.fp32_tflops),
+            Precision::Tf32 => self.tf32_tflops,
+            Precision::Bf16 => self.bf16_tflops,
+            Precision::Fp16 => self.fp16_tflops,
+            Precision::Fp8 => self.fp8_tflops,
+        }
+    }
+
+    /// Dense peak in FLOP/s for `precision`.
+    pub fn peak_flops(&self, precision: Precision) -> Option<f64> {
+        self.peak_tflops(precision).map(|t| t * 1e12)
+    }
+
+    /// HBM capacity in bytes.
+    pub fn memory_bytes(&self) -> f64 {
+        self.memory_gib * GIB
+    }
+
+    /// HBM bandwidth in bytes/s.
+    pub fn memory_bytes_per_s(&self) -> f64 {
+        self.memory_tb_s * 1e12
+    }
+}
+
+/// Bytes in a GiB.
+pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Where a link sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scope {
+    IntraNode,
+    InterNode,
+}
+
+/// An interconnect, as one GPU sees it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Link {
+    pub name: String,
+    /// Bandwidth per direction one GPU can send while receiving as much, 10^9 bytes/s.
+    pub gb_s: f64,
+    /// Small-message time end to end (the alpha of the alpha-beta model), microseconds.
+    pub latency_us: f64,
+    /// Fraction of `gb_s` a large ring collective's bus bandwidth reaches.
+    pub efficiency: f64,
+    pub scope: Scope,
+    pub source: String,
+}
+
+impl Link {
+    /// Bus bandwidth a large ring collective reaches, bytes/s.
+    pub fn busbw_bytes_per_s(&self) -> f64 {
+        self.gb_s * 1e9 * self.efficiency
+    }
+
+    pub fn latency_s(&self) -> f64 {
+        self.latency_us * 1e-6
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HardwareError {
+    #[error("reading the hardware file {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("the hardware file {path} is not valid: {message}")]
+    Parse { path: String, message: String },
+    #[error(
+        "unknown GPU {name:?}; the table has: {known}. Add it with a [[gpu]] entry in a --hardware file"
+    )]
+    UnknownGpu { name: String, known: String },
+    #[error(
+        "unknown link {name:?}; the table has: {known}. Add it with a [[link]] entry in a --hardware file"
+    )]
+    UnknownLink { name: String, known: String },
+}
+
+/// The file format: `[[gpu]]` and `[[link]]` arrays.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTables {
+    #[serde(default)]
+    gpu: Vec<toml::Table>,
+    #[serde(default)]
+    link: Vec<toml::Table>,
+}
+
+/// The GPU and link tables, by name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hardware {
+    pub gpus: BTreeMap<String, Gpu>,
+    pub links: BTreeMap<String, Link>,
+}
+
+impl Hardware {
+    /// The built-in table.
+    pub fn builtin() -> Self {
+        let mut hw = Hardware { gpus: BTreeMap::new(), links: BTreeMap::new() };
+        hw.merge_str(BUILTIN_TOML, "the built-in table").expect("the built-in hardware table parses");
+        hw
+    }
+
+    /// The built-in table with `path`'s entries added or overriding.
+    pub fn with_user_file(path: &Path) -> Result<Self, HardwareError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| HardwareError::Read { path: path.display().to_string(), source })?;
+        let mut hw = Self::builtin();
+        hw.merge_str(&text, &path.display().to_string())?;
+        Ok(hw)
+    }
+
+    /// Adds the entries of `text` (named `origin` in errors): an entry whose `name` exists
+    /// overrides only the fields it gives; a new one must give every required field.
+    pub fn merge_str(&mut self, text: &str, origin: &str) -> Result<(), HardwareError> {
+        let parse = |message: String| HardwareError::Parse { path: origin.to_string(), message };
+        let tables: FileTables = toml::from_str(text).map_err(|e| parse(e.to_string()))?;
+        for entry in tables.gpu {
+            let gpu: Gpu = merged(&self.gpus, entry, "gpu").map_err(parse)?;
+            check_gpu(&gpu).map_err(parse)?;
+            self.gpus.insert(gpu.name.clone(), gpu);
+        }
+        for entry in tables.link {
+            let link: Link = merged(&self.links, entry, "link").map_err(parse)?;
+            check_link(&link).map_err(parse)?;
+            self.links.insert(link.name.clone(), link);
+        }
+        Ok(())
+    }
+
+    pub fn gpu(&self, name: &str) -> Result<&Gpu, HardwareError> {
+        self.gpus.get(&name.to_ascii_lowercase()).ok_or_else(|| HardwareError::UnknownGpu {
+            name: name.to_string(),
+            known: self.gpus.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
+    }
+
+    pub fn link(&self, name: &str) -> Result<&Link, HardwareError> {
+        self.links.get(&name.to_ascii_lowercase()).ok_or_else(|| HardwareError::UnknownLink {
+            name: name.to_string(),
+            known: self.links.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
+    }
+}
+
+/// `entry` laid over the existing entry of the same name (if any), as a `T`.
+fn merged<T>(existing: &BTreeMap<String, T>, entry: toml::Table, kind: &str) -> Result<T, String>
+where
+    T: Serialize + for<'de> Deserialize<'de>,
+{
+    let name = match entry.get("name") {
+        Some(toml::Value::String(s)) => s.to_ascii_lowercase(),
+        _ => return Err(format!("a [[{kind}]] entry has no `name` string")),
+    };
+    let mut table = match existing.get(&name) {
+        Some(old) => toml::Table::try_from(old).map_err(|e| format!("[[{kind}]] {name}: {e}"))?,
+        None => toml::Table::new(),
+    };
+    table.extend(entry);
+    table.insert("name".into(), toml::Value::String(name.clone()));
+    toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| format!("[[{kind}]] {name}: {e}"))
+}
+
+fn check_gpu(g: &Gpu) -> Result<(), String> {
+    let positive = [
+        ("fp32_tflops", g.fp32_tflops),
+        ("memory_gib", g.memory_gib),
+        ("memory_tb_s", g.memory_tb_s),
+        ("gpu_link_gb_s", g.gpu_link_gb_s),
+        ("sms", f64::from(g.sms)),
+        ("warp_size", f64::from(g.warp_size)),
+    ];
+    for (field, v) in positive {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(format!("[[gpu]] {}: {field} must be a positive number, not {v}", g.name));
+        }
+    }
+    for (field, v) in [
+        ("gemm_efficiency", g.gemm_efficiency),
+        ("attention_efficiency", g.attention_efficiency),
+        ("memory_efficiency", g.memory_efficiency),
+    ] {
+        if !(v > 0.0 && v <= 1.0) {
+            return Err(format!("[[gpu]] {}: {field} is a fraction of peak in (0, 1], not {v}", g.name));
+        }
+    }
+    Ok(())
+}
+
+fn check_link(l: &Link) -> Result<(), String> {
+    if !(l.gb_s.is_finite() && l.gb_s > 0.0) {
+        return Err(format!("[[link]] {}: gb_s must be a positive number, not {}", l.name, l.gb_s));
+    }
+    if !(l.latency_us.is_finite() && l.latency_us >= 0.0) {
+        return Err(format!("[[link]] {}: latency_us must be >= 0, not {}", l.name, l.latency_us));
+    }
+    if !(l.efficiency > 0.0 && l.efficiency <= 1.0) {
+        return Err(format!("[[link]] {}: efficiency is a fraction in (0, 1], not {}", l.name, l.efficiency));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_table_has_the_required_gpus_and_their_links() {
+        let hw = Hardware::builtin();
+        for name in
+            ["v100", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "mi250x", "mi300x"]
+        {
+            let gpu = hw.gpu(name).unwrap();
+            hw.link(&gpu.gpu_link).unwrap();
+            hw.link(&gpu.host_link).unwrap();
+            assert!(gpu.peak_tflops(Precision::Fp16).is_some(), "{name}");
+        }
+        for name in [
+            "nvlink2", "nvlink3", "nvlink4", "nvlink5", "pcie3", "pcie4", "pcie5", "ib-hdr", "ib-ndr",
+            "ib-xdr",
+        ] {
+            hw.link(name).unwrap();
+        }
+    }
+
+    #[test]
+    fn peaks_agree_with_the_architecture_arithmetic() {
+        let hw = Hardware::builtin();
+        // FP32: SMs x 64 FP32 lanes (V100, A100) or 128 (H100) x 2 FLOP per FMA x boost clock.
+        for (name, lanes) in [("v100", 64.0), ("a100-80gb", 64.0), ("h100-sxm", 128.0), ("h100-pcie", 128.0)]
+        {
+            let g = hw.gpu(name).unwrap();
+            let derived = f64::from(g.sms) * lanes * 2.0 * g.boost_clock_mhz.unwrap() * 1e6 / 1e12;
+            assert!((derived / g.fp32_tflops - 1.0).abs() < 0.01, "{name}: {derived} vs {}", g.fp32_tflops);
+        }
+        // A100 tensor cores: 108 SMs x 1024 dense fp16 FMA/clk x 2 x 1410 MHz = 312 TFLOP/s.
+        let a100 = hw.gpu("a100-40gb").unwrap();
+        assert!((108.0 * 1024.0 * 2.0 * 1410e6 / 1e12 / a100.bf16_tflops.unwrap() - 1.0).abs() < 0.01);
+        // The source document's GPU table: A100 312, H100 (PCIe) 756, MI250X 383 fp16 TFLOP/s.
+        assert_eq!(a100.fp16_tflops, Some(312.0));
+        assert!((hw.gpu("h100-pcie").unwrap().fp16_tflops.unwrap() - 756.0).abs() < 1.0);
+        assert_eq!(hw.gpu("mi250x").unwrap().fp16_tflops, Some(383.0));
+        assert_eq!(hw.gpu("v100").unwrap().bf16_tflops, None);
+    }
+
+    #[test]
+    fn a_user_entry_overrides_fields_and_adds_entries() {
+        let mut hw = Hardware::builtin();
+        let before = hw.gpu("a100-80gb").unwrap().clone();
+        hw.merge_str(
+            "[[gpu]]\nname = \"A100-80GB\"\ngemm_efficiency = 0.5\n\n[[link]]\nname = \"lab\"\ngb_s = 5.0\n\
+             latency_us = 20.0\nefficiency = 0.9\nscope = \"inter-node\"\nsource = \"measured\"\n",
+            "test",
+        )
+        .unwrap();
+        let after = hw.gpu("a100-80gb").unwrap();
+        assert_eq!(after.gemm_efficiency, 0.5);
+        assert_eq!(after.memory_gib, before.memory_gib);
+        assert_eq!(hw.link("lab").unwrap().gb_s, 5.0);
+    }
+
+    #[test]
+    fn bad_user_entries_are_refused_with_the_field_named() {
+        let mut hw = Hardware::builtin();
+        let err = hw.merge_str("[[gpu]]\nname = \"new\"\nsms = 10\n", "my.toml").unwrap_err().to_string();
+        assert!(err.contains("my.toml") && err.contains("missing field"), "{err}");
+        let err = hw.merge_str("[[gpu]]\nname = \"h200\"\ngemm_efficiency = 1.5\n", "my.toml").unwrap_err();
+        assert!(err.to_string().contains("gemm_efficiency"), "{err}");
+        let err = hw.merge_str("[[gpu]]\nname = \"h200\"\nsmz = 1\n", "my.toml").unwrap_err();
+        assert!(err.to_string().contains("smz"), "{err}");
+        let err = hw.gpu("tpu-v5").unwrap_err().to_string();
+        assert!(err.contains("a100-80gb") && err.contains("mi300x"), "{err}");
+    }
+}
