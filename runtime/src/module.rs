@@ -90,8 +90,8 @@ impl Function {
     }
 
     /// Launches the kernel with one argument word per parameter (see
-    /// [`trident_simt::KernelArg`]). On `Emu` it has finished when this returns; on `Cuda` it
-    /// is queued on the device's stream.
+    /// [`trident_simt::KernelArg`]). On `Emu` it has finished when this returns, and its work
+    /// counters are [`crate::last_launch_stats`]; on `Cuda` it is queued on the device's stream.
     ///
     /// # Safety
     /// The words must match the kernel's parameter types, and every address among them must be
@@ -130,7 +130,8 @@ impl Function {
                     block: cfg.block,
                     dynamic_smem_bytes: cfg.dynamic_smem_bytes,
                 };
-                Ok(trident_simt::launch(self.host, &emu, args)?)
+                trident_simt::launch(self.host, &emu, args)?;
+                Ok(())
             }
         }
     }

@@ -100,6 +100,12 @@ pub enum Fault {
     DivergentBarrier { site: Site, other: Dim3, other_site: Site },
     #[error("warp collective at {site}: {detail}")]
     WarpCollective { site: Site, detail: String },
+    #[error("global-memory access out of range at {site}: {detail}")]
+    GlobalOutOfRange { site: Site, detail: String },
+    #[error("read of uninitialized global memory at {site}: {detail}")]
+    GlobalUninitialized { site: Site, detail: String },
+    #[error("global-memory data race on {location}: {earlier}, then {later}, {why}")]
+    GlobalRace { location: String, earlier: String, later: Access, why: &'static str },
     #[error("panicked: {message}")]
     Panic { message: String },
 }

@@ -33,17 +33,24 @@ mod context;
 pub mod device;
 mod error;
 pub mod fragments;
+mod global;
 mod launch;
 mod shared;
 mod sites;
 mod smem;
 mod stacks;
+mod stats;
 mod warp;
 mod watchdog;
 
 pub use arg::KernelArg;
 pub use config::{HostKernel, LaunchConfig, MAX_BLOCK_THREADS, MAX_SHARED_BYTES};
 pub use error::{Access, AccessKind, Dim3, EmuError, Fault, Site};
-pub use launch::launch;
+pub use global::{is_registered, mark_initialized, register, Registration};
+pub use launch::{last_launch_stats, launch, launch_with, set_block_sample, BlockSample};
 pub use shared::Shared;
 pub use stacks::THREAD_STACK_BYTES;
+pub use stats::{
+    Class, GlobalTraffic, InstructionCounts, LaunchStats, SharedTraffic, BANK_BYTES, SECTOR_BYTES,
+    SHARED_BANKS,
+};

@@ -8,6 +8,7 @@ use crate::block::{BlockInner, BlockState, Status};
 use crate::error::{Access, AccessKind, EmuError, Fault, Site};
 use crate::fragments;
 use crate::shared::race_error;
+use crate::stats::MemOp;
 
 pub const WARP_SIZE: u32 = 32;
 pub const FULL_MASK: u32 = u32::MAX;
@@ -269,6 +270,7 @@ fn complete(
                     let later = Access { kind: AccessKind::Read, thread: block.dim3(thread), site: p.site };
                     return Err(race_error(block, inner, c, later, thread));
                 }
+                inner.log.push_shared(offset, 16, MemOp::Load, thread, p.site);
                 rows[l as usize] = inner.smem.read(offset);
             }
             for (l, regs) in fragments::ldmatrix(&rows, matrices, trans).iter().enumerate() {
