@@ -18,26 +18,6 @@
 
 use crate::simt;
 
-// Global-memory accesses of the designs, in one place.
-#[inline(always)]
-unsafe fn ld(p: *const f32, i: usize) -> f32 {
-    *p.add(i)
-}
-#[inline(always)]
-unsafe fn st(p: *mut f32, i: usize, v: f32) {
-    *p.add(i) = v;
-}
-/// 128-bit load of the `i`-th group of four floats (16-byte aligned).
-#[inline(always)]
-unsafe fn ld4(p: *const f32, i: usize) -> [f32; 4] {
-    *(p as *const [f32; 4]).add(i)
-}
-/// 128-bit store of the `i`-th group of four floats (16-byte aligned).
-#[inline(always)]
-unsafe fn st4(p: *mut f32, i: usize, v: [f32; 4]) {
-    *(p as *mut [f32; 4]).add(i) = v;
-}
-
 /// `unroll!(i in [0, 1, 2] { body })`: the body once per value, so that register arrays are
 /// indexed by constants (a loop LLVM leaves rolled would put them on the stack).
 macro_rules! unroll {
@@ -61,7 +41,7 @@ kernels! {
     /// row `32 bx + x`, column `32 by + y`. Consecutive lanes walk down a column of `C`, so
     /// their loads of `A` touch 32 different rows (32 sectors) while `B` is a broadcast.
     pub unsafe fn design_sgemm_naive(
-        c: *mut f32, a: *const f32, b: *const f32, m: u32, n: u32, k: u32, alpha: f32, beta: f32,
+        c: simt::GlobalMut<f32>, a: simt::Global<f32>, b: simt::Global<f32>, m: u32, n: u32, k: u32, alpha: f32, beta: f32,
     ) {
         let row = (simt::block_idx_x() * 32 + simt::thread_idx_x()) as usize;
         let col = (simt::block_idx_y() * 32 + simt::thread_idx_y()) as usize;
@@ -69,10 +49,10 @@ kernels! {
         if row < m && col < n {
             let mut acc = 0.0f32;
             for i in 0..k {
-                acc = simt::fma(ld(a, row * k + i), ld(b, i * n + col), acc);
+                acc = simt::fma(a.load(row * k + i), b.load(i * n + col), acc);
             }
             let idx = row * n + col;
-            st(c, idx, alpha * acc + beta * ld(c, idx));
+            c.store(idx, alpha * acc + beta * c.load(idx));
         }
     }
 
@@ -80,7 +60,7 @@ kernels! {
     /// of a warp share a row of `C` and take 32 consecutive columns: `A` is a broadcast, `B`
     /// and `C` are coalesced.
     pub unsafe fn design_sgemm_coalesced(
-        c: *mut f32, a: *const f32, b: *const f32, m: u32, n: u32, k: u32, alpha: f32, beta: f32,
+        c: simt::GlobalMut<f32>, a: simt::Global<f32>, b: simt::Global<f32>, m: u32, n: u32, k: u32, alpha: f32, beta: f32,
     ) {
         let t = simt::thread_idx_x();
         let row = (simt::block_idx_x() * 32 + t / 32) as usize;
@@ -89,10 +69,10 @@ kernels! {
         if row < m && col < n {
             let mut acc = 0.0f32;
             for i in 0..k {
-                acc = simt::fma(ld(a, row * k + i), ld(b, i * n + col), acc);
+                acc = simt::fma(a.load(row * k + i), b.load(i * n + col), acc);
             }
             let idx = row * n + col;
-            st(c, idx, alpha * acc + beta * ld(c, idx));
+            c.store(idx, alpha * acc + beta * c.load(idx));
         }
     }
 
@@ -100,7 +80,7 @@ kernels! {
     /// of 32 along `K` (one coalesced element per thread each), then every thread takes the
     /// dot product of its row of the `A` tile (a broadcast) with its column of the `B` tile.
     pub unsafe fn design_sgemm_smem(
-        c: *mut f32, a: *const f32, b: *const f32, _m: u32, n: u32, k: u32, alpha: f32, beta: f32,
+        c: simt::GlobalMut<f32>, a: simt::Global<f32>, b: simt::Global<f32>, _m: u32, n: u32, k: u32, alpha: f32, beta: f32,
     ) {
         const T: usize = SMEM_TILE as usize;
         let a_tile = simt::static_shared!(SGEMM3_A, f32, T * T);
@@ -113,8 +93,8 @@ kernels! {
         let mut acc = 0.0f32;
         let mut k0 = 0;
         while k0 < k {
-            a_tile.store(tr * T + tc, ld(a, (row0 + tr) * k + k0 + tc));
-            b_tile.store(tr * T + tc, ld(b, (k0 + tr) * n + col0 + tc));
+            a_tile.store(tr * T + tc, a.load((row0 + tr) * k + k0 + tc));
+            b_tile.store(tr * T + tc, b.load((k0 + tr) * n + col0 + tc));
             simt::sync_threads();
             for dot in 0..T {
                 acc = simt::fma(a_tile.load(tr * T + dot), b_tile.load(dot * T + tc), acc);
@@ -123,14 +103,14 @@ kernels! {
             k0 += T;
         }
         let idx = (row0 + tr) * n + col0 + tc;
-        st(c, idx, alpha * acc + beta * ld(c, idx));
+        c.store(idx, alpha * acc + beta * c.load(idx));
     }
 
     /// Kernel 4: a 64 x 64 tile of `C` per block of 512 threads, `K` in slices of 8; thread
     /// `t` computes 8 consecutive rows of column `t % 64`, reusing each element of the `B`
     /// slice it loads from shared memory for 8 products.
     pub unsafe fn design_sgemm_tiled_1d(
-        c: *mut f32, a: *const f32, b: *const f32, _m: u32, n: u32, k: u32, alpha: f32, beta: f32,
+        c: simt::GlobalMut<f32>, a: simt::Global<f32>, b: simt::Global<f32>, _m: u32, n: u32, k: u32, alpha: f32, beta: f32,
     ) {
         const BM: usize = TILED_1D.0 as usize;
         const BN: usize = TILED_1D.1 as usize;
@@ -149,8 +129,8 @@ kernels! {
         let mut acc = [0.0f32; TM];
         let mut k0 = 0;
         while k0 < k {
-            a_tile.store(a_row * BK + a_col, ld(a, (row0 + a_row) * k + k0 + a_col));
-            b_tile.store(b_row * BN + b_col, ld(b, (k0 + b_row) * n + col0 + b_col));
+            a_tile.store(a_row * BK + a_col, a.load((row0 + a_row) * k + k0 + a_col));
+            b_tile.store(b_row * BN + b_col, b.load((k0 + b_row) * n + col0 + b_col));
             simt::sync_threads();
             for dot in 0..BK {
                 let bv = b_tile.load(dot * BN + tc);
@@ -163,7 +143,7 @@ kernels! {
         }
         unroll!(r in [0, 1, 2, 3, 4, 5, 6, 7] {
             let idx = (row0 + tr * TM + r) * n + col0 + tc;
-            st(c, idx, alpha * acc[r] + beta * ld(c, idx));
+            c.store(idx, alpha * acc[r] + beta * c.load(idx));
         });
     }
 
@@ -172,7 +152,7 @@ kernels! {
     /// (a column, scalar loads) and 8 of the `B` slice (a row, two 128-bit loads) into
     /// registers and accumulates their outer product.
     pub unsafe fn design_sgemm_tiled_2d(
-        c: *mut f32, a: *const f32, b: *const f32, _m: u32, n: u32, k: u32, alpha: f32, beta: f32,
+        c: simt::GlobalMut<f32>, a: simt::Global<f32>, b: simt::Global<f32>, _m: u32, n: u32, k: u32, alpha: f32, beta: f32,
     ) {
         const BM: usize = TILED_2D.0 as usize;
         const BN: usize = TILED_2D.1 as usize;
@@ -196,10 +176,10 @@ kernels! {
         while k0 < k {
             // THREADS / BK rows of the A slice per pass, THREADS / BN rows of the B slice.
             for o in (0..BM).step_by(THREADS / BK) {
-                a_tile.store((a_row + o) * BK + a_col, ld(a, (row0 + a_row + o) * k + k0 + a_col));
+                a_tile.store((a_row + o) * BK + a_col, a.load((row0 + a_row + o) * k + k0 + a_col));
             }
             for o in (0..BK).step_by(THREADS / BN) {
-                b_tile.store((b_row + o) * BN + b_col, ld(b, (k0 + b_row + o) * n + col0 + b_col));
+                b_tile.store((b_row + o) * BN + b_col, b.load((k0 + b_row + o) * n + col0 + b_col));
             }
             simt::sync_threads();
             for dot in 0..BK {
@@ -222,7 +202,7 @@ kernels! {
         unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
             unroll!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
                 let idx = (row0 + tr * TM + i) * n + col0 + tc * TN + j;
-                st(c, idx, alpha * acc[i][j] + beta * ld(c, idx));
+                c.store(idx, alpha * acc[i][j] + beta * c.load(idx));
             });
         });
     }
@@ -232,7 +212,7 @@ kernels! {
     /// that both register tiles are read with 128-bit shared loads; `C` is read and written
     /// 4 floats at a time.
     pub unsafe fn design_sgemm_vectorized(
-        c: *mut f32, a: *const f32, b: *const f32, _m: u32, n: u32, k: u32, alpha: f32, beta: f32,
+        c: simt::GlobalMut<f32>, a: simt::Global<f32>, b: simt::Global<f32>, _m: u32, n: u32, k: u32, alpha: f32, beta: f32,
     ) {
         const BM: usize = TILED_2D.0 as usize;
         const BN: usize = TILED_2D.1 as usize;
@@ -254,11 +234,11 @@ kernels! {
         let mut acc = [[0.0f32; TN]; TM];
         let mut k0 = 0;
         while k0 < k {
-            let v = ld4(a, ((row0 + a_row) * k + k0) / 4 + a_col4);
+            let v = a.load_v4((row0 + a_row) * k + k0 + a_col4 * 4);
             for j in 0..4 {
                 a_tile.store((a_col4 * 4 + j) * BM + a_row, v[j]);
             }
-            b_tile4.store((b_row * BN) / 4 + b_col4, ld4(b, ((k0 + b_row) * n + col0) / 4 + b_col4));
+            b_tile4.store((b_row * BN) / 4 + b_col4, b.load_v4((k0 + b_row) * n + col0 + b_col4 * 4));
             simt::sync_threads();
             for dot in 0..BK {
                 let (m0, m1) = (a_tile4.load((dot * BM + tr * TM) / 4), a_tile4.load((dot * BM + tr * TM) / 4 + 1));
@@ -276,15 +256,15 @@ kernels! {
         }
         unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
             unroll!(j in [0, 4] {
-                let idx4 = ((row0 + tr * TM + i) * n + col0 + tc * TN + j) / 4;
-                let old = ld4(c, idx4);
+                let idx = (row0 + tr * TM + i) * n + col0 + tc * TN + j;
+                let old = c.load_v4(idx);
                 let out = [
                     alpha * acc[i][j] + beta * old[0],
                     alpha * acc[i][j + 1] + beta * old[1],
                     alpha * acc[i][j + 2] + beta * old[2],
                     alpha * acc[i][j + 3] + beta * old[3],
                 ];
-                st4(c, idx4, out);
+                c.store_v4(idx, out);
             });
         });
     }
