@@ -12,7 +12,7 @@ pub mod designs;
 
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use trident_perfmodel::{Prediction, Target, Workload};
 use trident_runtime::{set_block_sample, BlockSample, Buffer, Device, Module};
 
@@ -20,7 +20,7 @@ use crate::launch::{self, AdamW, AttentionShape, EncoderShape, Gemm, Kernels, Tr
 use designs::SgemmDesign;
 
 /// Kernel classes, each with its own ceiling.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Group {
     /// Trident's GEMM: FLOP/s against the GPU's dense bf16 tensor peak.
@@ -522,7 +522,7 @@ pub fn gpu_for_device_name(name: &str) -> Option<&'static str> {
 }
 
 /// One printed row.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Row {
     pub case: String,
     pub group: Group,
@@ -538,7 +538,7 @@ pub struct Row {
     /// TFLOP/s (compute groups) or GB/s (memory), of the measurement where there is one,
     /// else of the prediction.
     pub rate: f64,
-    pub rate_unit: &'static str,
+    pub rate_unit: String,
     /// `rate` over the ceiling: tensor peak (gemm, attention), fp32 peak (designs), memory
     /// ceiling (memory).
     pub fraction_of_ceiling: f64,
@@ -547,7 +547,7 @@ pub struct Row {
 }
 
 /// The counters worth printing.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Counts {
     pub blocks: u64,
     pub fma: u64,
@@ -621,7 +621,7 @@ pub fn row(
         predicted_bound: predicted.map(|p| p.0.bound.to_string()),
         occupancy_blocks_per_sm: predicted.map(|p| p.0.occupancy.blocks_per_sm),
         rate,
-        rate_unit: unit,
+        rate_unit: unit.to_string(),
         fraction_of_ceiling: rate / ceiling,
         counts: predicted.map(|p| Counts::of(p.1)),
     }
