@@ -23,7 +23,8 @@ pub struct KernelsArgs {
     /// cuda (time the kernels) or emu (count them and predict their time on --gpu).
     #[arg(long, default_value = "emu")]
     pub device: String,
-    /// The GPU predictions are for (emu): h100, h200, a100, a6000 or a hardware-table name.
+    /// The GPUs predictions are for (emu), comma-separated: h100, h200, a100, a6000 or
+    /// hardware-table names.
     #[arg(long, default_value = "h100")]
     pub gpu: String,
     /// Only the cases whose name contains this text (repeatable).
@@ -112,40 +113,57 @@ fn kernels(a: KernelsArgs) -> anyhow::Result<i32> {
     let mut rows: Vec<Row> = Vec::new();
     let (device_label, gpu_label, ceilings) = match a.device.as_str() {
         "emu" => {
-            let target = Target::named(&a.gpu).with_context(|| format!("--gpu {}", a.gpu))?;
+            let targets = a
+                .gpu
+                .split(',')
+                .map(|g| Target::named(g.trim()).with_context(|| format!("--gpu {g}")))
+                .collect::<anyhow::Result<Vec<_>>>()?;
             let bench = kb::Bench::load(&Device::Emu)?;
-            let ceil = Ceilings::from_table(&target);
-            println!(
-                "PREDICTED for {} (time model, exact emulator counters; sampled grids) — not measured",
-                target.gpu.name
-            );
-            println!(
-                "| case | blocks | blocks/SM | FMA (warp) | smem wavefronts/req | sectors/req | predicted ms | predicted rate | of ceiling | bound |"
-            );
-            println!("|---|---|---|---|---|---|---|---|---|---|");
+            let mut tables: Vec<Vec<String>> = vec![Vec::new(); targets.len()];
             for case in &cases {
                 let work =
                     bench.count(case).with_context(|| format!("counting `{}` on the emulator", case.name))?;
-                let pred = target.predict(&work).with_context(|| format!("predicting `{}`", case.name))?;
-                let r = kb::row(case, &ceil, None, Some((&pred, &work)));
-                let per = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
-                println!(
-                    "| {} | {} | {} | {} | {:.2} | {:.2} | {:.3} | {:.1} {} | {:.1}% | {} |",
-                    r.case,
-                    work.blocks,
-                    pred.occupancy.blocks_per_sm,
-                    work.warp.fma,
-                    per(work.smem_wavefronts, work.warp.shared),
-                    per(work.global_sectors, work.warp.global_load + work.warp.global_store),
-                    pred.seconds * 1e3,
-                    r.rate,
-                    r.rate_unit,
-                    100.0 * r.fraction_of_ceiling,
-                    pred.bound
-                );
-                rows.push(r);
+                for (target, lines) in targets.iter().zip(&mut tables) {
+                    let pred =
+                        target.predict(&work).with_context(|| format!("predicting `{}`", case.name))?;
+                    let mut r = kb::row(case, &Ceilings::from_table(target), None, Some((&pred, &work)));
+                    r.gpu = Some(target.gpu.name.clone());
+                    let per = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+                    lines.push(format!(
+                        "| {} | {} | {} | {} | {:.2} | {:.2} | {:.3} | {:.1} {} | {:.1}% | {} |",
+                        r.case,
+                        work.blocks,
+                        pred.occupancy.blocks_per_sm,
+                        work.warp.fma,
+                        per(work.smem_wavefronts, work.warp.shared),
+                        per(work.global_sectors, work.warp.global_load + work.warp.global_store),
+                        pred.seconds * 1e3,
+                        r.rate,
+                        r.rate_unit,
+                        100.0 * r.fraction_of_ceiling,
+                        pred.bound
+                    ));
+                    rows.push(r);
+                }
             }
-            ("emu", target.gpu.name.clone(), ceil)
+            for (target, lines) in targets.iter().zip(&tables) {
+                println!(
+                    "PREDICTED for {} by the time model from exact emulator counters (sampled grids); \
+                     not measured. Ceilings: bf16 tensor peak for gemm/attention, fp32 peak for the \
+                     designs, table HBM bandwidth x achievable fraction for memory.",
+                    target.gpu.name
+                );
+                println!(
+                    "| case | blocks | blocks/SM | FMA (warp) | smem wavefronts/req | sectors/req | predicted ms | predicted rate | of ceiling | bound |"
+                );
+                println!("|---|---|---|---|---|---|---|---|---|---|");
+                for l in lines {
+                    println!("{l}");
+                }
+                println!();
+            }
+            let names: Vec<String> = targets.iter().map(|t| t.gpu.name.clone()).collect();
+            ("emu", names.join(","), Ceilings::from_table(&targets[0]))
         }
         "cuda" => {
             let device = Device::cuda(0).context("--device cuda")?;
@@ -184,7 +202,9 @@ fn kernels(a: KernelsArgs) -> anyhow::Result<i32> {
                     .time(case, a.min_time_ms as f64 / 1e3)
                     .with_context(|| format!("timing `{}`", case.name))?;
                 let mut r = kb::row(case, &ceil, Some(s), None);
-                let pred = predictions.iter().find(|p| p.case == r.case);
+                let pred = predictions
+                    .iter()
+                    .find(|p| p.case == r.case && p.gpu.as_deref().is_none_or(|g| g == gpu));
                 if let Some(p) = pred {
                     r.predicted_s = p.predicted_s;
                     r.predicted_bound = p.predicted_bound.clone();

@@ -391,7 +391,12 @@ impl Bench {
         self.kernels.device()
     }
 
-    /// Runs `op` once on `Emu` with the grid sampled and returns its counters.
+    /// Runs `op` once, whole, on `Emu` with the grid sampled, and returns its counters.
+    pub fn count_exact(&self, op: &Op) -> anyhow::Result<Workload> {
+        let kernel = Case { name: String::new(), op: *op }.kernel();
+        self.count_once(op, kernel)
+    }
+
     fn count_once(&self, op: &Op, kernel: &str) -> anyhow::Result<Workload> {
         let mut bufs = op.buffers(self.device())?;
         let previous = set_block_sample(BlockSample::Edges);
@@ -525,6 +530,8 @@ pub fn gpu_for_device_name(name: &str) -> Option<&'static str> {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Row {
     pub case: String,
+    /// The hardware-table GPU of the prediction (emulator rows).
+    pub gpu: Option<String>,
     pub group: Group,
     pub kernel: String,
     pub flops: f64,
@@ -612,6 +619,7 @@ pub fn row(
     };
     Row {
         case: case.name.clone(),
+        gpu: None,
         group: case.group(),
         kernel: case.kernel().to_string(),
         flops: case.flops(),
@@ -624,5 +632,36 @@ pub fn row(
         rate_unit: unit.to_string(),
         fraction_of_ceiling: rate / ceiling,
         counts: predicted.map(|p| Counts::of(p.1)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_names_map_to_table_entries() {
+        assert_eq!(gpu_for_device_name("NVIDIA H100 80GB HBM3"), Some("h100-sxm"));
+        assert_eq!(gpu_for_device_name("NVIDIA H100 PCIe"), Some("h100-pcie"));
+        assert_eq!(gpu_for_device_name("NVIDIA H200"), Some("h200"));
+        assert_eq!(gpu_for_device_name("NVIDIA A100-SXM4-40GB"), Some("a100-40gb"));
+        assert_eq!(gpu_for_device_name("NVIDIA A100 80GB PCIe"), Some("a100-80gb"));
+        assert_eq!(gpu_for_device_name("NVIDIA RTX A6000"), Some("rtx-a6000"));
+        assert_eq!(gpu_for_device_name("NVIDIA GeForce RTX 4090"), None);
+    }
+
+    #[test]
+    fn every_case_names_its_kernel_and_work() {
+        let cases = suite();
+        assert!(cases.iter().any(|c| c.name.contains("8192^3")));
+        for c in &cases {
+            assert!(c.bytes() > 0, "{}", c.name);
+            assert_eq!(c.flops() > 0.0, c.group() != Group::Memory, "{}", c.name);
+            assert!(crate::kernels::module_source()
+                .host_kernels
+                .iter()
+                .flat_map(|g| g.iter())
+                .any(|k| k.name == c.kernel()));
+        }
     }
 }
