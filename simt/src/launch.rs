@@ -8,7 +8,7 @@ use std::thread;
 use crate::block::BlockRunner;
 use crate::config::{HostKernel, LaunchConfig};
 use crate::error::EmuError;
-use crate::global::LaunchMemory;
+use crate::global::{ArgExtent, LaunchMemory};
 use crate::stats::LaunchStats;
 use crate::warp::WARP_SIZE;
 
@@ -50,22 +50,29 @@ pub fn last_launch_stats() -> Option<LaunchStats> {
 /// Every global-memory access must fall within an allocation registered with
 /// [`crate::register`] before the launch began.
 pub fn launch(kernel: &HostKernel, cfg: &LaunchConfig, args: &[u64]) -> Result<LaunchStats, EmuError> {
-    let sample = SAMPLE.with(|s| *s.borrow());
-    launch_with(kernel, cfg, args, sample)
+    launch_with(kernel, cfg, args, &[], current_sample())
 }
 
-/// [`launch`] with an explicit block sample.
+/// The block sample this OS thread's launches use (see [`set_block_sample`]).
+pub fn current_sample() -> BlockSample {
+    SAMPLE.with(|s| *s.borrow())
+}
+
+/// [`launch`] with the views the pointer arguments came from (`extents[i]` for parameter
+/// `i`, where known: an access through that parameter outside it faults) and an explicit
+/// block sample.
 pub fn launch_with(
     kernel: &HostKernel,
     cfg: &LaunchConfig,
     args: &[u64],
+    extents: &[Option<ArgExtent>],
     sample: BlockSample,
 ) -> Result<LaunchStats, EmuError> {
     cfg.validate(kernel.name)?;
     let blocks = blocks_to_run(cfg.grid, sample);
     let cores = thread::available_parallelism().map_or(1, |n| n.get());
     let workers = cores.min(blocks.len());
-    let memory = LaunchMemory::new();
+    let memory = LaunchMemory::new(extents, kernel.param_names, kernel.params);
     let threads = cfg.block_threads();
     let stats = LaunchStats {
         kernel: kernel.name,

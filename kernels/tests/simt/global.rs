@@ -299,8 +299,8 @@ fn a_sampled_grid_scales_to_the_full_counts() {
     let _lent = (lend(&x), lend(&out));
     let cfg = LaunchConfig::linear(n.div_ceil(64) as u32, 64);
     let args = [x.as_ptr() as u64, ptr(&mut out), n as u64];
-    let full = trident_simt::launch_with(&kernel(ragged), &cfg, &args, BlockSample::All).unwrap();
-    let sampled = trident_simt::launch_with(&kernel(ragged), &cfg, &args, BlockSample::Edges).unwrap();
+    let full = trident_simt::launch_with(&kernel(ragged), &cfg, &args, &[], BlockSample::All).unwrap();
+    let sampled = trident_simt::launch_with(&kernel(ragged), &cfg, &args, &[], BlockSample::Edges).unwrap();
     assert_eq!((full.blocks_run, sampled.blocks_run, sampled.blocks_total), (41, 5, 41));
     assert!(sampled.sampled() && !full.sampled());
     assert_eq!(full.thread_instructions.fma, n as u64);
@@ -310,5 +310,5 @@ fn a_sampled_grid_scales_to_the_full_counts() {
 }
 
 fn kernel(entry: fn(&[u64])) -> trident_simt::HostKernel {
-    trident_simt::HostKernel { name: "test_kernel", params: &[], entry }
+    trident_simt::HostKernel { name: "test_kernel", params: &[], param_names: &[], entry }
 }
