@@ -182,3 +182,31 @@ fn emu_bounds_accesses_by_the_view_an_argument_came_from() {
         assert!(error.contains(part), "no `{part}` in: {error}");
     }
 }
+
+/// A buffer allocated uninitialized on `Emu` holds no data until something writes it: a
+/// kernel reading it fails (as compute-sanitizer's initcheck reports); after an upload the
+/// same launch passes.
+#[test]
+fn emu_refuses_reads_of_uninitialized_buffers() {
+    let device = Device::Emu;
+    let module = load(&device);
+    let f = module.function("selftest_global_ops").unwrap();
+    let mut input = Buffer::<f32>::uninit(&device, 128).unwrap();
+    let mut out = Buffer::<f32>::uninit(&device, 224).unwrap();
+    let mut total = Buffer::from_slice(&device, &[0f32; 2]).unwrap();
+    let mut launch = |input: &Buffer<f32>| {
+        let args = [
+            input.view(..).unwrap().addr(),
+            out.view_mut(..).unwrap().addr_mut(),
+            total.view_mut(..).unwrap().addr_mut(),
+        ];
+        // SAFETY: every view has the lengths the kernel reads and writes.
+        unsafe { f.launch(&one_block(32, 0), &args) }
+    };
+    let error = launch(&input).unwrap_err().to_string();
+    for part in ["selftest_global_ops", "thread (0, 0, 0)", "never written", "Buffer<f32>[128]"] {
+        assert!(error.contains(part), "no `{part}` in: {error}");
+    }
+    input.copy_from_slice(&[0.5; 128]).unwrap();
+    launch(&input).unwrap();
+}
