@@ -246,6 +246,8 @@ pub(crate) struct LaunchMemory {
 
 impl LaunchMemory {
     pub fn new(extents: &[Option<ArgExtent>], names: &[&str], types: &[&str]) -> Self {
+        // `stringify!` spaces out the tokens of a type (`simt :: Global < f32 >`).
+        let types: Vec<String> = types.iter().map(|t| t.replace(' ', "")).collect();
         let params = (0..types.len().max(extents.len()))
             .map(|i| match (names.get(i), types.get(i)) {
                 (Some(n), Some(t)) => format!("parameter {i} `{n}: {t}`"),

@@ -324,10 +324,9 @@ pub(crate) struct SharedRecord {
     pub offset: u32,
 }
 
-/// Wavefronts of one shared request whose lanes access `bytes` bytes each at `offsets[lane]`
-/// (lanes absent: None).
-pub(crate) fn wavefronts(accesses: &[(u8, u32, u8)]) -> u64 {
-    // (lane, offset, bytes). Phases: lanes grouped by the widest access of the request.
+/// Wavefronts of one shared request whose lanes access `(lane, offset, bytes)`.
+pub(crate) fn wavefronts(accesses: &[(u8, u32, u8)], words: &mut Vec<u32>) -> u64 {
+    // Phases: lanes grouped by the widest access of the request.
     let width = accesses.iter().map(|a| a.2).max().unwrap_or(4);
     let lanes_per_phase: u8 = match width {
         0..=4 => 32,
@@ -337,7 +336,7 @@ pub(crate) fn wavefronts(accesses: &[(u8, u32, u8)]) -> u64 {
     let mut total = 0;
     for phase in 0..32 / lanes_per_phase {
         let lanes = phase * lanes_per_phase..(phase + 1) * lanes_per_phase;
-        let mut words: Vec<u32> = Vec::new();
+        words.clear();
         for &(_, offset, bytes) in accesses.iter().filter(|a| lanes.contains(&a.0)) {
             let first = offset / BANK_BYTES;
             let last = (offset + u32::from(bytes.max(1)) - 1) / BANK_BYTES;
@@ -349,7 +348,7 @@ pub(crate) fn wavefronts(accesses: &[(u8, u32, u8)]) -> u64 {
         words.sort_unstable();
         words.dedup();
         let mut per_bank = [0u64; SHARED_BANKS as usize];
-        for w in words {
+        for &w in words.iter() {
             per_bank[(w % SHARED_BANKS) as usize] += 1;
         }
         total += per_bank.iter().copied().max().unwrap_or(0);
@@ -358,38 +357,46 @@ pub(crate) fn wavefronts(accesses: &[(u8, u32, u8)]) -> u64 {
 }
 
 /// Distinct 32-byte sectors touched by accesses `(address, bytes)`.
-pub(crate) fn sectors(accesses: impl Iterator<Item = (u64, u32)>) -> u64 {
-    let mut s: Vec<u64> = Vec::new();
+pub(crate) fn sectors(accesses: impl Iterator<Item = (u64, u32)>, scratch: &mut Vec<u64>) -> u64 {
+    scratch.clear();
     for (addr, bytes) in accesses {
         let first = addr / SECTOR_BYTES;
         let last = (addr + u64::from(bytes.max(1)) - 1) / SECTOR_BYTES;
-        s.extend(first..=last);
+        scratch.extend(first..=last);
     }
-    s.sort_unstable();
-    s.dedup();
-    s.len() as u64
+    scratch.sort_unstable();
+    scratch.dedup();
+    scratch.len() as u64
 }
 
 /// Costs the shared requests in `records` into `counts` (records are reordered).
 pub(crate) fn cost_shared(records: &mut [SharedRecord], counts: &mut BlockCounts) {
     records.sort_unstable_by_key(|r| (r.warp, r.site, r.instance, r.op));
+    let (mut lanes, mut words) = (Vec::with_capacity(32), Vec::with_capacity(128));
     for group in
         records.chunk_by(|a, b| (a.warp, a.site, a.instance, a.op) == (b.warp, b.site, b.instance, b.op))
     {
-        let lanes: Vec<(u8, u32, u8)> = group.iter().map(|r| (r.lane, r.offset, r.bytes)).collect();
+        lanes.clear();
+        lanes.extend(group.iter().map(|r| (r.lane, r.offset, r.bytes)));
         let t = &mut counts.shared[group[0].op as usize];
         t.requests += 1;
-        t.wavefronts += wavefronts(&lanes);
+        t.wavefronts += wavefronts(&lanes, &mut words);
         t.bytes += group.iter().map(|r| u64::from(r.bytes)).sum::<u64>();
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     fn warp(stride_words: u32, bytes: u8) -> Vec<(u8, u32, u8)> {
         (0..32).map(|l| (l as u8, l * stride_words * 4, bytes)).collect()
+    }
+
+    fn wavefronts(accesses: &[(u8, u32, u8)]) -> u64 {
+        super::wavefronts(accesses, &mut Vec::new())
+    }
+
+    fn sectors(accesses: impl Iterator<Item = (u64, u32)>) -> u64 {
+        super::sectors(accesses, &mut Vec::new())
     }
 
     #[test]

@@ -129,6 +129,9 @@ impl<T: Copy> Global<T> {
     }
 
     /// The pointer `n` elements further on.
+    // Named after `<*const T>::add`, which it replaces in kernels; not `ops::Add` (the
+    // operand is an element count, not another pointer).
+    #[allow(clippy::should_implement_trait)]
     #[inline(always)]
     pub fn add(self, n: usize) -> Self {
         self.with_ptr(offset(self.ptr, n))
@@ -183,6 +186,9 @@ impl<T: Copy> GlobalMut<T> {
     }
 
     /// The pointer `n` elements further on.
+    // Named after `<*const T>::add`, which it replaces in kernels; not `ops::Add` (the
+    // operand is an element count, not another pointer).
+    #[allow(clippy::should_implement_trait)]
     #[inline(always)]
     pub fn add(self, n: usize) -> Self {
         GlobalMut { ptr: offset(self.ptr, n).cast_mut(), ..self }

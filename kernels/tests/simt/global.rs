@@ -60,7 +60,7 @@ fn a_read_past_the_end_is_refused_even_when_unused() {
 
 #[test]
 fn memory_no_allocation_holds_is_refused() {
-    let x = vec![1f32; 32];
+    let x = [1f32; 32];
     let mut out = vec![0f32; 32];
     let _lent = lend(&out);
     let error = run(read_one_past_the_end, LaunchConfig::linear(1, 32), &[x.as_ptr() as u64, ptr(&mut out)])
@@ -184,7 +184,7 @@ fn read_neighbour(args: &[u64]) {
 
 #[test]
 fn reads_of_never_written_device_memory_are_refused() {
-    let x = vec![f32::NAN; 32];
+    let x = [f32::NAN; 32];
     let registration = register(x.as_ptr().cast(), 128, false, "uninit buffer");
     let error = run(read_neighbour, LaunchConfig::linear(1, 32), &[x.as_ptr() as u64]).unwrap_err();
     assert!(matches!(error.fault(), Some(Fault::GlobalUninitialized { .. })), "{error}");
