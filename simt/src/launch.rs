@@ -9,7 +9,7 @@ use crate::block::BlockRunner;
 use crate::config::{HostKernel, LaunchConfig};
 use crate::error::EmuError;
 use crate::global::{ArgExtent, LaunchMemory};
-use crate::stats::LaunchStats;
+use crate::stats::{LaunchStats, WeightedSums};
 use crate::warp::WARP_SIZE;
 
 /// Which blocks of a grid a launch runs.
@@ -93,7 +93,7 @@ pub fn launch_with(
         next: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
         failure: Mutex::new(None),
-        stats: Mutex::new(stats),
+        sums: Mutex::new(WeightedSums::default()),
     };
     if workers <= 1 {
         grid.work();
@@ -118,7 +118,8 @@ pub fn launch_with(
     if let Some((_, error)) = grid.failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(error);
     }
-    let stats = grid.stats.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut stats = stats;
+    grid.sums.into_inner().unwrap_or_else(|e| e.into_inner()).write_into(&mut stats);
     LAST_STATS.with(|s| *s.borrow_mut() = Some(stats.clone()));
     Ok(stats)
 }
@@ -167,20 +168,20 @@ struct Grid<'a> {
     next: AtomicUsize,
     stop: AtomicBool,
     failure: Mutex<Option<(u64, EmuError)>>,
-    stats: Mutex<LaunchStats>,
+    sums: Mutex<WeightedSums>,
 }
 
 impl Grid<'_> {
     /// Runs blocks until none are left or one has failed.
     fn work(&self) {
         let mut runner = BlockRunner::new(self.kernel, self.cfg, self.memory);
-        let mut local = LaunchStats::default();
+        let mut local = WeightedSums::default();
         while !self.stop.load(Ordering::Relaxed) {
             let Some(&(block, weight)) = self.blocks.get(self.next.fetch_add(1, Ordering::Relaxed)) else {
                 break;
             };
             match runner.run(self.kernel, self.cfg, self.args, block) {
-                Ok(counts) => local.add_weighted(&counts, weight),
+                Ok(counts) => local.add(&counts, weight),
                 Err(error) => {
                     self.stop.store(true, Ordering::Relaxed);
                     let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
@@ -192,7 +193,7 @@ impl Grid<'_> {
             }
         }
         runner.release();
-        self.stats.lock().unwrap_or_else(|e| e.into_inner()).merge_counters(&local);
+        self.sums.lock().unwrap_or_else(|e| e.into_inner()).merge(&local);
     }
 }
 

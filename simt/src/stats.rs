@@ -98,7 +98,7 @@ impl InstructionCounts {
         }
     }
 
-    fn to_array(self) -> [u64; CLASSES] {
+    pub(crate) fn to_array(self) -> [u64; CLASSES] {
         let mut a = [0; CLASSES];
         a[Class::Mma as usize] = self.mma;
         a[Class::Fma as usize] = self.fma;
@@ -249,32 +249,6 @@ impl LaunchStats {
     pub fn global_bytes_moved(&self) -> u64 {
         self.global_loads.bytes_moved() + self.global_stores.bytes_moved() + self.global_atomics.bytes_moved()
     }
-
-    /// Adds the counters (not the shape) of `other`.
-    pub(crate) fn merge_counters(&mut self, other: &LaunchStats) {
-        self.thread_instructions += other.thread_instructions;
-        self.warp_instructions += other.warp_instructions;
-        self.shared_loads += other.shared_loads;
-        self.shared_stores += other.shared_stores;
-        self.shared_atomics += other.shared_atomics;
-        self.global_loads += other.global_loads;
-        self.global_stores += other.global_stores;
-        self.global_atomics += other.global_atomics;
-        self.shared_bytes_per_block = self.shared_bytes_per_block.max(other.shared_bytes_per_block);
-    }
-
-    /// Adds the counters of one block, scaled by `weight`.
-    pub(crate) fn add_weighted(&mut self, other: &BlockCounts, weight: f64) {
-        self.thread_instructions += other.thread.scaled(weight);
-        self.warp_instructions += other.warp.scaled(weight);
-        self.shared_loads += other.shared[0].scaled(weight);
-        self.shared_stores += other.shared[1].scaled(weight);
-        self.shared_atomics += other.shared[2].scaled(weight);
-        self.global_loads += other.global[0].scaled(weight);
-        self.global_stores += other.global[1].scaled(weight);
-        self.global_atomics += other.global[2].scaled(weight);
-        self.shared_bytes_per_block = self.shared_bytes_per_block.max(other.shared_bytes);
-    }
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -290,6 +264,74 @@ fn scale(v: u64, factor: f64) -> u64 {
         v
     } else {
         (v as f64 * factor).round() as u64
+    }
+}
+
+/// Counters of blocks, each weighted by how many blocks of the grid it stands for, summed
+/// unrounded (rounding once at the end keeps a sample's scaled counts exact where the
+/// blocks it stands for do equal work).
+#[derive(Clone, Debug)]
+pub(crate) struct WeightedSums {
+    values: [f64; WeightedSums::LEN],
+    shared_bytes: u32,
+}
+
+impl Default for WeightedSums {
+    fn default() -> Self {
+        WeightedSums { values: [0.0; Self::LEN], shared_bytes: 0 }
+    }
+}
+
+impl WeightedSums {
+    /// Thread and warp instruction counts, then requests/wavefronts/bytes of shared loads,
+    /// stores and atomics, then requests/sectors/bytes of global ones.
+    const LEN: usize = 2 * CLASSES + 9 + 9;
+
+    fn flatten(c: &BlockCounts) -> [u64; Self::LEN] {
+        let mut out = [0; Self::LEN];
+        out[..CLASSES].copy_from_slice(&c.thread.to_array());
+        out[CLASSES..2 * CLASSES].copy_from_slice(&c.warp.to_array());
+        for k in 0..3 {
+            let s = &c.shared[k];
+            out[2 * CLASSES + 3 * k..][..3].copy_from_slice(&[s.requests, s.wavefronts, s.bytes]);
+            let g = &c.global[k];
+            out[2 * CLASSES + 9 + 3 * k..][..3].copy_from_slice(&[g.requests, g.sectors, g.bytes_requested]);
+        }
+        out
+    }
+
+    pub fn add(&mut self, counts: &BlockCounts, weight: f64) {
+        for (sum, v) in self.values.iter_mut().zip(Self::flatten(counts)) {
+            *sum += v as f64 * weight;
+        }
+        self.shared_bytes = self.shared_bytes.max(counts.shared_bytes);
+    }
+
+    pub fn merge(&mut self, other: &WeightedSums) {
+        for (sum, v) in self.values.iter_mut().zip(other.values) {
+            *sum += v;
+        }
+        self.shared_bytes = self.shared_bytes.max(other.shared_bytes);
+    }
+
+    /// Writes the rounded sums into the counters of `stats`.
+    pub fn write_into(&self, stats: &mut LaunchStats) {
+        let v: Vec<u64> = self.values.iter().map(|x| x.round() as u64).collect();
+        stats.thread_instructions =
+            InstructionCounts::from_array(&v[..CLASSES].try_into().expect("CLASSES values"));
+        stats.warp_instructions =
+            InstructionCounts::from_array(&v[CLASSES..2 * CLASSES].try_into().expect("CLASSES values"));
+        let shared = |k: usize| {
+            let x = &v[2 * CLASSES + 3 * k..];
+            SharedTraffic { requests: x[0], wavefronts: x[1], bytes: x[2] }
+        };
+        let global = |k: usize| {
+            let x = &v[2 * CLASSES + 9 + 3 * k..];
+            GlobalTraffic { requests: x[0], sectors: x[1], bytes_requested: x[2] }
+        };
+        (stats.shared_loads, stats.shared_stores, stats.shared_atomics) = (shared(0), shared(1), shared(2));
+        (stats.global_loads, stats.global_stores, stats.global_atomics) = (global(0), global(1), global(2));
+        stats.shared_bytes_per_block = self.shared_bytes;
     }
 }
 
