@@ -45,6 +45,43 @@ fn register<T: Pod>(
     }
 }
 
+thread_local! {
+    /// The `Emu` views whose address this thread took last (for a kernel argument), newest
+    /// last: `(address, bytes, taken since this thread's last launch)`.
+    static VIEW_EXTENTS: std::cell::RefCell<Vec<(u64, u64, bool)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Views remembered for [`arg_extent`]; older ones are forgotten.
+const REMEMBERED_VIEWS: usize = 64;
+
+fn took_address(device: &Device, addr: u64, bytes: usize) {
+    if matches!(device, Device::Emu) {
+        VIEW_EXTENTS.with(|v| {
+            let mut v = v.borrow_mut();
+            if v.len() == REMEMBERED_VIEWS {
+                v.remove(0);
+            }
+            v.push((addr, bytes as u64, true));
+        });
+    }
+}
+
+/// The bytes of the view whose address `addr` this thread took for a kernel argument: of
+/// those taken since its last launch, else of the older ones, the largest at that address
+/// (two views may start at one address; the larger never makes a correct access fault).
+pub(crate) fn arg_extent(addr: u64) -> Option<u64> {
+    VIEW_EXTENTS.with(|v| {
+        let v = v.borrow();
+        let largest = |fresh: bool| v.iter().filter(|e| e.0 == addr && (e.2 || !fresh)).map(|e| e.1).max();
+        largest(true).or_else(|| largest(false))
+    })
+}
+
+/// Marks the remembered views as taken before this thread's last launch.
+pub(crate) fn launched() {
+    VIEW_EXTENTS.with(|v| v.borrow_mut().iter_mut().for_each(|e| e.2 = false));
+}
+
 /// Tells the emulator that `bytes` bytes at `ptr` now hold data (host writes into an `Emu`
 /// buffer that was allocated uninitialized).
 fn host_wrote(device: &Device, ptr: *const u8, bytes: usize) {
@@ -298,10 +335,14 @@ impl<'a, T: Pod> View<'a, T> {
     }
 
     /// The address of the first element as a kernel argument: a host address on `Cpu` and
-    /// `Emu`, a device address on `Cuda`.
+    /// `Emu`, a device address on `Cuda`. On `Emu` the view's extent is remembered, so the
+    /// emulator bounds the kernel's accesses through that argument by this view.
     pub fn addr(&self) -> u64 {
         match self.mem {
-            Mem::Host(h) => h.as_ptr() as u64,
+            Mem::Host(h) => {
+                took_address(self.device, h.as_ptr() as u64, size_of_val(h));
+                h.as_ptr() as u64
+            }
             Mem::Cuda(_, a) => a,
         }
     }
@@ -411,7 +452,10 @@ impl<'a, T: Pod> ViewMut<'a, T> {
     /// The address of the first element as a kernel argument (see [`View::addr`]).
     pub fn addr_mut(&mut self) -> u64 {
         match &mut self.mem {
-            MemMut::Host(h) => h.as_mut_ptr() as u64,
+            MemMut::Host(h) => {
+                took_address(self.device, h.as_ptr() as u64, size_of_val(*h));
+                h.as_mut_ptr() as u64
+            }
             MemMut::Cuda(_, a, _) => *a,
         }
     }

@@ -44,6 +44,7 @@ pub(crate) unsafe fn copy<T: Copy>(
     dst: Shared<T>,
     dst_index: usize,
     src: *const T,
+    src_arg: u32,
     bytes: u32,
     src_bytes: u32,
     site: Site,
@@ -65,7 +66,15 @@ pub(crate) unsafe fn copy<T: Copy>(
         bad(format!("cp.async source address {src:p} is not {bytes}-byte aligned"));
     }
     if src_bytes > 0 {
-        crate::device::global_access_as(src as u64, src_bytes, 1, MemOp::Load, Class::AsyncCopy, site);
+        crate::device::global_access_as(
+            src as u64,
+            src_bytes,
+            1,
+            MemOp::Load,
+            Class::AsyncCopy,
+            src_arg,
+            site,
+        );
     } else {
         block.count(thread, Class::AsyncCopy);
     }

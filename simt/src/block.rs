@@ -190,21 +190,21 @@ impl BlockState {
                 log.sites.site(earlier.site)
             );
             let fault = Fault::GlobalRace {
-                location,
-                earlier: earlier_text,
+                location: format!("{location}: {earlier_text}"),
                 later: self.access(later.op, later.thread, log.sites.site(later.site)),
                 why: "with no sync_threads() between them",
             };
             return Err(self.error_at(later.thread, fault));
         }
         epoch.sort_unstable_by_key(|r| (r.thread / WARP_SIZE, r.site, r.instance, r.op));
+        let mut sectors = Vec::with_capacity(64);
         for group in epoch.chunk_by(|a, b| {
             (a.thread / WARP_SIZE, a.site, a.instance, a.op)
                 == (b.thread / WARP_SIZE, b.site, b.instance, b.op)
         }) {
             let t = &mut log.counts.global[group[0].op as usize];
             t.requests += 1;
-            t.sectors += stats::sectors(group.iter().map(|r| (r.addr, r.bytes)));
+            t.sectors += stats::sectors(group.iter().map(|r| (r.addr, r.bytes)), &mut sectors);
             t.bytes_requested += group.iter().map(|r| u64::from(r.bytes)).sum::<u64>();
         }
         log.scratch = epoch;
@@ -261,8 +261,7 @@ impl BlockState {
                 .copied()
                 .expect("a conflicting span comes from a logged access");
             let fault = Fault::GlobalRace {
-                location: self.memory().describe(race.byte),
-                earlier: race.other(),
+                location: format!("{}: {}", self.memory().describe(race.byte), race.other()),
                 later: self.access(mine.op, mine.thread, log.sites.site(mine.site)),
                 why: "in different blocks, which nothing orders within a launch (use atomics, or \
                       split the work into two launches)",

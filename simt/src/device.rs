@@ -114,17 +114,25 @@ pub fn ldmatrix(s: Shared<u16>, elem_offset: usize, matrices: u8, trans: bool, s
 
 /// Checks a global access of `len` bytes at `addr` by the running thread and logs it; fails
 /// the thread when it is out of range, misaligned or reads bytes never written.
-pub(crate) fn global_access(addr: u64, len: u32, align: u32, op: MemOp, site: Site) {
+pub(crate) fn global_access(addr: u64, len: u32, align: u32, op: MemOp, arg: u32, site: Site) {
     let class = match op {
         MemOp::Load => Class::GlobalLoad,
         MemOp::Store => Class::GlobalStore,
         MemOp::Atomic => Class::GlobalAtomic,
     };
-    global_access_as(addr, len, align, op, class, site);
+    global_access_as(addr, len, align, op, class, arg, site);
 }
 
 /// [`global_access`] counted as an instruction of `class`.
-pub(crate) fn global_access_as(addr: u64, len: u32, align: u32, op: MemOp, class: Class, site: Site) {
+pub(crate) fn global_access_as(
+    addr: u64,
+    len: u32,
+    align: u32,
+    op: MemOp,
+    class: Class,
+    arg: u32,
+    site: Site,
+) {
     let (block, thread) = context::current();
     block.count(thread, class);
     let checked = {
@@ -134,6 +142,7 @@ pub(crate) fn global_access_as(addr: u64, len: u32, align: u32, op: MemOp, class
             u64::from(len),
             u64::from(align.max(1)),
             op,
+            arg,
             &mut inner.log.alloc_cache,
         );
         if checked.is_ok() {
@@ -151,15 +160,17 @@ pub(crate) fn global_access_as(addr: u64, len: u32, align: u32, op: MemOp, class
     }
 }
 
-/// `ld.global` of a `T` at `p`, which must be `align`-aligned (a vector load: its width).
+/// `ld.global` of a `T` at `p`, which must be `align`-aligned (a vector load: its width); `arg`
+/// is the kernel parameter the pointer came from ([`crate::NO_ARG`] when unknown), whose view
+/// bounds the access where the launch knows it.
 ///
 /// # Safety
 ///
 /// `p` must be valid for reads of a `T`. The emulator faults the thread instead of reading
 /// when `p` lies outside every registered allocation, so this holds whenever the
 /// registrations describe live memory.
-pub unsafe fn global_load<T: Copy>(p: *const T, align: u32, site: Site) -> T {
-    global_access(p as u64, size_of::<T>() as u32, align, MemOp::Load, site);
+pub unsafe fn global_load<T: Copy>(p: *const T, arg: u32, align: u32, site: Site) -> T {
+    global_access(p as u64, size_of::<T>() as u32, align, MemOp::Load, arg, site);
     // SAFETY: checked above to lie within a registered allocation; the caller vouches for it.
     unsafe { p.read_unaligned() }
 }
@@ -169,8 +180,8 @@ pub unsafe fn global_load<T: Copy>(p: *const T, align: u32, site: Site) -> T {
 /// # Safety
 ///
 /// As for [`global_load`], for writes.
-pub unsafe fn global_store<T: Copy>(p: *mut T, value: T, align: u32, site: Site) {
-    global_access(p as u64, size_of::<T>() as u32, align, MemOp::Store, site);
+pub unsafe fn global_store<T: Copy>(p: *mut T, value: T, arg: u32, align: u32, site: Site) {
+    global_access(p as u64, size_of::<T>() as u32, align, MemOp::Store, arg, site);
     // SAFETY: as in `global_load`.
     unsafe { p.write_unaligned(value) }
 }
@@ -181,9 +192,9 @@ pub unsafe fn global_store<T: Copy>(p: *mut T, value: T, align: u32, site: Site)
 ///
 /// As for [`global_load`]; other threads must access the word only atomically while this runs
 /// (the emulator reports a plain access of the same launch as a race).
-pub unsafe fn global_atomic_add_f32(p: *mut f32, value: f32, site: Site) -> f32 {
+pub unsafe fn global_atomic_add_f32(p: *mut f32, value: f32, arg: u32, site: Site) -> f32 {
     use std::sync::atomic::{AtomicU32, Ordering};
-    global_access(p as u64, 4, 4, MemOp::Atomic, site);
+    global_access(p as u64, 4, 4, MemOp::Atomic, arg, site);
     // SAFETY: checked to be in a registered allocation and 4-byte aligned; accessed atomically.
     let word = unsafe { AtomicU32::from_ptr(p.cast::<u32>()) };
     let mut old = word.load(Ordering::Relaxed);
@@ -229,12 +240,13 @@ pub unsafe fn cp_async<T: Copy>(
     dst: Shared<T>,
     dst_index: usize,
     src: *const T,
+    src_arg: u32,
     bytes: u32,
     src_bytes: u32,
     site: Site,
 ) {
     // SAFETY: forwarded from the caller.
-    unsafe { crate::async_copy::copy(dst, dst_index, src, bytes, src_bytes, site) }
+    unsafe { crate::async_copy::copy(dst, dst_index, src, src_arg, bytes, src_bytes, site) }
 }
 
 /// `cp.async.commit_group`.

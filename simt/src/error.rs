@@ -104,8 +104,10 @@ pub enum Fault {
     GlobalOutOfRange { site: Site, detail: String },
     #[error("read of uninitialized global memory at {site}: {detail}")]
     GlobalUninitialized { site: Site, detail: String },
-    #[error("global-memory data race on {location}: {earlier}, then {later}, {why}")]
-    GlobalRace { location: String, earlier: String, later: Access, why: &'static str },
+    /// `location` names the bytes and the earlier access ("byte 4 of allocation ...: read by
+    /// thread (0, 0, 0) at file:line"); `later` is the faulting thread's access.
+    #[error("global-memory data race on {location}, then {later}, {why}")]
+    GlobalRace { location: String, later: Access, why: &'static str },
     #[error("panicked: {message}")]
     Panic { message: String },
 }

@@ -192,6 +192,18 @@ pub(crate) enum Problem {
     Uninitialized(String),
 }
 
+/// The memory a pointer argument of a launch may reach: the buffer view it was made from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgExtent {
+    /// Address of the view's first byte (the argument's value).
+    pub start: u64,
+    /// Bytes in the view.
+    pub bytes: u64,
+}
+
+/// Marks an access through a pointer that did not come from a kernel argument.
+pub const NO_ARG: u32 = u32::MAX;
+
 /// One logged access of a block.
 #[derive(Clone, Copy)]
 pub(crate) struct Record {
@@ -226,18 +238,36 @@ struct Shadow {
 pub(crate) struct LaunchMemory {
     allocs: Registry,
     shadow: Mutex<Shadow>,
+    /// Per parameter: the view a pointer argument came from, where the launch knows it.
+    extents: Vec<Option<ArgExtent>>,
+    /// Per parameter: its name and type, for reports.
+    params: Vec<String>,
 }
 
 impl LaunchMemory {
-    pub fn new() -> Self {
-        LaunchMemory { allocs: snapshot(), shadow: Mutex::new(Shadow::default()) }
+    pub fn new(extents: &[Option<ArgExtent>], names: &[&str], types: &[&str]) -> Self {
+        // `stringify!` spaces out the tokens of a type (`simt :: Global < f32 >`).
+        let types: Vec<String> = types.iter().map(|t| t.replace(' ', "")).collect();
+        let params = (0..types.len().max(extents.len()))
+            .map(|i| match (names.get(i), types.get(i)) {
+                (Some(n), Some(t)) => format!("parameter {i} `{n}: {t}`"),
+                (None, Some(t)) => format!("parameter {i} (`{t}`)"),
+                _ => format!("parameter {i}"),
+            })
+            .collect();
+        LaunchMemory {
+            allocs: snapshot(),
+            shadow: Mutex::new(Shadow::default()),
+            extents: extents.to_vec(),
+            params,
+        }
     }
 
     /// The allocation holding `addr` (for reports).
     pub fn describe(&self, addr: u64) -> String {
         match find(&self.allocs, addr, 1) {
             Some(i) => format!("byte {} of {}", addr - self.allocs[i].start, self.allocs[i]),
-            None => format!("address {addr:#x}"),
+            None => format!("address {addr:#x}, in no live allocation"),
         }
     }
 
@@ -249,6 +279,7 @@ impl LaunchMemory {
         len: u64,
         align: u64,
         op: MemOp,
+        arg: u32,
         cache: &mut usize,
     ) -> Result<(), Problem> {
         let what = match op {
@@ -256,6 +287,26 @@ impl LaunchMemory {
             MemOp::Store => "write",
             MemOp::Atomic => "atomic",
         };
+        if let Some(Some(e)) = self.extents.get(arg as usize) {
+            if addr < e.start || addr + len > e.start + e.bytes {
+                let place = if addr < e.start {
+                    format!("{} bytes before its start", e.start - addr)
+                } else {
+                    format!(
+                        "at byte {} of it, {} bytes past its end",
+                        addr - e.start,
+                        addr + len - (e.start + e.bytes)
+                    )
+                };
+                return Err(Problem::OutOfRange(format!(
+                    "{len}-byte {what} at address {addr:#x} through {} is outside the {}-byte view passed \
+                     for it ({place}); {}",
+                    self.params[arg as usize],
+                    e.bytes,
+                    self.describe(addr)
+                )));
+            }
+        }
         let hit = |i: usize| self.allocs.get(i).is_some_and(|a| a.start <= addr && addr + len <= a.end());
         if !hit(*cache) {
             match find(&self.allocs, addr, len) {

@@ -8,8 +8,8 @@ use std::thread;
 use crate::block::BlockRunner;
 use crate::config::{HostKernel, LaunchConfig};
 use crate::error::EmuError;
-use crate::global::LaunchMemory;
-use crate::stats::LaunchStats;
+use crate::global::{ArgExtent, LaunchMemory};
+use crate::stats::{LaunchStats, WeightedSums};
 use crate::warp::WARP_SIZE;
 
 /// Which blocks of a grid a launch runs.
@@ -50,22 +50,29 @@ pub fn last_launch_stats() -> Option<LaunchStats> {
 /// Every global-memory access must fall within an allocation registered with
 /// [`crate::register`] before the launch began.
 pub fn launch(kernel: &HostKernel, cfg: &LaunchConfig, args: &[u64]) -> Result<LaunchStats, EmuError> {
-    let sample = SAMPLE.with(|s| *s.borrow());
-    launch_with(kernel, cfg, args, sample)
+    launch_with(kernel, cfg, args, &[], current_sample())
 }
 
-/// [`launch`] with an explicit block sample.
+/// The block sample this OS thread's launches use (see [`set_block_sample`]).
+pub fn current_sample() -> BlockSample {
+    SAMPLE.with(|s| *s.borrow())
+}
+
+/// [`launch`] with the views the pointer arguments came from (`extents[i]` for parameter
+/// `i`, where known: an access through that parameter outside it faults) and an explicit
+/// block sample.
 pub fn launch_with(
     kernel: &HostKernel,
     cfg: &LaunchConfig,
     args: &[u64],
+    extents: &[Option<ArgExtent>],
     sample: BlockSample,
 ) -> Result<LaunchStats, EmuError> {
     cfg.validate(kernel.name)?;
     let blocks = blocks_to_run(cfg.grid, sample);
     let cores = thread::available_parallelism().map_or(1, |n| n.get());
     let workers = cores.min(blocks.len());
-    let memory = LaunchMemory::new();
+    let memory = LaunchMemory::new(extents, kernel.param_names, kernel.params);
     let threads = cfg.block_threads();
     let stats = LaunchStats {
         kernel: kernel.name,
@@ -86,7 +93,7 @@ pub fn launch_with(
         next: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
         failure: Mutex::new(None),
-        stats: Mutex::new(stats),
+        sums: Mutex::new(WeightedSums::default()),
     };
     if workers <= 1 {
         grid.work();
@@ -111,7 +118,8 @@ pub fn launch_with(
     if let Some((_, error)) = grid.failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(error);
     }
-    let stats = grid.stats.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut stats = stats;
+    grid.sums.into_inner().unwrap_or_else(|e| e.into_inner()).write_into(&mut stats);
     LAST_STATS.with(|s| *s.borrow_mut() = Some(stats.clone()));
     Ok(stats)
 }
@@ -160,20 +168,20 @@ struct Grid<'a> {
     next: AtomicUsize,
     stop: AtomicBool,
     failure: Mutex<Option<(u64, EmuError)>>,
-    stats: Mutex<LaunchStats>,
+    sums: Mutex<WeightedSums>,
 }
 
 impl Grid<'_> {
     /// Runs blocks until none are left or one has failed.
     fn work(&self) {
         let mut runner = BlockRunner::new(self.kernel, self.cfg, self.memory);
-        let mut local = LaunchStats::default();
+        let mut local = WeightedSums::default();
         while !self.stop.load(Ordering::Relaxed) {
             let Some(&(block, weight)) = self.blocks.get(self.next.fetch_add(1, Ordering::Relaxed)) else {
                 break;
             };
             match runner.run(self.kernel, self.cfg, self.args, block) {
-                Ok(counts) => local.add_weighted(&counts, weight),
+                Ok(counts) => local.add(&counts, weight),
                 Err(error) => {
                     self.stop.store(true, Ordering::Relaxed);
                     let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
@@ -185,7 +193,7 @@ impl Grid<'_> {
             }
         }
         runner.release();
-        self.stats.lock().unwrap_or_else(|e| e.into_inner()).merge_counters(&local);
+        self.sums.lock().unwrap_or_else(|e| e.into_inner()).merge(&local);
     }
 }
 

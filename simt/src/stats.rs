@@ -98,7 +98,7 @@ impl InstructionCounts {
         }
     }
 
-    fn to_array(self) -> [u64; CLASSES] {
+    pub(crate) fn to_array(self) -> [u64; CLASSES] {
         let mut a = [0; CLASSES];
         a[Class::Mma as usize] = self.mma;
         a[Class::Fma as usize] = self.fma;
@@ -249,32 +249,6 @@ impl LaunchStats {
     pub fn global_bytes_moved(&self) -> u64 {
         self.global_loads.bytes_moved() + self.global_stores.bytes_moved() + self.global_atomics.bytes_moved()
     }
-
-    /// Adds the counters (not the shape) of `other`.
-    pub(crate) fn merge_counters(&mut self, other: &LaunchStats) {
-        self.thread_instructions += other.thread_instructions;
-        self.warp_instructions += other.warp_instructions;
-        self.shared_loads += other.shared_loads;
-        self.shared_stores += other.shared_stores;
-        self.shared_atomics += other.shared_atomics;
-        self.global_loads += other.global_loads;
-        self.global_stores += other.global_stores;
-        self.global_atomics += other.global_atomics;
-        self.shared_bytes_per_block = self.shared_bytes_per_block.max(other.shared_bytes_per_block);
-    }
-
-    /// Adds the counters of one block, scaled by `weight`.
-    pub(crate) fn add_weighted(&mut self, other: &BlockCounts, weight: f64) {
-        self.thread_instructions += other.thread.scaled(weight);
-        self.warp_instructions += other.warp.scaled(weight);
-        self.shared_loads += other.shared[0].scaled(weight);
-        self.shared_stores += other.shared[1].scaled(weight);
-        self.shared_atomics += other.shared[2].scaled(weight);
-        self.global_loads += other.global[0].scaled(weight);
-        self.global_stores += other.global[1].scaled(weight);
-        self.global_atomics += other.global[2].scaled(weight);
-        self.shared_bytes_per_block = self.shared_bytes_per_block.max(other.shared_bytes);
-    }
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -290,6 +264,74 @@ fn scale(v: u64, factor: f64) -> u64 {
         v
     } else {
         (v as f64 * factor).round() as u64
+    }
+}
+
+/// Counters of blocks, each weighted by how many blocks of the grid it stands for, summed
+/// unrounded (rounding once at the end keeps a sample's scaled counts exact where the
+/// blocks it stands for do equal work).
+#[derive(Clone, Debug)]
+pub(crate) struct WeightedSums {
+    values: [f64; WeightedSums::LEN],
+    shared_bytes: u32,
+}
+
+impl Default for WeightedSums {
+    fn default() -> Self {
+        WeightedSums { values: [0.0; Self::LEN], shared_bytes: 0 }
+    }
+}
+
+impl WeightedSums {
+    /// Thread and warp instruction counts, then requests/wavefronts/bytes of shared loads,
+    /// stores and atomics, then requests/sectors/bytes of global ones.
+    const LEN: usize = 2 * CLASSES + 9 + 9;
+
+    fn flatten(c: &BlockCounts) -> [u64; Self::LEN] {
+        let mut out = [0; Self::LEN];
+        out[..CLASSES].copy_from_slice(&c.thread.to_array());
+        out[CLASSES..2 * CLASSES].copy_from_slice(&c.warp.to_array());
+        for k in 0..3 {
+            let s = &c.shared[k];
+            out[2 * CLASSES + 3 * k..][..3].copy_from_slice(&[s.requests, s.wavefronts, s.bytes]);
+            let g = &c.global[k];
+            out[2 * CLASSES + 9 + 3 * k..][..3].copy_from_slice(&[g.requests, g.sectors, g.bytes_requested]);
+        }
+        out
+    }
+
+    pub fn add(&mut self, counts: &BlockCounts, weight: f64) {
+        for (sum, v) in self.values.iter_mut().zip(Self::flatten(counts)) {
+            *sum += v as f64 * weight;
+        }
+        self.shared_bytes = self.shared_bytes.max(counts.shared_bytes);
+    }
+
+    pub fn merge(&mut self, other: &WeightedSums) {
+        for (sum, v) in self.values.iter_mut().zip(other.values) {
+            *sum += v;
+        }
+        self.shared_bytes = self.shared_bytes.max(other.shared_bytes);
+    }
+
+    /// Writes the rounded sums into the counters of `stats`.
+    pub fn write_into(&self, stats: &mut LaunchStats) {
+        let v: Vec<u64> = self.values.iter().map(|x| x.round() as u64).collect();
+        stats.thread_instructions =
+            InstructionCounts::from_array(&v[..CLASSES].try_into().expect("CLASSES values"));
+        stats.warp_instructions =
+            InstructionCounts::from_array(&v[CLASSES..2 * CLASSES].try_into().expect("CLASSES values"));
+        let shared = |k: usize| {
+            let x = &v[2 * CLASSES + 3 * k..];
+            SharedTraffic { requests: x[0], wavefronts: x[1], bytes: x[2] }
+        };
+        let global = |k: usize| {
+            let x = &v[2 * CLASSES + 9 + 3 * k..];
+            GlobalTraffic { requests: x[0], sectors: x[1], bytes_requested: x[2] }
+        };
+        (stats.shared_loads, stats.shared_stores, stats.shared_atomics) = (shared(0), shared(1), shared(2));
+        (stats.global_loads, stats.global_stores, stats.global_atomics) = (global(0), global(1), global(2));
+        stats.shared_bytes_per_block = self.shared_bytes;
     }
 }
 
@@ -324,10 +366,9 @@ pub(crate) struct SharedRecord {
     pub offset: u32,
 }
 
-/// Wavefronts of one shared request whose lanes access `bytes` bytes each at `offsets[lane]`
-/// (lanes absent: None).
-pub(crate) fn wavefronts(accesses: &[(u8, u32, u8)]) -> u64 {
-    // (lane, offset, bytes). Phases: lanes grouped by the widest access of the request.
+/// Wavefronts of one shared request whose lanes access `(lane, offset, bytes)`.
+pub(crate) fn wavefronts(accesses: &[(u8, u32, u8)], words: &mut Vec<u32>) -> u64 {
+    // Phases: lanes grouped by the widest access of the request.
     let width = accesses.iter().map(|a| a.2).max().unwrap_or(4);
     let lanes_per_phase: u8 = match width {
         0..=4 => 32,
@@ -337,7 +378,7 @@ pub(crate) fn wavefronts(accesses: &[(u8, u32, u8)]) -> u64 {
     let mut total = 0;
     for phase in 0..32 / lanes_per_phase {
         let lanes = phase * lanes_per_phase..(phase + 1) * lanes_per_phase;
-        let mut words: Vec<u32> = Vec::new();
+        words.clear();
         for &(_, offset, bytes) in accesses.iter().filter(|a| lanes.contains(&a.0)) {
             let first = offset / BANK_BYTES;
             let last = (offset + u32::from(bytes.max(1)) - 1) / BANK_BYTES;
@@ -349,7 +390,7 @@ pub(crate) fn wavefronts(accesses: &[(u8, u32, u8)]) -> u64 {
         words.sort_unstable();
         words.dedup();
         let mut per_bank = [0u64; SHARED_BANKS as usize];
-        for w in words {
+        for &w in words.iter() {
             per_bank[(w % SHARED_BANKS) as usize] += 1;
         }
         total += per_bank.iter().copied().max().unwrap_or(0);
@@ -358,38 +399,46 @@ pub(crate) fn wavefronts(accesses: &[(u8, u32, u8)]) -> u64 {
 }
 
 /// Distinct 32-byte sectors touched by accesses `(address, bytes)`.
-pub(crate) fn sectors(accesses: impl Iterator<Item = (u64, u32)>) -> u64 {
-    let mut s: Vec<u64> = Vec::new();
+pub(crate) fn sectors(accesses: impl Iterator<Item = (u64, u32)>, scratch: &mut Vec<u64>) -> u64 {
+    scratch.clear();
     for (addr, bytes) in accesses {
         let first = addr / SECTOR_BYTES;
         let last = (addr + u64::from(bytes.max(1)) - 1) / SECTOR_BYTES;
-        s.extend(first..=last);
+        scratch.extend(first..=last);
     }
-    s.sort_unstable();
-    s.dedup();
-    s.len() as u64
+    scratch.sort_unstable();
+    scratch.dedup();
+    scratch.len() as u64
 }
 
 /// Costs the shared requests in `records` into `counts` (records are reordered).
 pub(crate) fn cost_shared(records: &mut [SharedRecord], counts: &mut BlockCounts) {
     records.sort_unstable_by_key(|r| (r.warp, r.site, r.instance, r.op));
+    let (mut lanes, mut words) = (Vec::with_capacity(32), Vec::with_capacity(128));
     for group in
         records.chunk_by(|a, b| (a.warp, a.site, a.instance, a.op) == (b.warp, b.site, b.instance, b.op))
     {
-        let lanes: Vec<(u8, u32, u8)> = group.iter().map(|r| (r.lane, r.offset, r.bytes)).collect();
+        lanes.clear();
+        lanes.extend(group.iter().map(|r| (r.lane, r.offset, r.bytes)));
         let t = &mut counts.shared[group[0].op as usize];
         t.requests += 1;
-        t.wavefronts += wavefronts(&lanes);
+        t.wavefronts += wavefronts(&lanes, &mut words);
         t.bytes += group.iter().map(|r| u64::from(r.bytes)).sum::<u64>();
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     fn warp(stride_words: u32, bytes: u8) -> Vec<(u8, u32, u8)> {
         (0..32).map(|l| (l as u8, l * stride_words * 4, bytes)).collect()
+    }
+
+    fn wavefronts(accesses: &[(u8, u32, u8)]) -> u64 {
+        super::wavefronts(accesses, &mut Vec::new())
+    }
+
+    fn sectors(accesses: impl Iterator<Item = (u64, u32)>) -> u64 {
+        super::sectors(accesses, &mut Vec::new())
     }
 
     #[test]

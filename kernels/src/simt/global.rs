@@ -20,18 +20,29 @@ use core::panic::Location;
 use trident_simt::device;
 
 /// A pointer to elements of `T` in global memory that the kernel only reads.
-#[repr(transparent)]
+#[cfg_attr(target_arch = "nvptx64", repr(transparent))]
 pub struct Global<T> {
     ptr: *const T,
+    /// On the host: the kernel parameter the pointer came from ([`trident_simt::NO_ARG`] when
+    /// made by [`Global::from_ptr`]), whose view bounds every access through it.
+    #[cfg(not(target_arch = "nvptx64"))]
+    arg: u32,
     _element: PhantomData<T>,
 }
 
 /// A pointer to elements of `T` in global memory that the kernel reads and writes.
-#[repr(transparent)]
+#[cfg_attr(target_arch = "nvptx64", repr(transparent))]
 pub struct GlobalMut<T> {
     ptr: *mut T,
+    /// As for [`Global`].
+    #[cfg(not(target_arch = "nvptx64"))]
+    arg: u32,
     _element: PhantomData<T>,
 }
+
+/// The parameter a pointer came from, where the target keeps track of it.
+#[cfg(not(target_arch = "nvptx64"))]
+const NONE: u32 = trident_simt::NO_ARG;
 
 impl<T> Clone for Global<T> {
     fn clone(&self) -> Self {
@@ -54,6 +65,9 @@ impl<T: Copy> trident_simt::KernelArg for Global<T> {
     fn from_word(word: u64) -> Self {
         Global::from_ptr(word as usize as *const T)
     }
+    fn from_arg(word: u64, index: usize) -> Self {
+        Global { ptr: word as usize as *const T, arg: index as u32, _element: PhantomData }
+    }
 }
 
 #[cfg(not(target_arch = "nvptx64"))]
@@ -63,6 +77,9 @@ impl<T: Copy> trident_simt::KernelArg for GlobalMut<T> {
     }
     fn from_word(word: u64) -> Self {
         GlobalMut::from_ptr(word as usize as *mut T)
+    }
+    fn from_arg(word: u64, index: usize) -> Self {
+        GlobalMut { ptr: word as usize as *mut T, arg: index as u32, _element: PhantomData }
     }
 }
 
@@ -85,7 +102,24 @@ impl<T: Copy> Global<T> {
     /// The pointer as a kernel received it.
     #[inline(always)]
     pub fn from_ptr(ptr: *const T) -> Self {
-        Global { ptr, _element: PhantomData }
+        Global {
+            ptr,
+            #[cfg(not(target_arch = "nvptx64"))]
+            arg: NONE,
+            _element: PhantomData,
+        }
+    }
+
+    /// The same parameter's pointer at `ptr`.
+    #[inline(always)]
+    fn with_ptr(self, ptr: *const T) -> Self {
+        Global { ptr, ..self }
+    }
+
+    /// The kernel parameter the pointer came from (host only).
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub(crate) fn arg(self) -> u32 {
+        self.arg
     }
 
     /// The address of element 0.
@@ -95,16 +129,19 @@ impl<T: Copy> Global<T> {
     }
 
     /// The pointer `n` elements further on.
+    // Named after `<*const T>::add`, which it replaces in kernels; not `ops::Add` (the
+    // operand is an element count, not another pointer).
+    #[allow(clippy::should_implement_trait)]
     #[inline(always)]
     pub fn add(self, n: usize) -> Self {
-        Global::from_ptr(offset(self.ptr, n))
+        self.with_ptr(offset(self.ptr, n))
     }
 
     /// [`Global::add`] that may step past the end of the buffer (a pointer that is then
     /// accessed for no bytes, as a zero-filled `cp.async`).
     #[inline(always)]
     pub fn wrapping_add(self, n: usize) -> Self {
-        Global::from_ptr(self.ptr.wrapping_add(n))
+        self.with_ptr(self.ptr.wrapping_add(n))
     }
 
     /// Reads element `i` (`ld.global`).
@@ -123,7 +160,9 @@ impl<T: Copy> Global<T> {
         #[cfg(not(target_arch = "nvptx64"))]
         {
             // SAFETY: the emulator checks the address against the live allocations first.
-            unsafe { device::global_load(offset(self.ptr, i), align_of::<T>() as u32, Location::caller()) }
+            unsafe {
+                device::global_load(offset(self.ptr, i), self.arg, align_of::<T>() as u32, Location::caller())
+            }
         }
     }
 }
@@ -132,7 +171,12 @@ impl<T: Copy> GlobalMut<T> {
     /// The pointer as a kernel received it.
     #[inline(always)]
     pub fn from_ptr(ptr: *mut T) -> Self {
-        GlobalMut { ptr, _element: PhantomData }
+        GlobalMut {
+            ptr,
+            #[cfg(not(target_arch = "nvptx64"))]
+            arg: NONE,
+            _element: PhantomData,
+        }
     }
 
     /// The address of element 0.
@@ -142,15 +186,23 @@ impl<T: Copy> GlobalMut<T> {
     }
 
     /// The pointer `n` elements further on.
+    // Named after `<*const T>::add`, which it replaces in kernels; not `ops::Add` (the
+    // operand is an element count, not another pointer).
+    #[allow(clippy::should_implement_trait)]
     #[inline(always)]
     pub fn add(self, n: usize) -> Self {
-        GlobalMut::from_ptr(offset(self.ptr, n).cast_mut())
+        GlobalMut { ptr: offset(self.ptr, n).cast_mut(), ..self }
     }
 
     /// The same memory, read-only.
     #[inline(always)]
     pub fn as_const(self) -> Global<T> {
-        Global::from_ptr(self.ptr)
+        Global {
+            ptr: self.ptr,
+            #[cfg(not(target_arch = "nvptx64"))]
+            arg: self.arg,
+            _element: PhantomData,
+        }
     }
 
     /// Reads element `i` (`ld.global`).
@@ -169,7 +221,9 @@ impl<T: Copy> GlobalMut<T> {
         #[cfg(not(target_arch = "nvptx64"))]
         {
             // SAFETY: the emulator checks the address against the live allocations first.
-            unsafe { device::global_load(offset(self.ptr, i), align_of::<T>() as u32, Location::caller()) }
+            unsafe {
+                device::global_load(offset(self.ptr, i), self.arg, align_of::<T>() as u32, Location::caller())
+            }
         }
     }
 
@@ -194,6 +248,7 @@ impl<T: Copy> GlobalMut<T> {
                 device::global_store(
                     offset(self.ptr, i).cast_mut(),
                     value,
+                    self.arg,
                     align_of::<T>() as u32,
                     Location::caller(),
                 )
@@ -340,7 +395,7 @@ macro_rules! word_loads {
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
                     // SAFETY: the emulator checks the address first.
-                    unsafe { device::global_load(p.cast::<[T; 2]>(), 8, Location::caller()) }
+                    unsafe { device::global_load(p.cast::<[T; 2]>(), self.arg, 8, Location::caller()) }
                 }
             }
 
@@ -362,7 +417,7 @@ macro_rules! word_loads {
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
                     // SAFETY: the emulator checks the address first.
-                    unsafe { device::global_load(p.cast::<[T; 4]>(), 16, Location::caller()) }
+                    unsafe { device::global_load(p.cast::<[T; 4]>(), self.arg, 16, Location::caller()) }
                 }
             }
         }
@@ -391,7 +446,7 @@ impl<T: Word32> Global<T> {
         #[cfg(not(target_arch = "nvptx64"))]
         {
             // SAFETY: the emulator checks the address first.
-            unsafe { device::global_load(p, 4, Location::caller()) }
+            unsafe { device::global_load(p, self.arg, 4, Location::caller()) }
         }
     }
 
@@ -412,7 +467,7 @@ impl<T: Word32> Global<T> {
         #[cfg(not(target_arch = "nvptx64"))]
         {
             // SAFETY: the emulator checks the address first.
-            unsafe { device::global_load(p.cast::<[T; 4]>(), 16, Location::caller()) }
+            unsafe { device::global_load(p.cast::<[T; 4]>(), self.arg, 16, Location::caller()) }
         }
     }
 }
@@ -436,7 +491,7 @@ impl<T: Word32> GlobalMut<T> {
         #[cfg(not(target_arch = "nvptx64"))]
         {
             // SAFETY: the emulator checks the address first.
-            unsafe { device::global_store(p.cast::<[T; 2]>(), value, 8, Location::caller()) }
+            unsafe { device::global_store(p.cast::<[T; 2]>(), value, self.arg, 8, Location::caller()) }
         }
     }
 
@@ -458,7 +513,7 @@ impl<T: Word32> GlobalMut<T> {
         #[cfg(not(target_arch = "nvptx64"))]
         {
             // SAFETY: the emulator checks the address first.
-            unsafe { device::global_store(p.cast::<[T; 4]>(), value, 16, Location::caller()) }
+            unsafe { device::global_store(p.cast::<[T; 4]>(), value, self.arg, 16, Location::caller()) }
         }
     }
 }
@@ -482,7 +537,7 @@ impl GlobalMut<f32> {
         #[cfg(not(target_arch = "nvptx64"))]
         {
             // SAFETY: the emulator checks the address first.
-            unsafe { device::global_atomic_add_f32(p, value, Location::caller()) }
+            unsafe { device::global_atomic_add_f32(p, value, self.arg, Location::caller()) }
         }
     }
 
@@ -504,7 +559,7 @@ impl GlobalMut<f32> {
         {
             // SAFETY: the emulator checks the address first.
             unsafe {
-                device::global_atomic_add_f32(p, value, Location::caller());
+                device::global_atomic_add_f32(p, value, self.arg, Location::caller());
             }
         }
     }

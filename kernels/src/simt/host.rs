@@ -289,7 +289,9 @@ pub fn ldmatrix_x1_trans(s: Shared<u16>, elem_offset: usize) -> u32 {
 #[track_caller]
 pub unsafe fn cp_async_16<T: Copy>(dst: Shared<T>, dst_index: usize, src: Global<T>) {
     // SAFETY: forwarded from the caller; the emulator checks `src` against the allocations.
-    unsafe { device::cp_async(dst, dst_index, src.as_ptr(), 16, 16, core::panic::Location::caller()) }
+    unsafe {
+        device::cp_async(dst, dst_index, src.as_ptr(), src.arg(), 16, 16, core::panic::Location::caller())
+    }
 }
 
 /// [`cp_async_16`] reading only the first `src_bytes` (at most 16) bytes of `src` and zeroing
@@ -301,7 +303,17 @@ pub unsafe fn cp_async_16<T: Copy>(dst: Shared<T>, dst_index: usize, src: Global
 #[track_caller]
 pub unsafe fn cp_async_16_zfill<T: Copy>(dst: Shared<T>, dst_index: usize, src: Global<T>, src_bytes: u32) {
     // SAFETY: forwarded from the caller; the emulator checks `src` against the allocations.
-    unsafe { device::cp_async(dst, dst_index, src.as_ptr(), 16, src_bytes, core::panic::Location::caller()) }
+    unsafe {
+        device::cp_async(
+            dst,
+            dst_index,
+            src.as_ptr(),
+            src.arg(),
+            16,
+            src_bytes,
+            core::panic::Location::caller(),
+        )
+    }
 }
 
 /// `cp.async.ca.shared.global` of 4 bytes (both addresses 4-byte aligned); see [`cp_async_16`].
@@ -312,7 +324,9 @@ pub unsafe fn cp_async_16_zfill<T: Copy>(dst: Shared<T>, dst_index: usize, src: 
 #[track_caller]
 pub unsafe fn cp_async_4<T: Copy>(dst: Shared<T>, dst_index: usize, src: Global<T>) {
     // SAFETY: forwarded from the caller; the emulator checks `src` against the allocations.
-    unsafe { device::cp_async(dst, dst_index, src.as_ptr(), 4, 4, core::panic::Location::caller()) }
+    unsafe {
+        device::cp_async(dst, dst_index, src.as_ptr(), src.arg(), 4, 4, core::panic::Location::caller())
+    }
 }
 
 /// `cp.async.ca.shared.global` of 8 bytes (both addresses 8-byte aligned); see [`cp_async_16`].
@@ -323,7 +337,9 @@ pub unsafe fn cp_async_4<T: Copy>(dst: Shared<T>, dst_index: usize, src: Global<
 #[track_caller]
 pub unsafe fn cp_async_8<T: Copy>(dst: Shared<T>, dst_index: usize, src: Global<T>) {
     // SAFETY: forwarded from the caller; the emulator checks `src` against the allocations.
-    unsafe { device::cp_async(dst, dst_index, src.as_ptr(), 8, 8, core::panic::Location::caller()) }
+    unsafe {
+        device::cp_async(dst, dst_index, src.as_ptr(), src.arg(), 8, 8, core::panic::Location::caller())
+    }
 }
 
 /// `cp.async.commit_group`: this thread's copies since the last commit form a group.

@@ -60,7 +60,7 @@ fn a_read_past_the_end_is_refused_even_when_unused() {
 
 #[test]
 fn memory_no_allocation_holds_is_refused() {
-    let x = vec![1f32; 32];
+    let x = [1f32; 32];
     let mut out = vec![0f32; 32];
     let _lent = lend(&out);
     let error = run(read_one_past_the_end, LaunchConfig::linear(1, 32), &[x.as_ptr() as u64, ptr(&mut out)])
@@ -184,7 +184,7 @@ fn read_neighbour(args: &[u64]) {
 
 #[test]
 fn reads_of_never_written_device_memory_are_refused() {
-    let x = vec![f32::NAN; 32];
+    let x = [f32::NAN; 32];
     let registration = register(x.as_ptr().cast(), 128, false, "uninit buffer");
     let error = run(read_neighbour, LaunchConfig::linear(1, 32), &[x.as_ptr() as u64]).unwrap_err();
     assert!(matches!(error.fault(), Some(Fault::GlobalUninitialized { .. })), "{error}");
@@ -299,8 +299,8 @@ fn a_sampled_grid_scales_to_the_full_counts() {
     let _lent = (lend(&x), lend(&out));
     let cfg = LaunchConfig::linear(n.div_ceil(64) as u32, 64);
     let args = [x.as_ptr() as u64, ptr(&mut out), n as u64];
-    let full = trident_simt::launch_with(&kernel(ragged), &cfg, &args, BlockSample::All).unwrap();
-    let sampled = trident_simt::launch_with(&kernel(ragged), &cfg, &args, BlockSample::Edges).unwrap();
+    let full = trident_simt::launch_with(&kernel(ragged), &cfg, &args, &[], BlockSample::All).unwrap();
+    let sampled = trident_simt::launch_with(&kernel(ragged), &cfg, &args, &[], BlockSample::Edges).unwrap();
     assert_eq!((full.blocks_run, sampled.blocks_run, sampled.blocks_total), (41, 5, 41));
     assert!(sampled.sampled() && !full.sampled());
     assert_eq!(full.thread_instructions.fma, n as u64);
@@ -310,5 +310,74 @@ fn a_sampled_grid_scales_to_the_full_counts() {
 }
 
 fn kernel(entry: fn(&[u64])) -> trident_simt::HostKernel {
-    trident_simt::HostKernel { name: "test_kernel", params: &[], entry }
+    trident_simt::HostKernel { name: "test_kernel", params: &[], param_names: &[], entry }
+}
+
+/// Rows of 32 floats on 128-byte boundaries, so a matrix of them has aligned rows.
+#[repr(C, align(128))]
+#[derive(Clone, Copy)]
+struct Row([f32; 32]);
+
+fn matrix(rows: usize, cols: usize, value: impl Fn(usize) -> f32) -> Vec<Row> {
+    assert_eq!(cols % 32, 0);
+    (0..rows * cols / 32).map(|r| Row(std::array::from_fn(|i| value(32 * r + i)))).collect()
+}
+
+fn words(rows: &[Row]) -> &[f32] {
+    // SAFETY: `Row` is 32 f32s with no padding (128 bytes, align 128).
+    unsafe { std::slice::from_raw_parts(rows.as_ptr().cast::<f32>(), rows.len() * 32) }
+}
+
+/// Launches `gemm_nn_f32` for `C = A B` (`m x k` by `k x n`, dense) with `sample`.
+fn gemm_stats(m: usize, n: usize, k: usize, sample: BlockSample) -> trident_simt::LaunchStats {
+    use trident_simt::KernelArg;
+    let a = matrix(m, k, |i| (i % 7) as f32);
+    let b = matrix(k, n, |i| (i % 5) as f32);
+    let mut c = matrix(m, n, |_| f32::NAN);
+    let _lent = (lend(words(&a)), lend(words(&b)), lend(words(&c)));
+    let gemm = trident_kernels::gemm::HOST_KERNELS.iter().find(|f| f.name == "gemm_nn_f32").unwrap();
+    let cfg = LaunchConfig {
+        grid: [(n / 64) as u32, (m / 64) as u32, 1],
+        block: [16, 16, 1],
+        dynamic_smem_bytes: 0,
+    };
+    let dims = [m, n, k, k, n, n].map(|d| d as u64);
+    let mut args = vec![c.as_mut_ptr() as u64, a.as_ptr() as u64, b.as_ptr() as u64];
+    args.extend(dims);
+    args.extend([0, 0, 0, 1f32.to_word(), 0f32.to_word()]);
+    trident_simt::launch_with(gemm, &cfg, &args, &[], sample).unwrap()
+}
+
+#[test]
+fn gemm_counters_match_hand_counts() {
+    let s = gemm_stats(128, 128, 128, BlockSample::All);
+    // One FMA per multiply-add of the product.
+    assert_eq!(s.thread_instructions.fma, 128 * 128 * 128);
+    assert_eq!(s.warp_instructions.fma, 128 * 128 * 128 / 32);
+    // 4 blocks of 8 warps, 8 k-tiles: 4 A and 4 B loads per thread and tile, two barriers per
+    // tile. A warp's A load covers 2 rows x 16 floats (2 x 2 sectors), its B load 32
+    // consecutive floats (4 sectors).
+    assert_eq!(s.global_loads.requests, 4 * 8 * 8 * 8);
+    assert_eq!(s.global_loads.sectors, 4 * 8 * 8 * 8 * 4);
+    assert_eq!(s.global_loads.bytes_requested, 4 * 8 * 8 * 8 * 128);
+    assert_eq!(s.warp_instructions.barrier, 4 * 8 * 16);
+    // 16 stores per thread; a warp's store covers 2 rows x 16 floats.
+    assert_eq!(s.global_stores.requests, 4 * 8 * 16);
+    assert_eq!(s.global_stores.sectors, 4 * 8 * 16 * 4);
+    assert_eq!(s.global_stores.bytes_moved(), 128 * 128 * 4);
+    // Inner loop: per k, 4 A loads broadcast within half-warps (one word per half: 1
+    // wavefront) and 4 B loads of 16 consecutive words (1 wavefront).
+    assert_eq!(s.shared_loads.requests, 4 * 8 * 8 * 16 * 8);
+    assert_eq!(s.shared_loads.wavefronts, s.shared_loads.requests);
+}
+
+#[test]
+fn a_sampled_gemm_counts_as_the_full_grid() {
+    let full = gemm_stats(384, 384, 64, BlockSample::All);
+    let sampled = gemm_stats(384, 384, 64, BlockSample::Edges);
+    assert_eq!((full.blocks_run, sampled.blocks_run), (36, 25));
+    assert_eq!(sampled.thread_instructions, full.thread_instructions);
+    assert_eq!(sampled.warp_instructions, full.warp_instructions);
+    assert_eq!((sampled.global_loads, sampled.global_stores), (full.global_loads, full.global_stores));
+    assert_eq!((sampled.shared_loads, sampled.shared_stores), (full.shared_loads, full.shared_stores));
 }

@@ -13,7 +13,7 @@ use trident_simt::{launch, register, EmuError, HostKernel, LaunchConfig, LaunchS
 
 /// Runs `entry` on the emulator.
 pub fn run(entry: fn(&[u64]), cfg: LaunchConfig, args: &[u64]) -> Result<LaunchStats, EmuError> {
-    launch(&HostKernel { name: "test_kernel", params: &[], entry }, &cfg, args)
+    launch(&HostKernel { name: "test_kernel", params: &[], param_names: &[], entry }, &cfg, args)
 }
 
 /// Runs the selftest kernel `name` from `trident_kernels::selftest::HOST_KERNELS`.
