@@ -25,6 +25,7 @@ pub mod model;
 pub mod ops;
 pub mod optim;
 pub mod parallel;
+pub mod plan;
 pub mod plot;
 pub mod progress;
 pub mod train;

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod common;
 pub mod launch;
 pub mod parallel_train;
+pub mod plan;
 pub mod sample;
 pub mod train;
 
@@ -31,6 +32,8 @@ pub enum Command {
     Launch(launch::LaunchArgs),
     /// Benchmarks: `trident bench collectives --transport shm --world-size 2`.
     Bench(bench::BenchArgs),
+    /// Plan a training run: memory, time and cost per layout; `--search` ranks the layouts.
+    Plan(plan::PlanArgs),
 }
 
 /// Runs a command; returns the process exit code (launched ranks' codes pass through).
@@ -40,6 +43,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Sample(args) => sample::run(args).map(|()| 0),
         Command::Launch(args) => launch::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Plan(args) => plan::run(args).map(|()| 0),
     }
 }
 

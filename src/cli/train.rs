@@ -134,6 +134,10 @@ pub struct TrainArgs {
     /// Activation recomputation: full (whole layers) or selective (attention).
     #[arg(long)]
     pub recompute_granularity: Option<crate::parallel::Recompute>,
+    /// Print the plan of this run (memory per rank, iteration time, bubble; this machine
+    /// measured) and exit without training.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
@@ -189,6 +193,22 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         },
         clip_grad: args.clip_grad,
     };
+    if args.dry_run {
+        let (tp, pp) = (args.tensor_model_parallel_size, args.pipeline_model_parallel_size);
+        let zero1 = args.use_distributed_optimizer;
+        let world = args.world_size;
+        return super::plan::dry_run(
+            &config,
+            seq_len,
+            micro_batch,
+            global_batch,
+            world,
+            tp,
+            pp,
+            zero1,
+            args.recompute_granularity,
+        );
+    }
     if super::parallel_train::wanted(&args) {
         let start = start.as_ref();
         return super::parallel_train::run(&args, device, config, &dataset, settings, train_iters, start);

@@ -1,0 +1,557 @@
+//! `trident plan`: memory, time and throughput of a training layout on a cluster, and a search
+//! over the layouts (the model is in `crate::plan` and docs/PLAN.md).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde_json::json;
+use trident_hardware::{Hardware, GIB};
+
+use crate::parallel::Recompute;
+use crate::plan::report::{detail, plan_json, problem_json, table, Costing};
+use crate::plan::search::{explain, search, Space};
+use crate::plan::{
+    calibrate, evaluate, implied_efficiency, picture, preset, training_flops, Cluster, Layout, ModelShape,
+    Options, PipelineCache, Plan, Precision, Problem,
+};
+
+#[derive(Args, Debug, Clone)]
+pub struct PlanArgs {
+    /// Model preset: Trident's (nano, tiny, small, gpt2-124m), gpt3-125m ... gpt3-175b,
+    /// megatron-1.7b ... megatron-1t; the shape flags override its fields.
+    #[arg(long)]
+    pub model: Option<String>,
+    #[arg(long)]
+    pub num_layers: Option<usize>,
+    #[arg(long)]
+    pub hidden_size: Option<usize>,
+    #[arg(long)]
+    pub num_attention_heads: Option<usize>,
+    /// Vocabulary before padding (default: the preset's).
+    #[arg(long)]
+    pub vocab_size: Option<usize>,
+    /// Tokens per sequence (default: the preset's).
+    #[arg(long)]
+    pub seq_length: Option<usize>,
+    /// Sequences per optimizer step (default: the preset's published batch).
+    #[arg(long)]
+    pub global_batch_size: Option<usize>,
+    /// Sequences per micro-batch (default 1; --search tries 1, 2, 4, 8, 16).
+    #[arg(long)]
+    pub micro_batch_size: Option<usize>,
+    /// Tensor-parallel size (default 1; --search tries every divisor).
+    #[arg(long)]
+    pub tensor_model_parallel_size: Option<usize>,
+    /// Pipeline stages (default 1; --search tries every divisor of the layers).
+    #[arg(long)]
+    pub pipeline_model_parallel_size: Option<usize>,
+    /// Layers per virtual pipeline stage: interleaved 1F1B with (layers / PP) / N chunks per stage.
+    #[arg(long)]
+    pub num_layers_per_virtual_pipeline_stage: Option<usize>,
+    /// ZeRO-1: shard the optimizer state over the data-parallel ranks.
+    #[arg(long)]
+    pub use_distributed_optimizer: bool,
+    /// Activation recomputation: none, selective or full.
+    #[arg(long)]
+    pub recompute_granularity: Option<Recompute>,
+    /// Sequence parallelism (with TP > 1).
+    #[arg(long)]
+    pub sequence_parallel: bool,
+    /// Start gradient reductions during the backward.
+    #[arg(long)]
+    pub overlap_grad_reduce: bool,
+    /// bf16 mixed precision (fp32 master weights).
+    #[arg(long, conflicts_with_all = ["fp16", "tf32"])]
+    pub bf16: bool,
+    /// fp16 mixed precision.
+    #[arg(long, conflicts_with = "tf32")]
+    pub fp16: bool,
+    /// fp32 storage, matrix products on TF32 tensor cores (fp32 on FP32 units when no
+    /// precision flag is given).
+    #[arg(long)]
+    pub tf32: bool,
+    /// Attention as Megatron-LM's 2021-22 unfused kernels: the s x s scores are stored and
+    /// streamed (default: a fused, FlashAttention-style kernel).
+    #[arg(long)]
+    pub unfused_attention: bool,
+    /// GPU type from the hardware table (see --hardware).
+    #[arg(long, default_value = "a100-80gb")]
+    pub gpu: String,
+    #[arg(long, default_value_t = 8)]
+    pub gpus_per_node: usize,
+    #[arg(long, default_value_t = 1)]
+    pub nodes: usize,
+    /// Link between the GPUs of a node (default: the GPU's own, e.g. nvlink3 for the A100).
+    #[arg(long)]
+    pub intra_node_link: Option<String>,
+    /// Link between nodes, per GPU (default: ib-hdr for V100/A100, ib-ndr for newer parts).
+    #[arg(long)]
+    pub inter_node_link: Option<String>,
+    /// TOML file whose [[gpu]] and [[link]] entries add to or override the built-in table.
+    #[arg(long)]
+    pub hardware: Option<PathBuf>,
+    /// GiB per GPU kept for the CUDA context, workspaces and allocator slack.
+    #[arg(long, default_value_t = 1.0)]
+    pub reserve_gib: f64,
+    /// Rank every valid layout (the layout flags given stay fixed) and explain the best.
+    #[arg(long)]
+    pub search: bool,
+    /// Rows of the ranked table.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Tokens to train, for days and cost.
+    #[arg(long, default_value_t = 300e9)]
+    pub train_tokens: f64,
+    /// Price of one GPU-hour, US dollars.
+    #[arg(long)]
+    pub price_per_gpu_hour: Option<f64>,
+    /// NAME=USD: the price of one node (repeat to compare, e.g. dgx=200000 self-built=120000).
+    #[arg(long, num_args = 1..)]
+    pub node_price: Vec<String>,
+    /// Years a node's price is spread over.
+    #[arg(long, default_value_t = 3.0)]
+    pub amortize_years: f64,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Directory for the pictures (memory.png, timeline.png).
+    #[arg(long, default_value = "plan")]
+    pub plots: PathBuf,
+    /// Draw no pictures.
+    #[arg(long)]
+    pub no_plots: bool,
+    /// Measure this machine (CPU GEMM, attention, memory bandwidth, in-process all-reduce)
+    /// and plan for it as the GPU type `local-cpu` (one node of --gpus-per-node ranks).
+    #[arg(long)]
+    pub calibrate: bool,
+}
+
+impl PlanArgs {
+    fn precision(&self) -> Precision {
+        match (self.bf16, self.fp16, self.tf32) {
+            (true, _, _) => Precision::Bf16,
+            (_, true, _) => Precision::Fp16,
+            (_, _, true) => Precision::Tf32,
+            _ => Precision::Fp32,
+        }
+    }
+
+    fn model(&self) -> anyhow::Result<ModelShape> {
+        let mut m = match &self.model {
+            Some(name) => preset(name)?,
+            None => {
+                let (Some(layers), Some(hidden), Some(heads)) =
+                    (self.num_layers, self.hidden_size, self.num_attention_heads)
+                else {
+                    bail!(
+                        "give --model (one of: {}) or all of --num-layers, --hidden-size and --num-attention-heads",
+                        crate::plan::preset_names().join(", ")
+                    );
+                };
+                ModelShape {
+                    name: format!("custom-{layers}x{hidden}"),
+                    layers,
+                    hidden,
+                    heads,
+                    vocab: 50257,
+                    seq_len: 2048,
+                    global_batch: 512,
+                }
+            }
+        };
+        m.layers = self.num_layers.unwrap_or(m.layers);
+        m.hidden = self.hidden_size.unwrap_or(m.hidden);
+        m.heads = self.num_attention_heads.unwrap_or(m.heads);
+        m.vocab = self.vocab_size.unwrap_or(m.vocab);
+        m.seq_len = self.seq_length.unwrap_or(m.seq_len);
+        for (flag, v) in [
+            ("--num-layers", m.layers),
+            ("--hidden-size", m.hidden),
+            ("--num-attention-heads", m.heads),
+            ("--vocab-size", m.vocab),
+            ("--seq-length", m.seq_len),
+        ] {
+            if v == 0 {
+                bail!("{flag} must be at least 1");
+            }
+        }
+        if m.hidden % m.heads != 0 {
+            bail!("--num-attention-heads {} must divide --hidden-size {}", m.heads, m.hidden);
+        }
+        Ok(m)
+    }
+}
+
+/// Builds the problem from the flags (and the measured machine with --calibrate).
+pub fn problem(args: &PlanArgs) -> anyhow::Result<(Problem, Option<calibrate::Measured>)> {
+    let mut hw = match &args.hardware {
+        Some(path) => Hardware::with_user_file(path)?,
+        None => Hardware::builtin(),
+    };
+    if args.gpus_per_node == 0 || args.nodes == 0 {
+        bail!("--gpus-per-node and --nodes must be at least 1");
+    }
+    let mut measured = None;
+    let gpu_name = if args.calibrate {
+        let m = calibrate::measure(args.gpus_per_node.max(2), Duration::from_millis(300))?;
+        let (mut gpu, link) = calibrate::as_hardware(&m);
+        // Ranks on this machine share its cores and memory bandwidth.
+        let share = args.gpus_per_node as f64;
+        gpu.fp32_tflops /= share;
+        gpu.memory_tb_s /= share;
+        gpu.memory_gib /= share;
+        hw.gpus.insert(gpu.name.clone(), gpu);
+        hw.links.insert(link.name.clone(), link);
+        measured = Some(m);
+        "local-cpu".to_string()
+    } else {
+        args.gpu.clone()
+    };
+    let gpu = hw.gpu(&gpu_name).with_context(|| "--gpu".to_string())?.clone();
+    let intra = hw
+        .link(args.intra_node_link.as_deref().unwrap_or(&gpu.gpu_link))
+        .context("--intra-node-link")?
+        .clone();
+    let default_inter = match gpu.name.as_str() {
+        "v100" | "a100-40gb" | "a100-80gb" | "mi250x" => "ib-hdr",
+        "local-cpu" => "local-inproc",
+        _ => "ib-ndr",
+    };
+    let inter = hw
+        .link(args.inter_node_link.as_deref().unwrap_or(default_inter))
+        .context("--inter-node-link")?
+        .clone();
+    let model = args.model()?;
+    let global_batch = args.global_batch_size.unwrap_or(model.global_batch);
+    let problem = Problem {
+        global_batch,
+        cluster: Cluster { gpu, gpus_per_node: args.gpus_per_node, nodes: args.nodes, intra, inter },
+        options: Options {
+            precision: args.precision(),
+            fused_attention: !args.unfused_attention,
+            overlap_grad_reduce: args.overlap_grad_reduce,
+            reserve_gib: args.reserve_gib,
+        },
+        model,
+    };
+    Ok((problem, measured))
+}
+
+fn costing(args: &PlanArgs) -> anyhow::Result<Costing> {
+    let node_prices = args
+        .node_price
+        .iter()
+        .map(|s| {
+            let (name, usd) = s.split_once('=').unwrap_or(("node", s.as_str()));
+            let usd: f64 = usd
+                .parse()
+                .with_context(|| format!("--node-price {s:?}: expected NAME=USD, e.g. dgx=200000"))?;
+            Ok((name.to_string(), usd))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Costing {
+        tokens: args.train_tokens,
+        price_per_gpu_hour: args.price_per_gpu_hour,
+        node_prices,
+        amortize_years: args.amortize_years,
+    })
+}
+
+/// Virtual stages from Megatron-LM's `--num-layers-per-virtual-pipeline-stage`.
+fn virtual_stages(args: &PlanArgs, model: &ModelShape, pp: usize) -> anyhow::Result<Option<usize>> {
+    let Some(per) = args.num_layers_per_virtual_pipeline_stage else { return Ok(None) };
+    let per_stage = model.layers / pp.max(1);
+    if per == 0 || per_stage % per != 0 {
+        bail!(
+            "--num-layers-per-virtual-pipeline-stage {per} must divide the {per_stage} layers of each of the \
+             {pp} pipeline stages"
+        );
+    }
+    Ok(Some(per_stage / per))
+}
+
+/// The source document's rules of thumb, checked on the winner; when TP = GPUs per node loses,
+/// the fastest layout that has it and what it loses by.
+fn recommendations(problem: &Problem, ranked: &crate::plan::search::Ranked) -> Vec<String> {
+    let best = &ranked.fitting[0];
+    let (l, gpn, layers) = (best.layout, problem.cluster.gpus_per_node, problem.model.layers);
+    let tp = if l.tp == gpn {
+        format!("TP = GPUs per node ({gpn}): yes")
+    } else {
+        match ranked.fitting.iter().find(|p| p.layout.tp == gpn) {
+            Some(other) => format!(
+                "TP = GPUs per node ({gpn}): no, TP {} wins: {}",
+                l.tp,
+                crate::plan::search::difference(best, other)
+            ),
+            None => format!("TP = GPUs per node ({gpn}): no layout with TP {gpn} fits or divides the model"),
+        }
+    };
+    let pp = if l.pp * 4 <= layers {
+        format!("PP at most a quarter of the layers ({}): yes, PP {}", layers / 4, l.pp)
+    } else {
+        format!(
+            "PP at most a quarter of the layers ({}): no, PP {} (fewer stages do not fit or are slower)",
+            layers / 4,
+            l.pp
+        )
+    };
+    vec![tp, pp]
+}
+
+pub fn run(args: PlanArgs) -> anyhow::Result<()> {
+    let (problem, measured) = problem(&args)?;
+    let costing = costing(&args)?;
+    let world = problem.cluster.world();
+    let tp = args.tensor_model_parallel_size;
+    let pp = args.pipeline_model_parallel_size;
+    let space = Space {
+        tp,
+        pp,
+        micro_batch: args.micro_batch_size,
+        recompute: args.recompute_granularity,
+        sequence_parallel: args.sequence_parallel.then_some(true),
+        virtual_stages: match pp {
+            Some(pp) => virtual_stages(&args, &problem.model, pp)?,
+            None if args.num_layers_per_virtual_pipeline_stage.is_some() => {
+                bail!("--num-layers-per-virtual-pipeline-stage needs --pipeline-model-parallel-size")
+            }
+            None => None,
+        },
+        distributed_optimizer: args.use_distributed_optimizer.then_some(true),
+    };
+    let single = !args.search;
+    let (shown, ranked) = if single {
+        let (tp, pp) = (tp.unwrap_or(1), pp.unwrap_or(1));
+        if tp * pp == 0 || world % (tp * pp) != 0 {
+            bail!(
+                "--tensor-model-parallel-size {tp} x --pipeline-model-parallel-size {pp} does not divide the {world} \
+                 GPUs (--nodes {} x --gpus-per-node {}); pick sizes whose product divides it",
+                args.nodes,
+                args.gpus_per_node
+            );
+        }
+        let layout = Layout {
+            tp,
+            pp,
+            dp: world / (tp * pp),
+            micro_batch: args.micro_batch_size.unwrap_or(1),
+            recompute: args.recompute_granularity.unwrap_or(Recompute::None),
+            sequence_parallel: args.sequence_parallel,
+            virtual_stages: space.virtual_stages.unwrap_or(1),
+            distributed_optimizer: args.use_distributed_optimizer,
+        };
+        let plan = evaluate(&problem, &layout, &mut PipelineCache::default()).map_err(anyhow::Error::msg)?;
+        (vec![plan], None)
+    } else {
+        let ranked = search(&problem, &space).map_err(anyhow::Error::msg)?;
+        if ranked.considered == 0 {
+            bail!(
+                "no layout divides the model on {world} GPUs: TP must divide --num-attention-heads {} and the GPU \
+                 count, PP the --num-layers {}, and DP x micro-batch the --global-batch-size {}",
+                problem.model.heads,
+                problem.model.layers,
+                problem.global_batch
+            );
+        }
+        if ranked.fitting.is_empty() {
+            let least = &ranked.too_big[0];
+            let m = &least.memory;
+            let (name, biggest) =
+                m.components().into_iter().max_by(|a, b| a.1.total_cmp(&b.1)).expect("memory has components");
+            bail!(
+                "{} fits no layout on {world} x {}: of {} layouts the smallest, {}, needs {:.1} GiB per GPU \
+                 ({name} {:.1} GiB the largest part) against {:.1} GiB, {:.1} GiB short; add GPUs (parameters, \
+                 gradients and optimizer state shrink with TP x PP, and with ZeRO-1 with DP), or pick a GPU with \
+                 more memory",
+                problem.model.name,
+                problem.cluster.gpu.name,
+                ranked.considered,
+                least.layout.label(),
+                m.total() / GIB,
+                biggest / GIB,
+                least.memory_limit / GIB,
+                (m.total() - least.memory_limit) / GIB
+            );
+        }
+        (ranked.fitting.iter().take(args.top.max(1)).cloned().collect::<Vec<_>>(), Some(ranked))
+    };
+    let best = &shown[0];
+    let explanation = ranked.as_ref().map(explain).unwrap_or_default();
+    let recs = ranked.as_ref().map(|r| recommendations(&problem, r)).unwrap_or_default();
+    let params = problem.model.params(1);
+    let tokens = args.train_tokens;
+    let peak = problem.cluster.gpu.peak_flops(problem.options.precision.units()).unwrap_or(0.0);
+    let one_gpu_rate = peak * problem.cluster.gpu.gemm_efficiency;
+    let one_gpu_years = training_flops(params, tokens) / one_gpu_rate / (365.25 * 86400.0);
+    let pictures = if args.no_plots { None } else { Some(draw(&args.plots, &problem, &shown)?) };
+
+    if args.json {
+        let out = json!({
+            "problem": problem_json(&problem),
+            "measured": measured,
+            "considered": ranked.as_ref().map(|r| r.considered),
+            "fitting": ranked.as_ref().map(|r| r.fitting.len()),
+            "plans": shown.iter().map(|p| plan_json(&problem, p, &costing)).collect::<Vec<_>>(),
+            "explanation": explanation,
+            "recommendations": recs,
+            "training_flops": training_flops(params, tokens),
+            "one_gpu_years": one_gpu_years,
+            "pictures": pictures.as_ref().map(|(a, b)| json!([a, b])),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    let c = &problem.cluster;
+    println!(
+        "trident plan: {} ({:.2}B parameters: {} layers, hidden {}, {} heads, vocab {}, sequence {}), global batch {}, \
+         {:?}",
+        problem.model.name,
+        params / 1e9,
+        problem.model.layers,
+        problem.model.hidden,
+        problem.model.heads,
+        problem.model.vocab,
+        problem.model.seq_len,
+        problem.global_batch,
+        problem.options.precision,
+    );
+    println!(
+        "cluster: {} nodes x {} {} ({}, {} dense at this precision), {} inside nodes, {} between",
+        c.nodes,
+        c.gpus_per_node,
+        c.gpu.name,
+        crate::plan::report::size(c.gpu.memory_bytes()),
+        crate::plan::report::rate(peak),
+        c.intra.name,
+        c.inter.name
+    );
+    if let Some(m) = &measured {
+        println!(
+            "measured here ({} cores): GEMM {:.1} GFLOP/s, attention {:.1} GFLOP/s, copy {:.1} GB/s, all-reduce over {} \
+             in-process ranks: busbw {:.2} GB/s, latency {:.1} us (rates per rank: divided by {} ranks)",
+            m.cores, m.gemm_gflops, m.attention_gflops, m.memory_gb_s, m.world, m.busbw_gb_s, m.latency_us, c.gpus_per_node
+        );
+    }
+    if let Some(r) = &ranked {
+        println!(
+            "{} valid layouts, {} fit in memory; the fastest {}:",
+            r.considered,
+            r.fitting.len(),
+            shown.len()
+        );
+    }
+    print!("{}", table(&shown.iter().collect::<Vec<_>>()));
+    println!();
+    print!("{}", detail(&problem, best, &costing));
+    if !explanation.is_empty() {
+        println!("why {} wins:", best.layout.label());
+        for line in &explanation {
+            println!("  {line}");
+        }
+    }
+    if !recs.is_empty() {
+        println!("the source guide's rules of thumb:");
+        for line in &recs {
+            println!("  {line}");
+        }
+    }
+    if tokens > 0.0 && one_gpu_rate > 0.0 {
+        println!(
+        "one {} alone: {:.3e} training FLOPs (6 N D) at {:.0} TFLOP/s ({:.0}% of peak, the GEMM rate) = {:.0} years",
+        c.gpu.name,
+        training_flops(params, tokens),
+        one_gpu_rate / 1e12,
+        100.0 * c.gpu.gemm_efficiency,
+        one_gpu_years,
+    );
+    }
+    if c.gpu.name == "v100" && tokens > 0.0 {
+        println!(
+            "  the guide's 288 years on one V100 implies {:.1}% of its {:.0} fp16 TFLOP/s",
+            100.0 * implied_efficiency(params, tokens, c.gpu.fp16_tflops.unwrap_or(125.0) * 1e12, 288.0),
+            c.gpu.fp16_tflops.unwrap_or(125.0)
+        );
+    }
+    if !best.fits {
+        bail!(
+            "{} does not fit: {:.1} GiB per GPU against {:.1} GiB, {:.1} GiB short (try --search)",
+            best.layout.label(),
+            best.memory.total() / GIB,
+            best.memory_limit / GIB,
+            (best.memory.total() - best.memory_limit) / GIB
+        );
+    }
+    if let Some((a, b)) = &pictures {
+        println!("pictures: {a} (memory), {b} (pipeline timeline of {})", best.layout.label());
+    }
+    Ok(())
+}
+
+/// Writes memory.png (the shown layouts, at most 8) and timeline.png (the first) to `dir`.
+fn draw(dir: &Path, problem: &Problem, shown: &[Plan]) -> anyhow::Result<(String, String)> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating --plots {}", dir.display()))?;
+    let mem = dir.join("memory.png");
+    let top: Vec<&Plan> = shown.iter().take(8).collect();
+    picture::memory_picture(&top).write_png(&mem)?;
+    let tl = dir.join("timeline.png");
+    picture::timeline_picture(problem, &shown[0]).map_err(anyhow::Error::msg)?.write_png(&tl)?;
+    Ok((mem.display().to_string(), tl.display().to_string()))
+}
+
+/// `trident train --dry-run`: the plan of the configured run on this machine (calibrated),
+/// `world` ranks as one node.
+#[allow(clippy::too_many_arguments)]
+pub fn dry_run(
+    config: &crate::model::GptConfig,
+    seq_len: usize,
+    micro_batch: usize,
+    global_batch: usize,
+    world: usize,
+    tp: usize,
+    pp: usize,
+    zero1: bool,
+    recompute: Option<Recompute>,
+) -> anyhow::Result<()> {
+    let args = PlanArgs {
+        model: None,
+        num_layers: Some(config.num_layers),
+        hidden_size: Some(config.channels),
+        num_attention_heads: Some(config.num_heads),
+        vocab_size: Some(config.vocab_size),
+        seq_length: Some(seq_len),
+        global_batch_size: Some(global_batch),
+        micro_batch_size: Some(micro_batch),
+        tensor_model_parallel_size: Some(tp),
+        pipeline_model_parallel_size: Some(pp),
+        num_layers_per_virtual_pipeline_stage: None,
+        use_distributed_optimizer: zero1,
+        recompute_granularity: recompute,
+        sequence_parallel: false,
+        overlap_grad_reduce: false,
+        bf16: false,
+        fp16: false,
+        tf32: false,
+        unfused_attention: false,
+        gpu: "local-cpu".into(),
+        gpus_per_node: world.max(1),
+        nodes: 1,
+        intra_node_link: None,
+        inter_node_link: None,
+        hardware: None,
+        reserve_gib: 0.0,
+        search: false,
+        top: 1,
+        train_tokens: 0.0,
+        price_per_gpu_hour: None,
+        node_price: Vec::new(),
+        amortize_years: 3.0,
+        json: false,
+        plots: PathBuf::from("plan"),
+        no_plots: true,
+        calibrate: true,
+    };
+    run(args)
+}

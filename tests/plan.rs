@@ -1,0 +1,196 @@
+//! `trident plan` and `trident train --dry-run` as a user runs them.
+
+use std::process::{Command, Output};
+
+fn trident(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_trident")).args(args).output().expect("running trident")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn png_size(path: &std::path::Path) -> (u32, u32) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let reader = decoder.read_info().unwrap();
+    let info = reader.info();
+    (info.width, info.height)
+}
+
+#[test]
+fn search_prints_a_ranked_explained_table_and_two_pictures() {
+    let dir = tempfile::tempdir().unwrap();
+    let plots = dir.path().join("plots");
+    let o = trident(&[
+        "plan",
+        "--model",
+        "gpt3-175b",
+        "--gpu",
+        "a100-80gb",
+        "--nodes",
+        "128",
+        "--gpus-per-node",
+        "8",
+        "--bf16",
+        "--search",
+        "--node-price",
+        "dgx=200000",
+        "self-built=120000",
+        "--plots",
+        plots.to_str().unwrap(),
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    for needle in [
+        "valid layouts",
+        "fit in memory",
+        "why tp",
+        "other tensor parallelism",
+        "other pipeline parallelism",
+        "PP at most a quarter of the layers (24): yes",
+        "TP = GPUs per node (8)",
+        "days",
+        "dgx nodes",
+        "self-built nodes",
+    ] {
+        assert!(out.contains(needle), "missing {needle:?} in:\n{out}");
+    }
+    // Ranks 1..=10 in the table.
+    assert!(out.lines().any(|l| l.trim_start().starts_with("10 ")), "{out}");
+    for name in ["memory.png", "timeline.png"] {
+        let (w, h) = png_size(&plots.join(name));
+        assert!(w >= 800 && h >= 100, "{name}: {w}x{h}");
+    }
+}
+
+#[test]
+fn json_has_the_components_and_the_layout_in_train_flag_names() {
+    let o = trident(&[
+        "plan",
+        "--model",
+        "megatron-1t",
+        "--nodes",
+        "64",
+        "--bf16",
+        "--tensor-model-parallel-size",
+        "8",
+        "--pipeline-model-parallel-size",
+        "64",
+        "--global-batch-size",
+        "512",
+        "--recompute-granularity",
+        "selective",
+        "--sequence-parallel",
+        "--unfused-attention",
+        "--no-plots",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let plan = &v["plans"][0];
+    assert_eq!(plan["layout"]["tensor_model_parallel_size"], 8);
+    assert_eq!(plan["layout"]["pipeline_model_parallel_size"], 64);
+    assert_eq!(plan["layout"]["data_parallel_size"], 1);
+    assert_eq!(plan["micro_batches"], 512);
+    for key in ["params", "grads", "optimizer", "activations", "comm_buffers", "reserved"] {
+        assert!(plan["memory"][key].as_f64().unwrap() > 0.0, "{key}");
+    }
+    for key in ["compute", "recompute", "tp_comm", "pp_comm", "bubble", "total"] {
+        assert!(plan["time"][key].as_f64().unwrap() > 0.0, "{key}");
+    }
+    // Korthikanti et al. 2022 report 56.3% MFU for this run.
+    let mfu = plan["mfu"].as_f64().unwrap();
+    assert!((mfu / 0.563 - 1.0).abs() < 0.15, "{mfu}");
+}
+
+#[test]
+fn bad_input_says_what_to_change() {
+    let o = trident(&["plan", "--model", "gpt3-175b", "--gpu", "tpu-v5", "--no-plots"]);
+    let out = text(&o);
+    assert!(!o.status.success());
+    assert!(out.contains("unknown GPU") && out.contains("h100-sxm") && out.contains("mi300x"), "{out}");
+
+    let o = trident(&[
+        "plan",
+        "--model",
+        "gpt3-175b",
+        "--nodes",
+        "2",
+        "--tensor-model-parallel-size",
+        "3",
+        "--no-plots",
+    ]);
+    let out = text(&o);
+    assert!(!o.status.success());
+    assert!(out.contains("--tensor-model-parallel-size 3") && out.contains("16 GPUs"), "{out}");
+
+    let o = trident(&["plan", "--model", "gpt3-175b", "--gpu", "v100", "--fp16", "--search", "--no-plots"]);
+    let out = text(&o);
+    assert!(!o.status.success());
+    assert!(out.contains("fits no layout") && out.contains("GiB short"), "{out}");
+
+    let o = trident(&["plan", "--model", "gpt-5", "--no-plots"]);
+    let out = text(&o);
+    assert!(!o.status.success() && out.contains("gpt3-175b") && out.contains("megatron-1t"), "{out}");
+}
+
+#[test]
+fn a_user_hardware_file_overrides_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hw.toml");
+    std::fs::write(&file, "[[gpu]]\nname = \"a100-80gb\"\ngemm_efficiency = 0.39\n").unwrap();
+    let run = |extra: &[&str]| -> f64 {
+        let mut args = vec![
+            "plan",
+            "--model",
+            "gpt3-6.7b",
+            "--bf16",
+            "--tensor-model-parallel-size",
+            "8",
+            "--no-plots",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let o = trident(&args);
+        assert!(o.status.success(), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["plans"][0]["time"]["compute"].as_f64().unwrap()
+    };
+    let base = run(&[]);
+    let slow = run(&["--hardware", file.to_str().unwrap()]);
+    // Half the GEMM rate: the GEMM part of compute doubles, the rest stays.
+    assert!(slow > 1.5 * base && slow < 2.0 * base, "{base} -> {slow}");
+}
+
+#[test]
+fn train_dry_run_prints_the_plan_and_trains_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let save = dir.path().join("ck");
+    let o = trident(&[
+        "train",
+        "--device",
+        "cpu",
+        "--model",
+        "nano",
+        "--world-size",
+        "2",
+        "--pipeline-model-parallel-size",
+        "2",
+        "--micro-batch-size",
+        "4",
+        "--global-batch-size",
+        "16",
+        "--save",
+        save.to_str().unwrap(),
+        "--dry-run",
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("tp1 pp2 dp1 mb4") && out.contains("memory per GPU") && out.contains("bubble"),
+        "{out}"
+    );
+    assert!(out.contains("measured here"), "{out}");
+    assert!(!out.contains("trained"), "{out}");
+    assert!(!save.exists());
+}
