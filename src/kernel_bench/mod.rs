@@ -651,6 +651,41 @@ mod tests {
     }
 
     #[test]
+    fn rows_read_back_from_the_json_an_emu_run_writes() {
+        let case = &suite()[0];
+        let target = Target::named("h100").unwrap();
+        let work = Workload {
+            kernel: case.kernel().into(),
+            blocks: 4,
+            threads_per_block: 256,
+            ..Workload::default()
+        };
+        let pred = Prediction {
+            gpu: target.gpu.name.clone(),
+            seconds: 1e-3,
+            bound: trident_perfmodel::Bound::Lsu,
+            occupancy: trident_perfmodel::Occupancy {
+                blocks_per_sm: 2,
+                limit: trident_perfmodel::OccupancyLimit::Registers,
+                fraction: 0.25,
+            },
+            blocks_on_busiest_sm: 1,
+            terms: Vec::new(),
+            dram_bytes: 0,
+        };
+        let mut r = row(case, &Ceilings::from_table(&target), None, Some((&pred, &work)));
+        r.gpu = Some(target.gpu.name.clone());
+        let doc = serde_json::json!({ "rows": [r] });
+        let back: Vec<Row> = serde_json::from_value(doc["rows"].clone()).unwrap();
+        assert_eq!(back[0].case, case.name);
+        assert_eq!(back[0].predicted_s, Some(1e-3));
+        assert_eq!(back[0].predicted_bound.as_deref(), Some("LSU/MIO"));
+        assert_eq!(back[0].gpu.as_deref(), Some("h100-sxm"));
+        // 1 ms for 2 * 1024^3 FLOPs against the 989 TFLOP/s bf16 peak.
+        assert!((back[0].fraction_of_ceiling - 2.0 * 1024f64.powi(3) / 1e-3 / 989.4e12).abs() < 1e-9);
+    }
+
+    #[test]
     fn every_case_names_its_kernel_and_work() {
         let cases = suite();
         assert!(cases.iter().any(|c| c.name.contains("8192^3")));
