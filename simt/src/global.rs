@@ -215,6 +215,18 @@ pub(crate) struct Record {
     pub instance: u32,
     /// Order within the block.
     pub seq: u32,
+    /// Full-warp `sync_warp`s the thread's warp had completed when it made the access: two
+    /// accesses of one warp with different counts are ordered.
+    pub warp_syncs: u32,
+}
+
+impl Record {
+    /// Whether no synchronization orders `self` and `other` (within one barrier interval).
+    fn unordered(&self, other: &Record) -> bool {
+        self.thread != other.thread
+            && !(self.thread / crate::warp::WARP_SIZE == other.thread / crate::warp::WARP_SIZE
+                && self.warp_syncs != other.warp_syncs)
+    }
 }
 
 /// An access of another block, as the launch remembers it.
@@ -266,7 +278,9 @@ impl LaunchMemory {
     /// The allocation holding `addr` (for reports).
     pub fn describe(&self, addr: u64) -> String {
         match find(&self.allocs, addr, 1) {
-            Some(i) => format!("byte {} of {}", addr - self.allocs[i].start, self.allocs[i]),
+            Some(i) => {
+                format!("address {addr:#x} (byte {} of {})", addr - self.allocs[i].start, self.allocs[i])
+            }
             None => format!("address {addr:#x}, in no live allocation"),
         }
     }
@@ -486,14 +500,14 @@ pub(crate) fn find_race(records: &[Record]) -> Option<(Record, Record)> {
                 for b in &cluster[x + 1..] {
                     let overlaps =
                         b.addr < a.addr + u64::from(a.bytes) && a.addr < b.addr + u64::from(b.bytes);
-                    if overlaps && a.thread != b.thread && races(a.op, b.op) {
+                    if overlaps && a.unordered(b) && races(a.op, b.op) {
                         return Some(if a.seq < b.seq { (*a, *b) } else { (*b, *a) });
                     }
                 }
                 // Loads before `a` in address order that overlap it.
                 for b in &cluster[..x] {
                     let overlaps = a.addr < b.addr + u64::from(b.bytes);
-                    if overlaps && a.thread != b.thread && races(a.op, b.op) {
+                    if overlaps && a.unordered(b) && races(a.op, b.op) {
                         return Some(if a.seq < b.seq { (*a, *b) } else { (*b, *a) });
                     }
                 }
@@ -509,7 +523,7 @@ mod tests {
     use super::*;
 
     fn rec(addr: u64, bytes: u32, op: MemOp, thread: u32, seq: u32) -> Record {
-        Record { addr, bytes, op, thread, site: 0, instance: 0, seq }
+        Record { addr, bytes, op, thread, site: 0, instance: 0, seq, warp_syncs: 0 }
     }
 
     #[test]
@@ -525,6 +539,15 @@ mod tests {
         a.mark_init(0, 8);
         a.mark_init(24, 40);
         assert!(a.fully_init.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_full_warp_sync_orders_the_accesses_of_its_lanes() {
+        let write = rec(0, 4, MemOp::Store, 0, 0);
+        let read = |thread, warp_syncs| Record { warp_syncs, ..rec(0, 4, MemOp::Load, thread, 1) };
+        assert!(find_race(&[write, read(1, 0)]).is_some());
+        assert!(find_race(&[write, read(1, 1)]).is_none());
+        assert!(find_race(&[write, read(33, 1)]).is_some(), "another warp's sync orders nothing");
     }
 
     #[test]

@@ -413,7 +413,7 @@ pub(crate) fn sectors(accesses: impl Iterator<Item = (u64, u32)>, scratch: &mut 
 
 /// Costs the shared requests in `records` into `counts` (records are reordered).
 pub(crate) fn cost_shared(records: &mut [SharedRecord], counts: &mut BlockCounts) {
-    records.sort_unstable_by_key(|r| (r.warp, r.site, r.instance, r.op));
+    records.sort_by_key(|r| crate::block::request_key(u32::from(r.warp), r.site, r.instance, r.op));
     let (mut lanes, mut words) = (Vec::with_capacity(32), Vec::with_capacity(128));
     for group in
         records.chunk_by(|a, b| (a.warp, a.site, a.instance, a.op) == (b.warp, b.site, b.instance, b.op))

@@ -253,6 +253,7 @@ fn complete(
         Op::SyncWarp => {
             if p.members == present_lanes(block.threads, warp) {
                 inner.smem.warp_synced(warp);
+                inner.log.warp_synced(warp);
             }
         }
         Op::Mma => {

@@ -381,3 +381,32 @@ fn a_sampled_gemm_counts_as_the_full_grid() {
     assert_eq!((sampled.global_loads, sampled.global_stores), (full.global_loads, full.global_stores));
     assert_eq!((sampled.shared_loads, sampled.shared_stores), (full.shared_loads, full.shared_stores));
 }
+
+/// Lane 0 writes `x[0]`; then, after a full-warp `sync_warp` when `synced`, lane 1 reads it.
+fn hand_over_in_a_warp(args: &[u64], synced: bool) {
+    let x = output(args, 0);
+    let lane = lane_id();
+    // SAFETY: `x` has one element.
+    unsafe {
+        if lane == 0 {
+            x.store(0, 5.0);
+        }
+        if synced {
+            sync_warp(FULL_MASK);
+        }
+        if lane == 1 {
+            let _ = x.load(0);
+        }
+    }
+}
+
+#[test]
+fn a_full_warp_sync_orders_global_accesses_of_its_lanes() {
+    let x = [0f32];
+    let _lent = lend(&x);
+    let args = [x.as_ptr() as u64];
+    run(|a| hand_over_in_a_warp(a, true), LaunchConfig::linear(1, 32), &args).unwrap();
+    let error = run(|a| hand_over_in_a_warp(a, false), LaunchConfig::linear(1, 32), &args).unwrap_err();
+    assert!(matches!(error.fault(), Some(Fault::GlobalRace { .. })), "{error}");
+    assert!(message(&error).contains("thread (1, 0, 0)"), "{error}");
+}
