@@ -21,6 +21,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod data;
 pub mod device_collectives;
+pub mod kernel_bench;
 pub mod kernels;
 pub mod launch;
 pub mod llmc;

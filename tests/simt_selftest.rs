@@ -149,3 +149,64 @@ fn async_copy(device: &Device) {
 }
 
 kernel_tests!(mma, warp_ops, async_copy);
+
+/// On `Emu` a kernel's accesses through a pointer argument are bounded by the view passed for
+/// it, not only by its buffer: `selftest_global_ops` reads 128 floats of `input`, so a view of
+/// 64 floats at the start of a larger buffer is refused, naming the parameter and the view.
+#[test]
+fn emu_bounds_accesses_by_the_view_an_argument_came_from() {
+    let device = Device::Emu;
+    let module = load(&device);
+    let f = module.function("selftest_global_ops").unwrap();
+    // 16-byte aligned start: the buffer's storage is aligned for vector loads.
+    let input = Buffer::from_slice(&device, &[1f32; 256]).unwrap();
+    let mut out = Buffer::from_slice(&device, &[0f32; 224]).unwrap();
+    let mut total = Buffer::from_slice(&device, &[0f32; 2]).unwrap();
+    let mut launch = |len: usize| {
+        let args = [
+            input.view(..len).unwrap().addr(),
+            out.view_mut(..).unwrap().addr_mut(),
+            total.view_mut(..).unwrap().addr_mut(),
+        ];
+        // SAFETY: under test: the emulator checks every access against the views.
+        unsafe { f.launch(&one_block(32, 0), &args) }
+    };
+    launch(128).unwrap();
+    let error = launch(64).unwrap_err().to_string();
+    for part in [
+        "selftest_global_ops",
+        "parameter 0 `input: Global<f32>`",
+        "outside the 256-byte view",
+        "thread (16, 0, 0)",
+    ] {
+        assert!(error.contains(part), "no `{part}` in: {error}");
+    }
+}
+
+/// A buffer allocated uninitialized on `Emu` holds no data until something writes it: a
+/// kernel reading it fails (as compute-sanitizer's initcheck reports); after an upload the
+/// same launch passes.
+#[test]
+fn emu_refuses_reads_of_uninitialized_buffers() {
+    let device = Device::Emu;
+    let module = load(&device);
+    let f = module.function("selftest_global_ops").unwrap();
+    let mut input = Buffer::<f32>::uninit(&device, 128).unwrap();
+    let mut out = Buffer::<f32>::uninit(&device, 224).unwrap();
+    let mut total = Buffer::from_slice(&device, &[0f32; 2]).unwrap();
+    let mut launch = |input: &Buffer<f32>| {
+        let args = [
+            input.view(..).unwrap().addr(),
+            out.view_mut(..).unwrap().addr_mut(),
+            total.view_mut(..).unwrap().addr_mut(),
+        ];
+        // SAFETY: every view has the lengths the kernel reads and writes.
+        unsafe { f.launch(&one_block(32, 0), &args) }
+    };
+    let error = launch(&input).unwrap_err().to_string();
+    for part in ["selftest_global_ops", "thread (0, 0, 0)", "never written", "Buffer<f32>[128]"] {
+        assert!(error.contains(part), "no `{part}` in: {error}");
+    }
+    input.copy_from_slice(&[0.5; 128]).unwrap();
+    launch(&input).unwrap();
+}

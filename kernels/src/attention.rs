@@ -89,7 +89,7 @@ fn geo(t: u32, nh: u32, hs: u32) -> Geo {
 unsafe fn stage(
     dst: simt::Shared<f32>,
     pitch: u32,
-    src: *const f32,
+    src: simt::Global<f32>,
     stride: usize,
     off: usize,
     first: u32,
@@ -100,7 +100,7 @@ unsafe fn stage(
     while idx < count * g.hs {
         let (r, d) = (idx / g.hs, idx % g.hs);
         let row = first + r;
-        let v = if row < g.t { *src.add(row as usize * stride + off + d as usize) } else { 0.0 };
+        let v = if row < g.t { src.load(row as usize * stride + off + d as usize) } else { 0.0 };
         dst.store((r * pitch + d) as usize, v);
         idx += simt::block_dim_x();
     }
@@ -119,7 +119,7 @@ fn dot(a: simt::Shared<f32>, a_at: usize, b: simt::Shared<f32>, b_at: usize, hs:
 kernels! {
     /// Forward: `out` and the per-query log-sum-exp `lse`.
     pub unsafe fn attention_forward_f32(
-        out: *mut f32, lse: *mut f32, qkv: *const f32, t: u32, nh: u32, hs: u32,
+        out: simt::GlobalMut<f32>, lse: simt::GlobalMut<f32>, qkv: simt::Global<f32>, t: u32, nh: u32, hs: u32,
     ) {
         let g = geo(t, nh, hs);
         let s = smem(hs);
@@ -173,18 +173,18 @@ kernels! {
             for r in 0..PER_LANE {
                 let d = lane + 32 * r as u32;
                 if d < hs {
-                    *out.add(g.out_base + i as usize * g.c as usize + g.head_off + d as usize) = o[r] * inv;
+                    out.store(g.out_base + i as usize * g.c as usize + g.head_off + d as usize, o[r] * inv);
                 }
             }
             if lane == 0 {
-                *lse.add(g.stat_base + i as usize) = m + simt::log2(l) * LN_2;
+                lse.store(g.stat_base + i as usize, m + simt::log2(l) * LN_2);
             }
         }
     }
 
     /// `dsum[b, h, i] = dout[b, i, head] . out[b, i, head]`, for the backward kernels.
     pub unsafe fn attention_backward_dsum_f32(
-        dsum: *mut f32, dout: *const f32, out: *const f32, t: u32, nh: u32, hs: u32,
+        dsum: simt::GlobalMut<f32>, dout: simt::Global<f32>, out: simt::Global<f32>, t: u32, nh: u32, hs: u32,
     ) {
         let g = geo(t, nh, hs);
         let i = g.row0 + simt::thread_idx_x() / 32;
@@ -195,18 +195,18 @@ kernels! {
         let mut acc = 0.0f32;
         let mut d = simt::lane_id();
         while d < hs {
-            acc = simt::fma(*dout.add(base + d as usize), *out.add(base + d as usize), acc);
+            acc = simt::fma(dout.load(base + d as usize), out.load(base + d as usize), acc);
             d += 32;
         }
         let total = warp_sum(acc);
         if simt::lane_id() == 0 {
-            *dsum.add(g.stat_base + i as usize) = total;
+            dsum.store(g.stat_base + i as usize, total);
         }
     }
 
     /// The query gradient: one warp per query row, streaming keys and values.
     pub unsafe fn attention_backward_dq_f32(
-        dqkv: *mut f32, dout: *const f32, qkv: *const f32, lse: *const f32, dsum: *const f32,
+        dqkv: simt::GlobalMut<f32>, dout: simt::Global<f32>, qkv: simt::Global<f32>, lse: simt::Global<f32>, dsum: simt::Global<f32>,
         t: u32, nh: u32, hs: u32,
     ) {
         let g = geo(t, nh, hs);
@@ -219,7 +219,7 @@ kernels! {
         stage(q_rows, hs, qkv.add(g.qkv_base), stride, g.head_off, g.row0, ROWS, &g);
         stage(do_rows, hs, dout.add(g.out_base), g.c as usize, g.head_off, g.row0, ROWS, &g);
         let (lse_i, d_i) = if i < t {
-            (*lse.add(g.stat_base + i as usize), *dsum.add(g.stat_base + i as usize))
+            (lse.load(g.stat_base + i as usize), dsum.load(g.stat_base + i as usize))
         } else {
             (0.0, 0.0)
         };
@@ -259,7 +259,7 @@ kernels! {
             for r in 0..PER_LANE {
                 let d = lane + 32 * r as u32;
                 if d < hs {
-                    *dqkv.add(g.qkv_base + i as usize * stride + g.head_off + d as usize) = dq[r];
+                    dqkv.store(g.qkv_base + i as usize * stride + g.head_off + d as usize, dq[r]);
                 }
             }
         }
@@ -267,7 +267,7 @@ kernels! {
 
     /// The key and value gradients: one warp per key row, streaming the queries after it.
     pub unsafe fn attention_backward_dkv_f32(
-        dqkv: *mut f32, dout: *const f32, qkv: *const f32, lse: *const f32, dsum: *const f32,
+        dqkv: simt::GlobalMut<f32>, dout: simt::Global<f32>, qkv: simt::Global<f32>, lse: simt::Global<f32>, dsum: simt::Global<f32>,
         t: u32, nh: u32, hs: u32,
     ) {
         let g = geo(t, nh, hs);
@@ -292,7 +292,7 @@ kernels! {
             if tid < TILE {
                 let q = qt + tid;
                 let (a, b) = if q < t {
-                    (*lse.add(g.stat_base + q as usize), *dsum.add(g.stat_base + q as usize))
+                    (lse.load(g.stat_base + q as usize), dsum.load(g.stat_base + q as usize))
                 } else {
                     (0.0, 0.0)
                 };
@@ -332,8 +332,8 @@ kernels! {
             for r in 0..PER_LANE {
                 let d = lane + 32 * r as u32;
                 if d < hs {
-                    *dqkv.add(base + g.c as usize + d as usize) = dk[r];
-                    *dqkv.add(base + 2 * g.c as usize + d as usize) = dv[r];
+                    dqkv.store(base + g.c as usize + d as usize, dk[r]);
+                    dqkv.store(base + 2 * g.c as usize + d as usize, dv[r]);
                 }
             }
         }

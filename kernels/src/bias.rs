@@ -7,12 +7,12 @@ pub const BIAS_ROWS_PER_BLOCK: u32 = 64;
 
 kernels! {
     /// `out[r, j] += bias[j]` for `r < rows`, `j < cols`.
-    pub unsafe fn add_bias_f32(out: *mut f32, bias: *const f32, rows: u32, cols: u32) {
+    pub unsafe fn add_bias_f32(out: simt::GlobalMut<f32>, bias: simt::Global<f32>, rows: u32, cols: u32) {
         let n = rows * cols;
         let stride = simt::block_dim_x() * simt::grid_dim_x();
         let mut i = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
         while i < n {
-            *out.add(i as usize) += *bias.add((i % cols) as usize);
+            out.store(i as usize, out.load(i as usize) + bias.load((i % cols) as usize));
             i += stride;
         }
     }
@@ -20,7 +20,7 @@ kernels! {
     /// `dbias[j] += sum over r of dout[r, j]`. Block `(x, y)` covers columns
     /// `x*blockDim.x ..` and rows `y*BIAS_ROWS_PER_BLOCK ..`: reads coalesce along columns and
     /// each thread adds its partial sum once.
-    pub unsafe fn bias_backward_f32(dbias: *mut f32, dout: *const f32, rows: u32, cols: u32) {
+    pub unsafe fn bias_backward_f32(dbias: simt::GlobalMut<f32>, dout: simt::Global<f32>, rows: u32, cols: u32) {
         let col = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
         if col >= cols {
             return;
@@ -30,9 +30,9 @@ kernels! {
         let mut acc = 0.0f32;
         let mut r = r0;
         while r < r1 {
-            acc += *dout.add((r * cols + col) as usize);
+            acc += dout.load((r * cols + col) as usize);
             r += 1;
         }
-        simt::atomic_add_f32(dbias.add(col as usize), acc);
+        dbias.atomic_add(col as usize, acc);
     }
 }

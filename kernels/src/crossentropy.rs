@@ -11,7 +11,7 @@ use crate::simt;
 kernels! {
     /// `logits` is `[rows, vp]`, `losses` and `targets` `[rows]`; launch `rows` blocks.
     pub unsafe fn crossentropy_f32(
-        logits: *mut f32, losses: *mut f32, targets: *const u32, v: u32, vp: u32, dloss: f32, write_grad: u32,
+        logits: simt::GlobalMut<f32>, losses: simt::GlobalMut<f32>, targets: simt::Global<u32>, v: u32, vp: u32, dloss: f32, write_grad: u32,
     ) {
         let scratch = simt::static_shared!(CROSSENTROPY_SCRATCH, f32, 32);
         let row = simt::block_idx_x() as usize;
@@ -24,7 +24,7 @@ kernels! {
         let mut s = 0.0f32;
         let mut i = tid;
         while i < v {
-            let xi = *x.add(i as usize);
+            let xi = x.load(i as usize);
             if xi > m {
                 s = s * simt::exp(m - xi) + 1.0;
                 m = xi;
@@ -37,18 +37,18 @@ kernels! {
         let local = if m == f32::NEG_INFINITY { 0.0 } else { s * simt::exp(m - row_max) };
         let row_sum = block_sum(local, scratch);
         let lse = row_max + simt::log2(row_sum) * core::f32::consts::LN_2;
-        let target = *targets.add(row);
+        let target = targets.load(row);
         if tid == 0 {
-            *losses.add(row) = lse - *x.add(target as usize);
+            losses.store(row, lse - x.load(target as usize));
         }
         // Every thread has read the target's logit above before any thread overwrites it.
         simt::sync_threads();
         if write_grad != 0 {
             let mut i = tid;
             while i < vp {
-                let g = if i < v { simt::exp(*x.add(i as usize) - lse) } else { 0.0 };
+                let g = if i < v { simt::exp(x.load(i as usize) - lse) } else { 0.0 };
                 let g = if i == target { g - 1.0 } else { g };
-                *x.add(i as usize) = g * dloss;
+                x.store(i as usize, g * dloss);
                 i += step;
             }
         }

@@ -10,28 +10,28 @@ const SATURATED: f32 = 10.0;
 
 kernels! {
     /// `out[i] = gelu(inp[i])` for `i < n`.
-    pub unsafe fn gelu_forward_f32(out: *mut f32, inp: *const f32, n: u32) {
+    pub unsafe fn gelu_forward_f32(out: simt::GlobalMut<f32>, inp: simt::Global<f32>, n: u32) {
         let stride = simt::block_dim_x() * simt::grid_dim_x();
         let mut i = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
         while i < n {
-            let x = *inp.add(i as usize);
+            let x = inp.load(i as usize);
             let u = SQRT_2_OVER_PI * (x + CUBE * x * x * x);
-            *out.add(i as usize) = 0.5 * x * (1.0 + simt::tanh(u));
+            out.store(i as usize, 0.5 * x * (1.0 + simt::tanh(u)));
             i += stride;
         }
     }
 
     /// `dinp[i] = gelu'(inp[i]) * dout[i]` for `i < n`.
-    pub unsafe fn gelu_backward_f32(dinp: *mut f32, inp: *const f32, dout: *const f32, n: u32) {
+    pub unsafe fn gelu_backward_f32(dinp: simt::GlobalMut<f32>, inp: simt::Global<f32>, dout: simt::Global<f32>, n: u32) {
         let stride = simt::block_dim_x() * simt::grid_dim_x();
         let mut i = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
         while i < n {
-            let x = (*inp.add(i as usize)).clamp(-SATURATED, SATURATED);
+            let x = (inp.load(i as usize)).clamp(-SATURATED, SATURATED);
             let u = SQRT_2_OVER_PI * (x + CUBE * x * x * x);
             let t = simt::tanh(u);
             let du = SQRT_2_OVER_PI * (1.0 + 3.0 * CUBE * x * x);
             let grad = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du;
-            *dinp.add(i as usize) = grad * *dout.add(i as usize);
+            dinp.store(i as usize, grad * dout.load(i as usize));
             i += stride;
         }
     }

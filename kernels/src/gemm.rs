@@ -35,9 +35,9 @@ struct Shape {
 
 #[inline(always)]
 unsafe fn gemm_tile<const TRANS_A: bool, const TRANS_B: bool>(
-    c: *mut f32,
-    a: *const f32,
-    b: *const f32,
+    c: simt::GlobalMut<f32>,
+    a: simt::Global<f32>,
+    b: simt::Global<f32>,
     s: Shape,
     batch: [u64; 3],
     alpha: f32,
@@ -70,9 +70,9 @@ unsafe fn gemm_tile<const TRANS_A: bool, const TRANS_B: bool>(
             let (gm, gk) = (m0 + mi, k0 + ki);
             let v = if gm < m && gk < k {
                 if TRANS_A {
-                    *a.add(gk * lda + gm)
+                    a.load(gk * lda + gm)
                 } else {
-                    *a.add(gm * lda + gk)
+                    a.load(gm * lda + gk)
                 }
             } else {
                 0.0
@@ -83,9 +83,9 @@ unsafe fn gemm_tile<const TRANS_A: bool, const TRANS_B: bool>(
             let (gn, gk) = (n0 + ni, k0 + ki);
             let v = if gn < n && gk < k {
                 if TRANS_B {
-                    *b.add(gn * ldb + gk)
+                    b.load(gn * ldb + gk)
                 } else {
-                    *b.add(gk * ldb + gn)
+                    b.load(gk * ldb + gn)
                 }
             } else {
                 0.0
@@ -118,9 +118,10 @@ unsafe fn gemm_tile<const TRANS_A: bool, const TRANS_B: bool>(
         for j in 0..PER_THREAD {
             let col = n0 + tx + 16 * j;
             if col < n {
-                let out = c.add(row * ldc + col);
+                let at = row * ldc + col;
                 // With beta == 0, C is never read: it may hold anything, NaN included.
-                *out = if beta == 0.0 { alpha * acc[i][j] } else { alpha * acc[i][j] + beta * *out };
+                let v = if beta == 0.0 { alpha * acc[i][j] } else { alpha * acc[i][j] + beta * c.load(at) };
+                c.store(at, v);
             }
         }
     }
@@ -132,7 +133,7 @@ macro_rules! gemm_entries {
             /// One GEMM variant; see the module documentation. Launch with 16 x 16 threads and
             /// a grid of `(ceil(N/64), ceil(M/64), batch)` blocks.
             pub unsafe fn $name(
-                c: *mut f32, a: *const f32, b: *const f32,
+                c: simt::GlobalMut<f32>, a: simt::Global<f32>, b: simt::Global<f32>,
                 m: u32, n: u32, k: u32, lda: u32, ldb: u32, ldc: u32,
                 batch_a: u64, batch_b: u64, batch_c: u64, alpha: f32, beta: f32,
             ) {

@@ -36,12 +36,15 @@ macro_rules! kernels {
             trident_simt::HostKernel {
                 name: stringify!($name),
                 params: &[$(stringify!($ty)),*],
+                param_names: &[$(stringify!($arg)),*],
                 entry: |words: &[u64]| {
-                    let mut words = words.iter().copied();
+                    let mut words = words.iter().copied().enumerate();
                     $(
-                        let $arg = <$ty as trident_simt::KernelArg>::from_word(
-                            words.next().expect(concat!("missing argument `", stringify!($arg), "`")),
-                        );
+                        let $arg = {
+                            let (index, word) =
+                                words.next().expect(concat!("missing argument `", stringify!($arg), "`"));
+                            <$ty as trident_simt::KernelArg>::from_arg(word, index)
+                        };
                     )*
                     // SAFETY: the runtime checked the word count against `params`, and the
                     // launch wrapper checked every pointer against the sizes it passes.

@@ -12,8 +12,8 @@ pub const EPS: f32 = 1e-5;
 kernels! {
     /// Rows `n` of `c` channels; launch with 32 * rows-per-block threads.
     pub unsafe fn layernorm_forward_f32(
-        out: *mut f32, mean: *mut f32, rstd: *mut f32,
-        inp: *const f32, weight: *const f32, bias: *const f32, n: u32, c: u32,
+        out: simt::GlobalMut<f32>, mean: simt::GlobalMut<f32>, rstd: simt::GlobalMut<f32>,
+        inp: simt::Global<f32>, weight: simt::Global<f32>, bias: simt::Global<f32>, n: u32, c: u32,
     ) {
         let warps = simt::block_dim_x() / 32;
         let row = simt::block_idx_x() * warps + simt::thread_idx_x() / 32;
@@ -25,14 +25,14 @@ kernels! {
         let mut sum = 0.0f32;
         let mut i = lane;
         while i < c {
-            sum += *x.add(i as usize);
+            sum += x.load(i as usize);
             i += 32;
         }
         let m = warp_sum(sum) / c as f32;
         let mut var = 0.0f32;
         let mut i = lane;
         while i < c {
-            let d = *x.add(i as usize) - m;
+            let d = x.load(i as usize) - m;
             var = simt::fma(d, d, var);
             i += 32;
         }
@@ -41,21 +41,21 @@ kernels! {
         let mut i = lane;
         while i < c {
             let iu = i as usize;
-            *y.add(iu) = (*x.add(iu) - m) * s * *weight.add(iu) + *bias.add(iu);
+            y.store(iu, (x.load(iu) - m) * s * weight.load(iu) + bias.load(iu));
             i += 32;
         }
         if lane == 0 {
-            *mean.add(row as usize) = m;
-            *rstd.add(row as usize) = s;
+            mean.store(row as usize, m);
+            rstd.store(row as usize, s);
         }
     }
 
     /// Backward; the weight and bias gradients are summed per block in dynamic shared memory
     /// (`2 * c` floats) and added to global memory once per block.
     pub unsafe fn layernorm_backward_f32(
-        dinp: *mut f32, dweight: *mut f32, dbias: *mut f32,
-        dout: *const f32, inp: *const f32, weight: *const f32,
-        mean: *const f32, rstd: *const f32, n: u32, c: u32,
+        dinp: simt::GlobalMut<f32>, dweight: simt::GlobalMut<f32>, dbias: simt::GlobalMut<f32>,
+        dout: simt::Global<f32>, inp: simt::Global<f32>, weight: simt::Global<f32>,
+        mean: simt::Global<f32>, rstd: simt::Global<f32>, n: u32, c: u32,
     ) {
         let acc_w = simt::dynamic_shared::<f32>(0, c as usize);
         let acc_b = simt::dynamic_shared::<f32>(c as usize * 4, c as usize);
@@ -73,15 +73,15 @@ kernels! {
         let mut row = simt::block_idx_x() * warps_per_block + simt::thread_idx_x() / 32;
         while row < n {
             let base = (row * c) as usize;
-            let (m, s) = (*mean.add(row as usize), *rstd.add(row as usize));
+            let (m, s) = (mean.load(row as usize), rstd.load(row as usize));
             // Two row sums the input gradient needs: of dnorm and of dnorm * norm.
             let mut sum_d = 0.0f32;
             let mut sum_dn = 0.0f32;
             let mut i = lane;
             while i < c {
                 let iu = i as usize;
-                let norm = (*inp.add(base + iu) - m) * s;
-                let dnorm = *weight.add(iu) * *dout.add(base + iu);
+                let norm = (inp.load(base + iu) - m) * s;
+                let dnorm = weight.load(iu) * dout.load(base + iu);
                 sum_d += dnorm;
                 sum_dn = simt::fma(dnorm, norm, sum_dn);
                 i += 32;
@@ -91,12 +91,12 @@ kernels! {
             let mut i = lane;
             while i < c {
                 let iu = i as usize;
-                let g = *dout.add(base + iu);
-                let norm = (*inp.add(base + iu) - m) * s;
-                let dnorm = *weight.add(iu) * g;
+                let g = dout.load(base + iu);
+                let norm = (inp.load(base + iu) - m) * s;
+                let dnorm = weight.load(iu) * g;
                 acc_b.atomic_add(iu, g);
                 acc_w.atomic_add(iu, norm * g);
-                *dinp.add(base + iu) += (dnorm - mean_d - norm * mean_dn) * s;
+                dinp.store(base + iu, dinp.load(base + iu) + (dnorm - mean_d - norm * mean_dn) * s);
                 i += 32;
             }
             row += warps;
@@ -104,8 +104,8 @@ kernels! {
         simt::sync_threads();
         let mut i = simt::thread_idx_x();
         while i < c {
-            simt::atomic_add_f32(dweight.add(i as usize), acc_w.load(i as usize));
-            simt::atomic_add_f32(dbias.add(i as usize), acc_b.load(i as usize));
+            dweight.atomic_add(i as usize, acc_w.load(i as usize));
+            dbias.atomic_add(i as usize, acc_b.load(i as usize));
             i += simt::block_dim_x();
         }
     }

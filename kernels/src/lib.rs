@@ -21,6 +21,7 @@ pub mod adamw;
 pub mod attention;
 pub mod bias;
 pub mod crossentropy;
+pub mod designs;
 pub mod elementwise;
 pub mod encoder;
 pub mod gelu;
@@ -36,6 +37,7 @@ pub static HOST_KERNELS: &[&[trident_simt::HostKernel]] = &[
     attention::HOST_KERNELS,
     bias::HOST_KERNELS,
     crossentropy::HOST_KERNELS,
+    designs::HOST_KERNELS,
     elementwise::HOST_KERNELS,
     encoder::HOST_KERNELS,
     gelu::HOST_KERNELS,

@@ -69,28 +69,28 @@ pub const COMBINE_MAX: u32 = 1;
 kernels! {
     /// `partial[block] = sum of x[i]^2` over the block's grid-stride share of `x[..n]`. The host
     /// adds the partials: with a fixed grid the result is deterministic.
-    pub unsafe fn sum_squares_f32(partial: *mut f32, x: *const f32, n: u32) {
+    pub unsafe fn sum_squares_f32(partial: simt::GlobalMut<f32>, x: simt::Global<f32>, n: u32) {
         let scratch = simt::static_shared!(SUM_SQUARES_SCRATCH, f32, 32);
         let stride = simt::block_dim_x() * simt::grid_dim_x();
         let mut i = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
         let mut acc = 0.0f32;
         while i < n {
-            let v = *x.add(i as usize);
+            let v = x.load(i as usize);
             acc = simt::fma(v, v, acc);
             i += stride;
         }
         let total = block_sum(acc, scratch);
         if simt::thread_idx_x() == 0 {
-            *partial.add(simt::block_idx_x() as usize) = total;
+            partial.store(simt::block_idx_x() as usize, total);
         }
     }
 
     /// `x[i] *= s` for `i < n`.
-    pub unsafe fn scale_f32(x: *mut f32, s: f32, n: u32) {
+    pub unsafe fn scale_f32(x: simt::GlobalMut<f32>, s: f32, n: u32) {
         let stride = simt::block_dim_x() * simt::grid_dim_x();
         let mut i = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
         while i < n {
-            *x.add(i as usize) *= s;
+            x.store(i as usize, x.load(i as usize) * s);
             i += stride;
         }
     }
@@ -98,12 +98,12 @@ kernels! {
     /// `out[i] = a[i] (op) b[i]` for `i < n`, with `op` one of `COMBINE_SUM`, `COMBINE_MAX`:
     /// the reduction step of the collectives on device buffers. `out` may be `a`: each thread
     /// reads its elements before it writes them.
-    pub unsafe fn combine_f32(out: *mut f32, a: *const f32, b: *const f32, n: u32, op: u32) {
+    pub unsafe fn combine_f32(out: simt::GlobalMut<f32>, a: simt::Global<f32>, b: simt::Global<f32>, n: u32, op: u32) {
         let stride = simt::block_dim_x() * simt::grid_dim_x();
         let mut i = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
         while i < n {
-            let (x, y) = (*a.add(i as usize), *b.add(i as usize));
-            *out.add(i as usize) = if op == COMBINE_MAX { simt::fmax(x, y) } else { x + y };
+            let (x, y) = (a.load(i as usize), b.load(i as usize));
+            out.store(i as usize, if op == COMBINE_MAX { simt::fmax(x, y) } else { x + y });
             i += stride;
         }
     }

@@ -14,6 +14,9 @@ pub const WARP_OPS_THREADS: u32 = 64;
 /// Dynamic shared memory [`selftest_warp_ops`] needs.
 pub const WARP_OPS_DYNAMIC_SMEM: u32 = WARP_OPS_THREADS * 4;
 
+/// Threads per block of [`selftest_global_ops`] (one warp).
+pub const GLOBAL_OPS_THREADS: u32 = 32;
+
 /// Threads per block of [`selftest_async_copy`].
 pub const PIPELINE_THREADS: u32 = 64;
 /// Elements per tile of [`selftest_async_copy`]: four per thread.
@@ -26,11 +29,11 @@ kernels! {
 /// `input` has `WARP_OPS_THREADS` values, `out` room for `WARP_OPS_THREADS *
 /// WARP_OPS_OUTPUTS`, `total` one; launch one block with `WARP_OPS_DYNAMIC_SMEM` bytes of
 /// dynamic shared memory.
-pub unsafe fn selftest_warp_ops(input: *const f32, out: *mut f32, total: *mut f32) {
+pub unsafe fn selftest_warp_ops(input: Global<f32>, out: GlobalMut<f32>, total: GlobalMut<f32>) {
     let t = thread_idx_x() as usize;
     let lane = lane_id();
     // SAFETY: one input per thread.
-    let x = unsafe { *input.add(t) };
+    let x = unsafe { input.load(t) };
     let bits = x.to_bits();
     let sum = static_shared!(SELFTEST_SUM, f32, 1);
     let mirror = static_shared!(SELFTEST_MIRROR, u32, 64);
@@ -44,7 +47,7 @@ pub unsafe fn selftest_warp_ops(input: *const f32, out: *mut f32, total: *mut f3
     sync_threads();
     sum.atomic_add(0, x);
     // SAFETY: `total` is only updated atomically.
-    unsafe { atomic_add_f32(total, x) };
+    unsafe { total.atomic_add(0, x) };
     sync_warp(FULL_MASK);
     let values = [
         shfl_idx_f32(FULL_MASK, x, (lane + 1) % 32),
@@ -82,7 +85,7 @@ pub unsafe fn selftest_warp_ops(input: *const f32, out: *mut f32, total: *mut f3
     };
     for (k, v) in values.iter().enumerate() {
         // SAFETY: WARP_OPS_OUTPUTS outputs per thread.
-        unsafe { *out.add(t * WARP_OPS_OUTPUTS + k) = *v };
+        unsafe { out.store(t * WARP_OPS_OUTPUTS + k, *v) };
     }
 }
 
@@ -95,7 +98,7 @@ pub unsafe fn selftest_warp_ops(input: *const f32, out: *mut f32, total: *mut f3
 ///
 /// `a` has 256 elements, `b` 128, `c` 128 and `d` room for 512; launch one block of 32
 /// threads.
-pub unsafe fn selftest_mma(a: *const u16, b: *const u16, c: *const f32, d: *mut f32) {
+pub unsafe fn selftest_mma(a: Global<u16>, b: Global<u16>, c: Global<f32>, d: GlobalMut<f32>) {
     let lane = thread_idx_x() as usize;
     let sa = static_shared!(SELFTEST_A, u16, 256);
     let sat = static_shared!(SELFTEST_AT, u16, 256);
@@ -104,14 +107,14 @@ pub unsafe fn selftest_mma(a: *const u16, b: *const u16, c: *const f32, d: *mut 
     for i in (lane..256).step_by(32) {
         let (row, col) = (i / 16, i % 16);
         // SAFETY: i < 256.
-        let v = unsafe { *a.add(i) };
+        let v = unsafe { a.load(i) };
         sa.store(i, v);
         sat.store(col * 16 + row, v);
     }
     for i in (lane..128).step_by(32) {
         let (k, n) = (i / 8, i % 8);
         // SAFETY: i < 128.
-        let v = unsafe { *b.add(i) };
+        let v = unsafe { b.load(i) };
         sb.store(i, v);
         sbt.store(n * 16 + k, v);
     }
@@ -122,10 +125,10 @@ pub unsafe fn selftest_mma(a: *const u16, b: *const u16, c: *const f32, d: *mut 
     // SAFETY: indices stay within the 128 elements of `c`.
     let cf = unsafe {
         [
-            *c.add(group * 8 + 2 * pair),
-            *c.add(group * 8 + 2 * pair + 1),
-            *c.add((group + 8) * 8 + 2 * pair),
-            *c.add((group + 8) * 8 + 2 * pair + 1),
+            c.load(group * 8 + 2 * pair),
+            c.load(group * 8 + 2 * pair + 1),
+            c.load((group + 8) * 8 + 2 * pair),
+            c.load((group + 8) * 8 + 2 * pair + 1),
         ]
     };
 
@@ -144,9 +147,9 @@ pub unsafe fn selftest_mma(a: *const u16, b: *const u16, c: *const f32, d: *mut 
     let b2 = [ldmatrix_x1_trans(sb, row * 8), ldmatrix_x1_trans(sb, (row + 8) * 8)];
 
     // SAFETY: r < 16 and k + 1 < 16 below.
-    let at = |r: usize, k: usize| unsafe { pack_bf16x2(*a.add(r * 16 + k), *a.add(r * 16 + k + 1)) };
+    let at = |r: usize, k: usize| unsafe { pack_bf16x2(a.load(r * 16 + k), a.load(r * 16 + k + 1)) };
     // SAFETY: k + 1 < 16 and n < 8 below.
-    let bt = |k: usize, n: usize| unsafe { pack_bf16x2(*b.add(k * 8 + n), *b.add((k + 1) * 8 + n)) };
+    let bt = |k: usize, n: usize| unsafe { pack_bf16x2(b.load(k * 8 + n), b.load((k + 1) * 8 + n)) };
     let a3 =
         [at(group, 2 * pair), at(group + 8, 2 * pair), at(group, 2 * pair + 8), at(group + 8, 2 * pair + 8)];
     let b3 = [bt(2 * pair, group), bt(2 * pair + 8, group)];
@@ -161,10 +164,10 @@ pub unsafe fn selftest_mma(a: *const u16, b: *const u16, c: *const f32, d: *mut 
         let base = path * 128;
         // SAFETY: d has room for 4 x 128 values.
         unsafe {
-            *d.add(base + group * 8 + 2 * pair) = r[0];
-            *d.add(base + group * 8 + 2 * pair + 1) = r[1];
-            *d.add(base + (group + 8) * 8 + 2 * pair) = r[2];
-            *d.add(base + (group + 8) * 8 + 2 * pair + 1) = r[3];
+            d.store(base + group * 8 + 2 * pair, r[0]);
+            d.store(base + group * 8 + 2 * pair + 1, r[1]);
+            d.store(base + (group + 8) * 8 + 2 * pair, r[2]);
+            d.store(base + (group + 8) * 8 + 2 * pair + 1, r[3]);
         }
     }
 }
@@ -177,7 +180,7 @@ pub unsafe fn selftest_mma(a: *const u16, b: *const u16, c: *const f32, d: *mut 
 ///
 /// `input` has `n >= 2 * PIPELINE_THREADS` elements and is 16-byte aligned, `out` has room for
 /// `2 * PIPELINE_THREADS`; launch one block of `PIPELINE_THREADS` threads.
-pub unsafe fn selftest_async_copy(input: *const f32, n: u32, out: *mut f32) {
+pub unsafe fn selftest_async_copy(input: Global<f32>, n: u32, out: GlobalMut<f32>) {
     let t = thread_idx_x();
     let stages = static_shared!(PIPELINE_STAGES, f32, 2 * PIPELINE_TILE as usize);
     let pairs = static_shared!(PIPELINE_PAIRS, f32, 2 * PIPELINE_THREADS as usize);
@@ -214,8 +217,32 @@ pub unsafe fn selftest_async_copy(input: *const f32, n: u32, out: *mut f32) {
     let extra = pairs.load(2 * other) + pairs.load(2 * other + 1) + singles.load(other);
     // SAFETY: out has room for 2 * PIPELINE_THREADS values.
     unsafe {
-        *out.add(t as usize) = sum;
-        *out.add((PIPELINE_THREADS + t) as usize) = extra;
+        out.store(t as usize, sum);
+        out.store((PIPELINE_THREADS + t) as usize, extra);
+    }
+}
+
+/// One warp exercises every global access form: thread t reads `input[4t..4t + 4]` with
+/// `load_v4` and again with `load_nc_v4`, `input[2t..2t + 2]` with `load_v2`, `input[t]` with
+/// `load_nc`, and writes `out[4t..4t + 4]` (the two v4 reads summed) with `store_v4`,
+/// `out[128 + 2t..]` (the v2 read) with `store_v2`, `out[192 + t]` (the nc read) with `store`;
+/// `total[0]` (zeroed) receives the sum of `input[..32]` through `red_add` and `total[1]` the
+/// same through `atomic_add`.
+///
+/// `input` has 128 elements, 16-byte aligned; `out` room for 224, `total` for 2; launch one
+/// block of [`GLOBAL_OPS_THREADS`] threads.
+pub unsafe fn selftest_global_ops(input: Global<f32>, out: GlobalMut<f32>, total: GlobalMut<f32>) {
+    let t = thread_idx_x() as usize;
+    // SAFETY: every index below stays within the sizes documented above.
+    unsafe {
+        let a = input.load_v4(4 * t);
+        let b = input.load_nc_v4(4 * t);
+        out.store_v4(4 * t, [a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3]]);
+        out.store_v2(128 + 2 * t, input.load_v2(2 * t));
+        let x = input.load_nc(t);
+        out.store(192 + t, x);
+        total.red_add(0, x);
+        total.atomic_add(1, x);
     }
 }
 }

@@ -27,6 +27,71 @@ pub struct Buffer<T: Pod> {
     device: Device,
     storage: Storage<T>,
     len: usize,
+    /// On `Emu`: the allocation as the emulator's memory checks know it.
+    _registration: Option<trident_simt::Registration>,
+}
+
+/// Registers host storage of an `Emu` buffer with the emulator.
+fn register<T: Pod>(
+    device: &Device,
+    storage: &Storage<T>,
+    len: usize,
+    initialized: bool,
+) -> Option<trident_simt::Registration> {
+    match (device, storage) {
+        (Device::Emu, Storage::Host(v)) => Some(trident_simt::register(
+            v.as_slice().as_ptr().cast::<u8>(),
+            len * size_of::<T>(),
+            initialized,
+            format!("Buffer<{}>[{len}]", std::any::type_name::<T>()),
+        )),
+        _ => None,
+    }
+}
+
+thread_local! {
+    /// The `Emu` views whose address this thread took last (for a kernel argument), newest
+    /// last: `(address, bytes, taken since this thread's last launch)`.
+    static VIEW_EXTENTS: std::cell::RefCell<Vec<(u64, u64, bool)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Views remembered for [`arg_extent`]; older ones are forgotten.
+const REMEMBERED_VIEWS: usize = 64;
+
+fn took_address(device: &Device, addr: u64, bytes: usize) {
+    if matches!(device, Device::Emu) {
+        VIEW_EXTENTS.with(|v| {
+            let mut v = v.borrow_mut();
+            if v.len() == REMEMBERED_VIEWS {
+                v.remove(0);
+            }
+            v.push((addr, bytes as u64, true));
+        });
+    }
+}
+
+/// The bytes of the view whose address `addr` this thread took for a kernel argument: of
+/// those taken since its last launch, else of the older ones, the largest at that address
+/// (two views may start at one address; the larger never makes a correct access fault).
+pub(crate) fn arg_extent(addr: u64) -> Option<u64> {
+    VIEW_EXTENTS.with(|v| {
+        let v = v.borrow();
+        let largest = |fresh: bool| v.iter().filter(|e| e.0 == addr && (e.2 || !fresh)).map(|e| e.1).max();
+        largest(true).or_else(|| largest(false))
+    })
+}
+
+/// Marks the remembered views as taken before this thread's last launch.
+pub(crate) fn launched() {
+    VIEW_EXTENTS.with(|v| v.borrow_mut().iter_mut().for_each(|e| e.2 = false));
+}
+
+/// Tells the emulator that `bytes` bytes at `ptr` now hold data (host writes into an `Emu`
+/// buffer that was allocated uninitialized).
+fn host_wrote(device: &Device, ptr: *const u8, bytes: usize) {
+    if matches!(device, Device::Emu) {
+        trident_simt::mark_initialized(ptr, bytes);
+    }
 }
 
 impl<T: Pod> Buffer<T> {
@@ -41,19 +106,38 @@ impl<T: Pod> Buffer<T> {
                 Storage::Cuda(d.alloc_zeros(bytes)?)
             }
         };
-        Ok(Self { device: device.clone(), storage, len })
+        let _registration = register(device, &storage, len, true);
+        Ok(Self { device: device.clone(), storage, len, _registration })
+    }
+
+    /// A buffer of `len` elements that hold no data yet: on `Emu` its bytes read as NaN
+    /// patterns (0xFF), and a kernel that reads one before anything wrote it fails (as
+    /// compute-sanitizer's initcheck would report); on `Cpu` and `Cuda` it is zeroed.
+    pub fn uninit(device: &Device, len: usize) -> Result<Self> {
+        let storage = match device {
+            Device::Cpu => {
+                Storage::Host(AlignedVec::try_zeroed(len).ok_or_else(|| out_of_memory::<T>(device, len))?)
+            }
+            Device::Emu => {
+                let mut v =
+                    AlignedVec::<T>::try_zeroed(len).ok_or_else(|| out_of_memory::<T>(device, len))?;
+                bytemuck::cast_slice_mut::<T, u8>(v.as_mut_slice()).fill(0xFF);
+                Storage::Host(v)
+            }
+            Device::Cuda(d) => Storage::Cuda(d.alloc_zeros(len * size_of::<T>())?),
+        };
+        let _registration = register(device, &storage, len, false);
+        Ok(Self { device: device.clone(), storage, len, _registration })
     }
 
     /// A buffer holding a copy of `data`.
     pub fn from_slice(device: &Device, data: &[T]) -> Result<Self> {
         if device.is_host() {
-            return Ok(Self {
-                device: device.clone(),
-                storage: Storage::Host(
-                    AlignedVec::try_from_slice(data).ok_or_else(|| out_of_memory::<T>(device, data.len()))?,
-                ),
-                len: data.len(),
-            });
+            let storage = Storage::Host(
+                AlignedVec::try_from_slice(data).ok_or_else(|| out_of_memory::<T>(device, data.len()))?,
+            );
+            let _registration = register(device, &storage, data.len(), true);
+            return Ok(Self { device: device.clone(), storage, len: data.len(), _registration });
         }
         let mut b = Self::zeros(device, data.len())?;
         b.copy_from_slice(data)?;
@@ -245,11 +329,34 @@ impl<'a, T: Pod> View<'a, T> {
         View { device: self.device, mem, len: r.len() }
     }
 
+    /// On `Emu`, host memory that no registered allocation holds (a view made with
+    /// [`View::from_host`]) lent to the emulator's memory checks while the returned value
+    /// lives, so a kernel may access it; None where there is nothing to lend.
+    pub fn lend_to_emulator(&self) -> Option<trident_simt::Registration> {
+        match (self.device, self.mem) {
+            (Device::Emu, Mem::Host(h))
+                if !trident_simt::is_registered(h.as_ptr().cast(), size_of_val(h)) =>
+            {
+                Some(trident_simt::register(
+                    h.as_ptr().cast(),
+                    size_of_val(h),
+                    true,
+                    "host memory lent to a launch",
+                ))
+            }
+            _ => None,
+        }
+    }
+
     /// The address of the first element as a kernel argument: a host address on `Cpu` and
-    /// `Emu`, a device address on `Cuda`.
+    /// `Emu`, a device address on `Cuda`. On `Emu` the view's extent is remembered, so the
+    /// emulator bounds the kernel's accesses through that argument by this view.
     pub fn addr(&self) -> u64 {
         match self.mem {
-            Mem::Host(h) => h.as_ptr() as u64,
+            Mem::Host(h) => {
+                took_address(self.device, h.as_ptr() as u64, size_of_val(h));
+                h.as_ptr() as u64
+            }
             Mem::Cuda(_, a) => a,
         }
     }
@@ -299,18 +406,25 @@ impl<'a, T: Pod> ViewMut<'a, T> {
         View { device: self.device, mem, len: self.len }
     }
 
-    /// The elements, where the buffer lives in host memory (`Cpu`, `Emu`).
+    /// The elements, where the buffer lives in host memory (`Cpu`, `Emu`). The emulator
+    /// takes them to hold data from now on.
     pub fn host_mut(&mut self) -> Option<&mut [T]> {
         match &mut self.mem {
-            MemMut::Host(h) => Some(h),
+            MemMut::Host(h) => {
+                host_wrote(self.device, h.as_ptr().cast(), size_of_val(*h));
+                Some(h)
+            }
             MemMut::Cuda(..) => None,
         }
     }
 
-    /// Consumes the view into its host slice, where it has one.
+    /// Consumes the view into its host slice, where it has one (see [`ViewMut::host_mut`]).
     pub fn into_host_mut(self) -> Option<&'a mut [T]> {
         match self.mem {
-            MemMut::Host(h) => Some(h),
+            MemMut::Host(h) => {
+                host_wrote(self.device, h.as_ptr().cast(), size_of_val(h));
+                Some(h)
+            }
             MemMut::Cuda(..) => None,
         }
     }
@@ -352,7 +466,10 @@ impl<'a, T: Pod> ViewMut<'a, T> {
     /// The address of the first element as a kernel argument (see [`View::addr`]).
     pub fn addr_mut(&mut self) -> u64 {
         match &mut self.mem {
-            MemMut::Host(h) => h.as_mut_ptr() as u64,
+            MemMut::Host(h) => {
+                took_address(self.device, h.as_ptr() as u64, size_of_val(*h));
+                h.as_mut_ptr() as u64
+            }
             MemMut::Cuda(_, a, _) => *a,
         }
     }
@@ -366,7 +483,10 @@ impl<'a, T: Pod> ViewMut<'a, T> {
             });
         }
         match &mut self.mem {
-            MemMut::Host(h) => h.copy_from_slice(data),
+            MemMut::Host(h) => {
+                h.copy_from_slice(data);
+                host_wrote(self.device, h.as_ptr().cast(), size_of_val(*h));
+            }
             // SAFETY: `a` addresses this view's `len` elements on `d`.
             MemMut::Cuda(d, a, _) => unsafe { d.upload(bytemuck::cast_slice(data), *a)? },
         }
@@ -380,7 +500,10 @@ impl<'a, T: Pod> ViewMut<'a, T> {
             return Err(RuntimeError::Length { what: "the source view", got: src.len, expected: self.len });
         }
         match (&mut self.mem, src.mem) {
-            (MemMut::Host(d), Mem::Host(s)) => d.copy_from_slice(s),
+            (MemMut::Host(d), Mem::Host(s)) => {
+                d.copy_from_slice(s);
+                host_wrote(self.device, d.as_ptr().cast(), size_of_val(*d));
+            }
             // SAFETY: both addresses cover `len` elements on the same device.
             (MemMut::Cuda(d, dst, _), Mem::Cuda(_, s)) => unsafe {
                 d.copy(s, *dst, self.len * size_of::<T>())?

@@ -25,6 +25,13 @@ pub use error::RuntimeError;
 pub use host_alloc::HOST_ALIGN;
 pub use module::{Function, LaunchConfig, Module, ModuleSource};
 pub use stream::Stream;
+/// The emulator's work counters: [`last_launch_stats`] reads those of the last `Emu` launch
+/// the calling thread made; [`set_block_sample`] makes its later launches run a sample of
+/// their grids (for counting large launches quickly).
+pub use trident_simt::{
+    last_launch_stats, set_block_sample, BlockSample, GlobalTraffic, InstructionCounts, LaunchStats,
+    SharedTraffic,
+};
 pub use trident_simt::{HostKernel, KernelArg};
 
 pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;

@@ -90,8 +90,8 @@ impl Function {
     }
 
     /// Launches the kernel with one argument word per parameter (see
-    /// [`trident_simt::KernelArg`]). On `Emu` it has finished when this returns; on `Cuda` it
-    /// is queued on the device's stream.
+    /// [`trident_simt::KernelArg`]). On `Emu` it has finished when this returns, and its work
+    /// counters are [`crate::last_launch_stats`]; on `Cuda` it is queued on the device's stream.
     ///
     /// # Safety
     /// The words must match the kernel's parameter types, and every address among them must be
@@ -130,7 +130,28 @@ impl Function {
                     block: cfg.block,
                     dynamic_smem_bytes: cfg.dynamic_smem_bytes,
                 };
-                Ok(trident_simt::launch(self.host, &emu, args)?)
+                // Pointer arguments are bounded by the views they came from.
+                let extents: Vec<Option<trident_simt::ArgExtent>> = self
+                    .host
+                    .params
+                    .iter()
+                    .zip(args)
+                    .map(|(ty, &word)| {
+                        let pointer = ty.contains("Global") || ty.starts_with('*');
+                        let bytes = if pointer { crate::buffer::arg_extent(word) } else { None };
+                        bytes.map(|bytes| trident_simt::ArgExtent { start: word, bytes })
+                    })
+                    .collect();
+                let result = trident_simt::launch_with(
+                    self.host,
+                    &emu,
+                    args,
+                    &extents,
+                    trident_simt::current_sample(),
+                );
+                crate::buffer::launched();
+                result?;
+                Ok(())
             }
         }
     }

@@ -9,6 +9,13 @@
 pub trait KernelArg: Copy {
     fn to_word(self) -> u64;
     fn from_word(word: u64) -> Self;
+    /// The value of parameter number `index` of a launch: [`KernelArg::from_word`], except for
+    /// pointer types that remember which parameter they came from (so the emulator can bound
+    /// their accesses by the view passed for it).
+    fn from_arg(word: u64, index: usize) -> Self {
+        let _ = index;
+        Self::from_word(word)
+    }
 }
 
 macro_rules! int_arg {

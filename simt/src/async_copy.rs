@@ -6,6 +6,7 @@ use crate::context::{self, fail, fail_with};
 use crate::error::{Access, AccessKind, Fault, Site};
 use crate::shared::{race_error, Shared};
 use crate::smem::SharedMemory;
+use crate::stats::{Class, MemOp};
 
 struct AsyncCopy {
     /// Commit group, or None while not yet committed.
@@ -43,6 +44,7 @@ pub(crate) unsafe fn copy<T: Copy>(
     dst: Shared<T>,
     dst_index: usize,
     src: *const T,
+    src_arg: u32,
     bytes: u32,
     src_bytes: u32,
     site: Site,
@@ -63,12 +65,26 @@ pub(crate) unsafe fn copy<T: Copy>(
     if src_bytes > 0 && src as usize % bytes as usize != 0 {
         bad(format!("cp.async source address {src:p} is not {bytes}-byte aligned"));
     }
+    if src_bytes > 0 {
+        crate::device::global_access_as(
+            src as u64,
+            src_bytes,
+            1,
+            MemOp::Load,
+            Class::AsyncCopy,
+            src_arg,
+            site,
+        );
+    } else {
+        block.count(thread, Class::AsyncCopy);
+    }
     let mut data = [0u8; 16];
     // SAFETY: the caller guarantees `src` is readable for `src_bytes` bytes.
     unsafe { std::ptr::copy_nonoverlapping(src.cast::<u8>(), data.as_mut_ptr(), src_bytes as usize) };
     let result = {
         let mut inner = block.inner.borrow_mut();
         let inner = &mut *inner;
+        inner.log.push_shared(offset, bytes, MemOp::Store, thread, site);
         match inner.smem.track(offset, bytes, AccessKind::AsyncCopy, thread, site) {
             Ok(()) => {
                 let copy = AsyncCopy { group: None, offset, len: bytes, data, site };

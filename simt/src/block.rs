@@ -1,7 +1,7 @@
 //! One thread block: its threads as coroutines, and the deterministic scheduler that runs
 //! them between barriers and warp collectives.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -11,9 +11,12 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use crate::async_copy::AsyncCopies;
 use crate::config::{HostKernel, LaunchConfig};
 use crate::context;
-use crate::error::{Dim3, EmuError, Fault, Site};
+use crate::error::{Access, AccessKind, Dim3, EmuError, Fault, Site};
+use crate::global::{self, BlockSpan, LaunchMemory, Record};
+use crate::sites::SiteTable;
 use crate::smem::SharedMemory;
 use crate::stacks;
+use crate::stats::{self, BlockCounts, Class, InstructionCounts, MemOp, SharedRecord, CLASSES};
 use crate::warp::{self, WarpState, WARP_SIZE};
 use crate::watchdog::Heartbeat;
 
@@ -45,8 +48,97 @@ pub(crate) struct BlockInner {
     pub fault: Option<EmuError>,
     /// Set while the scheduler unwinds the coroutines of a failed block.
     pub tearing_down: bool,
+    /// Memory accesses of the block, for race checks and request costs.
+    pub log: AccessLog,
 }
 
+/// The block's logged memory accesses. A request is the accesses of one warp with equal
+/// (site, instance): `instances[thread][site]` counts how often the thread reached each site
+/// since the last barrier.
+pub(crate) struct AccessLog {
+    pub sites: SiteTable,
+    instances: Vec<Vec<u32>>,
+    /// Global accesses of the whole block; those from `epoch_start` on are since the last
+    /// barrier.
+    pub global: Vec<Record>,
+    epoch_start: usize,
+    /// Shared accesses since the last barrier.
+    pub shared: Vec<SharedRecord>,
+    /// Index of the allocation the last global access hit.
+    pub alloc_cache: usize,
+    pub counts: BlockCounts,
+    scratch: Vec<Record>,
+    /// Full-warp `sync_warp`s each warp has completed in this block.
+    warp_syncs: Vec<u32>,
+}
+
+impl AccessLog {
+    fn new(threads: u32) -> Self {
+        AccessLog {
+            sites: SiteTable::new(),
+            instances: vec![Vec::new(); threads as usize],
+            global: Vec::new(),
+            epoch_start: 0,
+            shared: Vec::new(),
+            alloc_cache: 0,
+            counts: BlockCounts::default(),
+            scratch: Vec::new(),
+            warp_syncs: Vec::new(),
+        }
+    }
+
+    /// A full-warp `sync_warp` of `warp` completed: it orders its lanes' global accesses.
+    pub fn warp_synced(&mut self, warp: u32) {
+        let warp = warp as usize;
+        if self.warp_syncs.len() <= warp {
+            self.warp_syncs.resize(warp + 1, 0);
+        }
+        self.warp_syncs[warp] += 1;
+    }
+
+    /// The site id of `site` and the instance of this visit by `thread`.
+    pub fn visit(&mut self, thread: u32, site: Site) -> (u16, u32) {
+        let id = self.sites.id(site);
+        let counts = &mut self.instances[thread as usize];
+        if counts.len() <= usize::from(id) {
+            counts.resize(usize::from(id) + 1, 0);
+        }
+        let instance = counts[usize::from(id)];
+        counts[usize::from(id)] += 1;
+        (id, instance)
+    }
+
+    pub fn push_global(&mut self, addr: u64, bytes: u32, op: MemOp, thread: u32, site: Site) {
+        let (site, instance) = self.visit(thread, site);
+        let seq = self.global.len() as u32;
+        let warp_syncs = self.warp_syncs.get((thread / WARP_SIZE) as usize).copied().unwrap_or(0);
+        self.global.push(Record { addr, bytes, op, thread, site, instance, seq, warp_syncs });
+    }
+
+    pub fn push_shared(&mut self, offset: u32, bytes: u32, op: MemOp, thread: u32, site: Site) {
+        let (site, instance) = self.visit(thread, site);
+        self.shared.push(SharedRecord {
+            op,
+            site,
+            warp: (thread / WARP_SIZE) as u16,
+            lane: (thread % WARP_SIZE) as u8,
+            bytes: bytes.min(255) as u8,
+            instance,
+            offset,
+        });
+    }
+
+    fn reset(&mut self) {
+        self.global.clear();
+        self.epoch_start = 0;
+        self.shared.clear();
+        self.counts = BlockCounts::default();
+        self.warp_syncs.clear();
+        for counts in &mut self.instances {
+            counts.clear();
+        }
+    }
+}
 /// One block being run: shape and index (fixed while it runs) plus the mutable state.
 pub(crate) struct BlockState {
     pub kernel: &'static str,
@@ -55,6 +147,10 @@ pub(crate) struct BlockState {
     pub block_idx: [u32; 3],
     pub threads: u32,
     pub inner: RefCell<BlockInner>,
+    /// Instructions each thread executed, by class.
+    pub lane_counts: Vec<[Cell<u64>; CLASSES]>,
+    /// The launch's global-memory state; outlives every block of the launch.
+    memory: *const LaunchMemory,
 }
 
 impl BlockState {
@@ -76,6 +172,143 @@ impl BlockState {
     pub fn dim3(&self, thread: u32) -> Dim3 {
         Dim3(self.thread_idx(thread))
     }
+
+    /// Counts one instruction of `class` for `thread`.
+    #[inline]
+    pub fn count(&self, thread: u32, class: Class) {
+        let c = &self.lane_counts[thread as usize][class as usize];
+        c.set(c.get() + 1);
+    }
+
+    pub fn memory(&self) -> &LaunchMemory {
+        // SAFETY: the launch creates its `LaunchMemory` before any block runner and drops it
+        // after every runner has finished (see `launch::launch_with`).
+        unsafe { &*self.memory }
+    }
+
+    /// Ends the interval since the last barrier: checks its global accesses for races between
+    /// threads, costs its memory requests and starts counting visits anew.
+    pub fn end_epoch(&self, inner: &mut BlockInner) -> Result<(), EmuError> {
+        let log = &mut inner.log;
+        let mut epoch = std::mem::take(&mut log.scratch);
+        epoch.clear();
+        epoch.extend_from_slice(&log.global[log.epoch_start..]);
+        log.epoch_start = log.global.len();
+        // Only a write or an atomic can race. Records are in `seq` order, so a stable sort by
+        // address keeps equal addresses in program order (and is quick on the runs of
+        // ascending addresses that threads produce).
+        let writes = epoch.iter().any(|r| r.op != MemOp::Load);
+        if writes {
+            epoch.sort_by_key(|r| r.addr);
+        }
+        if let Some((earlier, later)) = writes.then(|| global::find_race(&epoch)).flatten() {
+            let location = self.memory().describe(earlier.addr.max(later.addr));
+            let earlier_text = format!(
+                "{} by thread {} at {}",
+                global::op_name(earlier.op),
+                self.dim3(earlier.thread),
+                log.sites.site(earlier.site)
+            );
+            let fault = Fault::GlobalRace {
+                location: format!("{location}: {earlier_text}"),
+                later: self.access(later.op, later.thread, log.sites.site(later.site)),
+                why: "with no sync_threads() between them",
+            };
+            return Err(self.error_at(later.thread, fault));
+        }
+        epoch.sort_by_key(|r| request_key(r.thread / WARP_SIZE, r.site, r.instance, r.op));
+        let mut sectors = Vec::with_capacity(64);
+        for group in epoch.chunk_by(|a, b| {
+            (a.thread / WARP_SIZE, a.site, a.instance, a.op)
+                == (b.thread / WARP_SIZE, b.site, b.instance, b.op)
+        }) {
+            let t = &mut log.counts.global[group[0].op as usize];
+            t.requests += 1;
+            t.sectors += stats::sectors(group.iter().map(|r| (r.addr, r.bytes)), &mut sectors);
+            t.bytes_requested += group.iter().map(|r| u64::from(r.bytes)).sum::<u64>();
+        }
+        log.scratch = epoch;
+        stats::cost_shared(&mut log.shared, &mut log.counts);
+        log.shared.clear();
+        for counts in &mut log.instances {
+            counts.fill(0);
+        }
+        Ok(())
+    }
+
+    fn access(&self, op: MemOp, thread: u32, site: Site) -> Access {
+        let kind = match op {
+            MemOp::Load => AccessKind::Read,
+            MemOp::Store => AccessKind::Write,
+            MemOp::Atomic => AccessKind::Atomic,
+        };
+        Access { kind, thread: self.dim3(thread), site }
+    }
+
+    /// Ends the block: the last interval, then its global accesses against the blocks that
+    /// ended before it. Returns the block's counters.
+    fn end_block(&self) -> Result<BlockCounts, EmuError> {
+        let mut inner = self.inner.borrow_mut();
+        let inner = &mut *inner;
+        self.end_epoch(inner)?;
+        let log = &mut inner.log;
+        let mut spans: [Vec<BlockSpan>; 3] = Default::default();
+        let mut records = std::mem::take(&mut log.scratch);
+        records.clear();
+        records.extend_from_slice(&log.global);
+        // By kind, then address; addresses fit in 56 bits on every host we run on.
+        records.sort_by_key(|r| (r.op as u64) << 56 | r.addr);
+        for r in &records {
+            let list = &mut spans[r.op as usize];
+            let (start, end) = (r.addr, r.addr + u64::from(r.bytes));
+            let thread = Some(self.thread_idx(r.thread));
+            match list.last_mut() {
+                Some(last) if start <= last.end => {
+                    last.end = last.end.max(end);
+                    if last.thread != thread {
+                        last.thread = None;
+                    }
+                }
+                _ => list.push(BlockSpan { start, end, thread, site: log.sites.site(r.site) }),
+            }
+        }
+        log.scratch = records;
+        if let Err(race) = self.memory().merge_block(&spans, self.block_idx) {
+            // This block's access: the first logged one of that kind covering the byte.
+            let mine = log
+                .global
+                .iter()
+                .find(|r| r.op == race.kind && r.addr <= race.byte && race.byte < r.addr + u64::from(r.bytes))
+                .copied()
+                .expect("a conflicting span comes from a logged access");
+            let fault = Fault::GlobalRace {
+                location: format!("{}: {}", self.memory().describe(race.byte), race.other()),
+                later: self.access(mine.op, mine.thread, log.sites.site(mine.site)),
+                why: "in different blocks, which nothing orders within a launch (use atomics, or \
+                      split the work into two launches)",
+            };
+            return Err(self.error_at(mine.thread, fault));
+        }
+        let mut counts = std::mem::take(&mut log.counts);
+        let mut thread = [0u64; CLASSES];
+        let mut warp = [0u64; CLASSES];
+        for w in 0..self.threads.div_ceil(WARP_SIZE) {
+            let lanes = w * WARP_SIZE..((w + 1) * WARP_SIZE).min(self.threads);
+            for class in 0..CLASSES {
+                let mut max = 0;
+                for t in lanes.clone() {
+                    let v = self.lane_counts[t as usize][class].replace(0);
+                    thread[class] += v;
+                    max = max.max(v);
+                }
+                warp[class] += max;
+            }
+        }
+        counts.thread = InstructionCounts::from_array(&thread);
+        counts.warp = InstructionCounts::from_array(&warp);
+        counts.shared_bytes = inner.smem.used_bytes();
+        Ok(counts)
+    }
 }
 
 type ThreadCoroutine = Coroutine<(), (), Result<(), String>, DefaultStack>;
@@ -90,7 +323,7 @@ pub(crate) struct BlockRunner {
 }
 
 impl BlockRunner {
-    pub fn new(kernel: &HostKernel, cfg: &LaunchConfig) -> Self {
+    pub fn new(kernel: &HostKernel, cfg: &LaunchConfig, memory: &LaunchMemory) -> Self {
         let threads = cfg.block_threads();
         let warps = threads.div_ceil(WARP_SIZE) as usize;
         let inner = BlockInner {
@@ -106,6 +339,7 @@ impl BlockRunner {
             smem: SharedMemory::new(),
             fault: None,
             tearing_down: false,
+            log: AccessLog::new(threads),
         };
         BlockRunner {
             block: Box::new(BlockState {
@@ -115,6 +349,8 @@ impl BlockRunner {
                 block_idx: [0; 3],
                 threads,
                 inner: RefCell::new(inner),
+                lane_counts: (0..threads).map(|_| std::array::from_fn(|_| Cell::new(0))).collect(),
+                memory,
             }),
             stacks: Vec::new(),
             heartbeat: Heartbeat::register(kernel.name, cfg.grid, cfg.block),
@@ -129,7 +365,7 @@ impl BlockRunner {
         cfg: &LaunchConfig,
         args: &[u64],
         linear: u64,
-    ) -> Result<(), EmuError> {
+    ) -> Result<BlockCounts, EmuError> {
         self.linear = linear;
         let [gx, gy, _] = cfg.grid.map(u64::from);
         self.block.block_idx = [linear % gx, (linear / gx) % gy, linear / (gx * gy)].map(|v| v as u32);
@@ -145,10 +381,14 @@ impl BlockRunner {
                 warp.pending.clear();
             }
             inner.smem.begin_block(cfg.dynamic_smem_bytes);
+            inner.log.reset();
             inner.fault = None;
             inner.tearing_down = false;
         }
         let mut coroutines = Vec::with_capacity(self.block.threads as usize);
+        for counts in &self.block.lane_counts {
+            counts.iter().for_each(|c| c.set(0));
+        }
         for t in 0..self.block.threads {
             let stack = match self.stacks.pop() {
                 Some(stack) => stack,
@@ -167,7 +407,8 @@ impl BlockRunner {
             self.stacks.push(coroutine.into_stack());
         }
         context::set_current(std::ptr::null(), 0);
-        result
+        result?;
+        self.block.end_block()
     }
 
     /// Hands the stacks back to the process-wide pool.
@@ -222,6 +463,11 @@ impl BlockRunner {
             }
         }
     }
+}
+
+/// One integer ordering memory accesses by request: warp, site, instance, kind.
+pub(crate) fn request_key(warp: u32, site: u16, instance: u32, op: MemOp) -> u64 {
+    (u64::from(warp) << 50) | (u64::from(site) << 34) | (u64::from(instance) << 2) | op as u64
 }
 
 fn on_exit(block: &BlockState, t: u32) -> Result<(), EmuError> {
@@ -279,6 +525,7 @@ fn release_barrier(block: &BlockState) -> Result<bool, EmuError> {
         slot.status = Status::Runnable;
     }
     inner.smem.barrier();
+    block.end_epoch(&mut inner)?;
     Ok(true)
 }
 

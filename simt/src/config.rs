@@ -10,6 +10,8 @@ pub struct HostKernel {
     pub name: &'static str,
     /// The parameter types, as written in the kernel's signature.
     pub params: &'static [&'static str],
+    /// The parameter names, in the same order (may be empty where unknown).
+    pub param_names: &'static [&'static str],
     /// Decodes the launch's argument words (one per parameter, see [`crate::KernelArg`]) and
     /// runs the kernel body for the current thread.
     pub entry: fn(&[u64]),

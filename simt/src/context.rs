@@ -35,6 +35,13 @@ pub(crate) fn current() -> (&'static BlockState, u32) {
     (unsafe { &*block }, thread)
 }
 
+/// The running block and thread, or None outside an emulated launch.
+pub(crate) fn try_current() -> Option<(&'static BlockState, u32)> {
+    let (block, thread) = CURRENT.with(Cell::get);
+    // SAFETY: as in `current`.
+    (!block.is_null()).then(|| (unsafe { &*block }, thread))
+}
+
 /// Suspends the running thread until the scheduler resumes it.
 pub(crate) fn suspend(block: &BlockState, thread: u32) {
     let yielder = block.inner.borrow().threads[thread as usize].yielder;

@@ -3,9 +3,11 @@
 //! thread-local context.
 
 use crate::block::Status;
-use crate::context::{self, fail_with, suspend};
-use crate::error::Site;
+use crate::context::{self, fail, fail_with, suspend};
+use crate::error::{Fault, Site};
+use crate::global::Problem;
 use crate::shared::{self, Shared};
+use crate::stats::{Class, MemOp};
 use crate::warp::{self, Arrival, Op};
 
 pub use crate::warp::{ShflMode, VoteMode, FULL_MASK, POISON_WORD, WARP_SIZE};
@@ -39,6 +41,7 @@ pub fn grid_dim() -> [u32; 3] {
 /// `bar.sync 0` at `site`: waits until every thread of the block reaches the same barrier.
 pub fn sync_threads(site: Site) {
     let (block, thread) = context::current();
+    block.count(thread, Class::Barrier);
     block.inner.borrow_mut().threads[thread as usize].status = Status::AtBarrier(site);
     suspend(block, thread);
 }
@@ -46,6 +49,14 @@ pub fn sync_threads(site: Site) {
 /// Runs warp collective `op`, returning this lane's result words.
 fn collective(op: Op, mask: u32, site: Site, input: &[u32]) -> [u32; 4] {
     let (block, thread) = context::current();
+    let class = match op {
+        Op::Shfl(_) => Class::Shuffle,
+        Op::Vote(_) => Class::Vote,
+        Op::SyncWarp => Class::WarpSync,
+        Op::Mma => Class::Mma,
+        Op::Ldmatrix { .. } => Class::Ldmatrix,
+    };
+    block.count(thread, class);
     let arrival = {
         let mut inner = block.inner.borrow_mut();
         warp::arrive(block, &mut inner, thread, op, mask, site, input)
@@ -101,15 +112,90 @@ pub fn ldmatrix(s: Shared<u16>, elem_offset: usize, matrices: u8, trans: bool, s
     collective(Op::Ldmatrix { matrices, trans }, warp::FULL_MASK, site, &[offset])
 }
 
+/// Checks a global access of `len` bytes at `addr` by the running thread and logs it; fails
+/// the thread when it is out of range, misaligned or reads bytes never written.
+pub(crate) fn global_access(addr: u64, len: u32, align: u32, op: MemOp, arg: u32, site: Site) {
+    let class = match op {
+        MemOp::Load => Class::GlobalLoad,
+        MemOp::Store => Class::GlobalStore,
+        MemOp::Atomic => Class::GlobalAtomic,
+    };
+    global_access_as(addr, len, align, op, class, arg, site);
+}
+
+/// [`global_access`] counted as an instruction of `class`.
+pub(crate) fn global_access_as(
+    addr: u64,
+    len: u32,
+    align: u32,
+    op: MemOp,
+    class: Class,
+    arg: u32,
+    site: Site,
+) {
+    let (block, thread) = context::current();
+    block.count(thread, class);
+    let checked = {
+        let mut inner = block.inner.borrow_mut();
+        let checked = block.memory().check(
+            addr,
+            u64::from(len),
+            u64::from(align.max(1)),
+            op,
+            arg,
+            &mut inner.log.alloc_cache,
+        );
+        if checked.is_ok() {
+            inner.log.push_global(addr, len, op, thread, site);
+        }
+        checked
+    };
+    if let Err(problem) = checked {
+        let fault = match problem {
+            Problem::OutOfRange(detail) => Fault::GlobalOutOfRange { site, detail },
+            Problem::Misaligned(detail) => Fault::BadOperand { site, detail },
+            Problem::Uninitialized(detail) => Fault::GlobalUninitialized { site, detail },
+        };
+        fail(block, thread, fault);
+    }
+}
+
+/// `ld.global` of a `T` at `p`, which must be `align`-aligned (a vector load: its width); `arg`
+/// is the kernel parameter the pointer came from ([`crate::NO_ARG`] when unknown), whose view
+/// bounds the access where the launch knows it.
+///
+/// # Safety
+///
+/// `p` must be valid for reads of a `T`. The emulator faults the thread instead of reading
+/// when `p` lies outside every registered allocation, so this holds whenever the
+/// registrations describe live memory.
+pub unsafe fn global_load<T: Copy>(p: *const T, arg: u32, align: u32, site: Site) -> T {
+    global_access(p as u64, size_of::<T>() as u32, align, MemOp::Load, arg, site);
+    // SAFETY: checked above to lie within a registered allocation; the caller vouches for it.
+    unsafe { p.read_unaligned() }
+}
+
+/// `st.global` of `value` at `p`, which must be `align`-aligned.
+///
+/// # Safety
+///
+/// As for [`global_load`], for writes.
+pub unsafe fn global_store<T: Copy>(p: *mut T, value: T, arg: u32, align: u32, site: Site) {
+    global_access(p as u64, size_of::<T>() as u32, align, MemOp::Store, arg, site);
+    // SAFETY: as in `global_load`.
+    unsafe { p.write_unaligned(value) }
+}
+
 /// `atom.global.add.f32`: adds `value` at `p` atomically and returns the previous value.
 ///
 /// # Safety
 ///
-/// `p` must be valid for reads and writes, 4-byte aligned, and accessed by other threads only
-/// atomically while this runs.
-pub unsafe fn atomic_add_f32(p: *mut f32, value: f32) -> f32 {
+/// As for [`global_load`]; other threads must access the word only atomically while this runs
+/// (the emulator reports a plain access of the same launch as a race).
+pub unsafe fn global_atomic_add_f32(p: *mut f32, value: f32, arg: u32, site: Site) -> f32 {
     use std::sync::atomic::{AtomicU32, Ordering};
-    // SAFETY: the caller guarantees `p` is valid, aligned and only accessed atomically.
+    global_access(p as u64, 4, 4, MemOp::Atomic, arg, site);
+    // SAFETY: checked to be in a registered allocation and 4-byte aligned; accessed atomically.
     let word = unsafe { AtomicU32::from_ptr(p.cast::<u32>()) };
     let mut old = word.load(Ordering::Relaxed);
     loop {
@@ -118,6 +204,16 @@ pub unsafe fn atomic_add_f32(p: *mut f32, value: f32) -> f32 {
             Ok(_) => return f32::from_bits(old),
             Err(current) => old = current,
         }
+    }
+}
+
+/// Counts one instruction of `class` for the running thread (for arithmetic the emulator
+/// does not otherwise see, such as `fma`); does nothing outside a launch (host code calling
+/// the same math functions).
+#[inline]
+pub fn count(class: Class) {
+    if let Some((block, thread)) = context::try_current() {
+        block.count(thread, class);
     }
 }
 
@@ -138,17 +234,19 @@ pub fn static_shared<T: Copy>(key: &'static str, len: usize, site: Site) -> Shar
 ///
 /// # Safety
 ///
-/// `src` must be valid for reading `src_bytes` bytes.
+/// `src` must be valid for reading `src_bytes` bytes (checked against the registered
+/// allocations as for [`global_load`]).
 pub unsafe fn cp_async<T: Copy>(
     dst: Shared<T>,
     dst_index: usize,
     src: *const T,
+    src_arg: u32,
     bytes: u32,
     src_bytes: u32,
     site: Site,
 ) {
     // SAFETY: forwarded from the caller.
-    unsafe { crate::async_copy::copy(dst, dst_index, src, bytes, src_bytes, site) }
+    unsafe { crate::async_copy::copy(dst, dst_index, src, src_arg, bytes, src_bytes, site) }
 }
 
 /// `cp.async.commit_group`.

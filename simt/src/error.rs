@@ -100,6 +100,14 @@ pub enum Fault {
     DivergentBarrier { site: Site, other: Dim3, other_site: Site },
     #[error("warp collective at {site}: {detail}")]
     WarpCollective { site: Site, detail: String },
+    #[error("global-memory access out of range at {site}: {detail}")]
+    GlobalOutOfRange { site: Site, detail: String },
+    #[error("read of uninitialized global memory at {site}: {detail}")]
+    GlobalUninitialized { site: Site, detail: String },
+    /// `location` names the bytes and the earlier access ("byte 4 of allocation ...: read by
+    /// thread (0, 0, 0) at file:line"); `later` is the faulting thread's access.
+    #[error("global-memory data race on {location}, then {later}, {why}")]
+    GlobalRace { location: String, later: Access, why: &'static str },
     #[error("panicked: {message}")]
     Panic { message: String },
 }

@@ -1,31 +1,99 @@
 //! A launch: blocks are independent, so worker threads take them one at a time.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::thread;
 
 use crate::block::BlockRunner;
 use crate::config::{HostKernel, LaunchConfig};
 use crate::error::EmuError;
+use crate::global::{ArgExtent, LaunchMemory};
+use crate::stats::{LaunchStats, WeightedSums};
+use crate::warp::WARP_SIZE;
 
-/// Runs `kernel` over the grid of `cfg` with argument words `args`, returning the first fault
-/// (of the lowest-numbered failing block among those that ran).
+/// Which blocks of a grid a launch runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BlockSample {
+    /// Every block: results and counters are exact.
+    #[default]
+    All,
+    /// A representative sample, for counting a large grid quickly (the kernel's outputs are
+    /// then incomplete). Along each grid dimension the first and last index run, plus up to
+    /// three interior ones (the second, the middle and the second to last); a sampled block
+    /// stands for as many blocks as its indices do (an interior index for its share of the
+    /// interior), so counters of a grid whose interior blocks do equal work and whose edge
+    /// blocks differ only along the edge are exact when scaled.
+    Edges,
+}
+
+thread_local! {
+    static SAMPLE: RefCell<BlockSample> = const { RefCell::new(BlockSample::All) };
+    static LAST_STATS: RefCell<Option<LaunchStats>> = const { RefCell::new(None) };
+}
+
+/// Makes the launches this OS thread starts from now on run `sample` (the runtime's launches
+/// have no other way to ask for it). Returns the previous setting.
+pub fn set_block_sample(sample: BlockSample) -> BlockSample {
+    SAMPLE.with(|s| s.replace(sample))
+}
+
+/// The counters of the last launch this OS thread completed without a fault.
+pub fn last_launch_stats() -> Option<LaunchStats> {
+    LAST_STATS.with(|s| s.borrow().clone())
+}
+
+/// Runs `kernel` over the grid of `cfg` with argument words `args`, returning its counters or
+/// the first fault (of the lowest-numbered failing block among those that ran). Which blocks
+/// run follows [`set_block_sample`] (all, unless this thread asked otherwise).
 ///
-/// The kernel's own memory accesses through raw pointers are the caller's responsibility:
-/// `args` must describe buffers that stay valid for the whole launch.
-pub fn launch(kernel: &HostKernel, cfg: &LaunchConfig, args: &[u64]) -> Result<(), EmuError> {
+/// Every global-memory access must fall within an allocation registered with
+/// [`crate::register`] before the launch began.
+pub fn launch(kernel: &HostKernel, cfg: &LaunchConfig, args: &[u64]) -> Result<LaunchStats, EmuError> {
+    launch_with(kernel, cfg, args, &[], current_sample())
+}
+
+/// The block sample this OS thread's launches use (see [`set_block_sample`]).
+pub fn current_sample() -> BlockSample {
+    SAMPLE.with(|s| *s.borrow())
+}
+
+/// [`launch`] with the views the pointer arguments came from (`extents[i]` for parameter
+/// `i`, where known: an access through that parameter outside it faults) and an explicit
+/// block sample.
+pub fn launch_with(
+    kernel: &HostKernel,
+    cfg: &LaunchConfig,
+    args: &[u64],
+    extents: &[Option<ArgExtent>],
+    sample: BlockSample,
+) -> Result<LaunchStats, EmuError> {
     cfg.validate(kernel.name)?;
-    let blocks = cfg.grid_blocks();
-    let cores = thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    let workers = cores.min(blocks);
+    let blocks = blocks_to_run(cfg.grid, sample);
+    let cores = thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = cores.min(blocks.len());
+    let memory = LaunchMemory::new(extents, kernel.param_names, kernel.params);
+    let threads = cfg.block_threads();
+    let stats = LaunchStats {
+        kernel: kernel.name,
+        grid: cfg.grid,
+        block: cfg.block,
+        dynamic_smem_bytes: cfg.dynamic_smem_bytes,
+        blocks_total: cfg.grid_blocks(),
+        blocks_run: blocks.len() as u64,
+        warps_per_block: threads.div_ceil(WARP_SIZE),
+        ..LaunchStats::default()
+    };
     let grid = Grid {
         kernel,
         cfg,
         args,
-        blocks,
-        next: AtomicU64::new(0),
+        blocks: &blocks,
+        memory: &memory,
+        next: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
         failure: Mutex::new(None),
+        sums: Mutex::new(WeightedSums::default()),
     };
     if workers <= 1 {
         grid.work();
@@ -47,9 +115,46 @@ pub fn launch(kernel: &HostKernel, cfg: &LaunchConfig, args: &[u64]) -> Result<(
             }
         });
     }
-    match grid.failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        Some((_, error)) => Err(error),
-        None => Ok(()),
+    if let Some((_, error)) = grid.failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(error);
+    }
+    let mut stats = stats;
+    grid.sums.into_inner().unwrap_or_else(|e| e.into_inner()).write_into(&mut stats);
+    LAST_STATS.with(|s| *s.borrow_mut() = Some(stats.clone()));
+    Ok(stats)
+}
+
+/// Indices (with their weights) to run along one grid dimension of extent `n`.
+fn sample_axis(n: u32) -> Vec<(u32, f64)> {
+    if n <= 5 {
+        return (0..n).map(|i| (i, 1.0)).collect();
+    }
+    let interior = [1, n / 2, n - 2];
+    let share = f64::from(n - 2) / interior.len() as f64;
+    let mut out = vec![(0, 1.0)];
+    out.extend(interior.iter().map(|&i| (i, share)));
+    out.push((n - 1, 1.0));
+    out
+}
+
+/// Linear block numbers to run, each with the number of grid blocks it stands for.
+fn blocks_to_run(grid: [u32; 3], sample: BlockSample) -> Vec<(u64, f64)> {
+    let [gx, gy, gz] = grid;
+    match sample {
+        BlockSample::All => (0..u64::from(gx) * u64::from(gy) * u64::from(gz)).map(|b| (b, 1.0)).collect(),
+        BlockSample::Edges => {
+            let mut out = Vec::new();
+            for &(z, wz) in &sample_axis(gz) {
+                for &(y, wy) in &sample_axis(gy) {
+                    for &(x, wx) in &sample_axis(gx) {
+                        let linear =
+                            u64::from(x) + u64::from(gx) * (u64::from(y) + u64::from(gy) * u64::from(z));
+                        out.push((linear, wx * wy * wz));
+                    }
+                }
+            }
+            out
+        }
     }
 }
 
@@ -57,30 +162,54 @@ struct Grid<'a> {
     kernel: &'a HostKernel,
     cfg: &'a LaunchConfig,
     args: &'a [u64],
-    blocks: u64,
-    next: AtomicU64,
+    /// Block numbers to run and their weights.
+    blocks: &'a [(u64, f64)],
+    memory: &'a LaunchMemory,
+    next: AtomicUsize,
     stop: AtomicBool,
     failure: Mutex<Option<(u64, EmuError)>>,
+    sums: Mutex<WeightedSums>,
 }
 
 impl Grid<'_> {
     /// Runs blocks until none are left or one has failed.
     fn work(&self) {
-        let mut runner = BlockRunner::new(self.kernel, self.cfg);
+        let mut runner = BlockRunner::new(self.kernel, self.cfg, self.memory);
+        let mut local = WeightedSums::default();
         while !self.stop.load(Ordering::Relaxed) {
-            let block = self.next.fetch_add(1, Ordering::Relaxed);
-            if block >= self.blocks {
+            let Some(&(block, weight)) = self.blocks.get(self.next.fetch_add(1, Ordering::Relaxed)) else {
                 break;
-            }
-            if let Err(error) = runner.run(self.kernel, self.cfg, self.args, block) {
-                self.stop.store(true, Ordering::Relaxed);
-                let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-                if failure.as_ref().is_none_or(|(first, _)| block < *first) {
-                    *failure = Some((block, error));
+            };
+            match runner.run(self.kernel, self.cfg, self.args, block) {
+                Ok(counts) => local.add(&counts, weight),
+                Err(error) => {
+                    self.stop.store(true, Ordering::Relaxed);
+                    let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+                    if failure.as_ref().is_none_or(|(first, _)| block < *first) {
+                        *failure = Some((block, error));
+                    }
+                    break;
                 }
-                break;
             }
         }
         runner.release();
+        self.sums.lock().unwrap_or_else(|e| e.into_inner()).merge(&local);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edge_samples_weigh_up_to_the_grid() {
+        for grid in [[1, 1, 1], [7, 3, 1], [128, 64, 2], [6, 6, 6]] {
+            let blocks = blocks_to_run(grid, BlockSample::Edges);
+            let total: f64 = blocks.iter().map(|b| b.1).sum();
+            let want: f64 = grid.iter().map(|&g| f64::from(g)).product();
+            assert!((total - want).abs() < 1e-6 * want, "{grid:?}: {total} vs {want}");
+            assert!(blocks.len() <= 125);
+        }
+        assert_eq!(blocks_to_run([4, 1, 1], BlockSample::Edges).len(), 4);
     }
 }

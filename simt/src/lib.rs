@@ -17,13 +17,28 @@
 //!   for `mma`/`ldmatrix`, that is not executed by a full warp;
 //! - a shared-memory access out of range (static or dynamic) or misaligned, and a read of a
 //!   `cp.async` destination before the copy was waited for;
-//! - a panic in kernel code.
+//! - a panic in kernel code;
+//! - global memory, as compute-sanitizer's memcheck, racecheck and initcheck would (kernels
+//!   reach it only through `Global`/`GlobalMut` pointers; see [`register`]):
+//!   - an access outside every allocation registered when the launch began, or outside the
+//!     view a pointer argument was made from where the launch knows it ([`launch_with`]), or
+//!     misaligned for its width;
+//!   - two threads touching the same bytes where one writes and not both use atomics:
+//!     threads of a block are ordered only by `sync_threads`, threads of different blocks
+//!     never (each block's accesses are checked, as byte intervals, against those of the
+//!     blocks that ended before it);
+//!   - a read of bytes never written (registered uninitialized and not yet uploaded, stored
+//!     or marked with [`mark_initialized`]).
 //!
-//! Not checked: global memory (kernels reach it through raw pointers). A thread that runs for
-//! `TRIDENT_EMU_WATCHDOG_SECS` seconds (default 120) without reaching a barrier, a collective
-//! or its end is taken for an endless loop: the emulator names it and aborts the process. Each
-//! thread has a [`THREAD_STACK_BYTES`] stack; overflowing it aborts the process. Fresh shared memory and
-//! shuffles from lanes outside the mask read as NaN-pattern poison.
+//! Each launch also counts its work exactly ([`LaunchStats`]: instructions by class,
+//! shared-memory wavefronts under the 32-bank model, global sectors, the launch shape); with
+//! [`BlockSample::Edges`] it runs only a sample of a large grid and scales the counts.
+//!
+//! A thread that runs for `TRIDENT_EMU_WATCHDOG_SECS` seconds (default 120) without reaching a
+//! barrier, a collective or its end is taken for an endless loop: the emulator names it and
+//! aborts the process. Each thread has a [`THREAD_STACK_BYTES`] stack; overflowing it aborts
+//! the process. Fresh shared memory and shuffles from lanes outside the mask read as
+//! NaN-pattern poison.
 
 mod arg;
 mod async_copy;
@@ -33,17 +48,24 @@ mod context;
 pub mod device;
 mod error;
 pub mod fragments;
+mod global;
 mod launch;
 mod shared;
 mod sites;
 mod smem;
 mod stacks;
+mod stats;
 mod warp;
 mod watchdog;
 
 pub use arg::KernelArg;
 pub use config::{HostKernel, LaunchConfig, MAX_BLOCK_THREADS, MAX_SHARED_BYTES};
 pub use error::{Access, AccessKind, Dim3, EmuError, Fault, Site};
-pub use launch::launch;
+pub use global::{is_registered, mark_initialized, register, ArgExtent, Registration, NO_ARG};
+pub use launch::{current_sample, last_launch_stats, launch, launch_with, set_block_sample, BlockSample};
 pub use shared::Shared;
 pub use stacks::THREAD_STACK_BYTES;
+pub use stats::{
+    Class, GlobalTraffic, InstructionCounts, LaunchStats, SharedTraffic, BANK_BYTES, SECTOR_BYTES,
+    SHARED_BANKS,
+};

@@ -9,6 +9,7 @@ use crate::config::MAX_SHARED_BYTES;
 use crate::context::{self, fail, fail_with};
 use crate::error::{Access, AccessKind, EmuError, Fault, Site};
 use crate::smem::Conflict;
+use crate::stats::{Class, MemOp};
 
 /// An array of `len` elements of `T` in the current block's shared memory.
 ///
@@ -165,6 +166,13 @@ fn track(
     kind: AccessKind,
 ) -> Result<(), EmuError> {
     let site: Site = Location::caller();
+    let (op, class) = match kind {
+        AccessKind::Read => (MemOp::Load, Class::SharedLoad),
+        AccessKind::Write | AccessKind::AsyncCopy => (MemOp::Store, Class::SharedStore),
+        AccessKind::Atomic => (MemOp::Atomic, Class::SharedAtomic),
+    };
+    block.count(thread, class);
+    inner.log.push_shared(offset, bytes as u32, op, thread, site);
     inner.smem.track(offset, bytes as u32, kind, thread, site).map_err(|c| {
         let later = Access { kind, thread: block.dim3(thread), site };
         race_error(block, inner, c, later, thread)

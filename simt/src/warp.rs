@@ -8,6 +8,7 @@ use crate::block::{BlockInner, BlockState, Status};
 use crate::error::{Access, AccessKind, EmuError, Fault, Site};
 use crate::fragments;
 use crate::shared::race_error;
+use crate::stats::MemOp;
 
 pub const WARP_SIZE: u32 = 32;
 pub const FULL_MASK: u32 = u32::MAX;
@@ -252,6 +253,7 @@ fn complete(
         Op::SyncWarp => {
             if p.members == present_lanes(block.threads, warp) {
                 inner.smem.warp_synced(warp);
+                inner.log.warp_synced(warp);
             }
         }
         Op::Mma => {
@@ -269,6 +271,7 @@ fn complete(
                     let later = Access { kind: AccessKind::Read, thread: block.dim3(thread), site: p.site };
                     return Err(race_error(block, inner, c, later, thread));
                 }
+                inner.log.push_shared(offset, 16, MemOp::Load, thread, p.site);
                 rows[l as usize] = inner.smem.read(offset);
             }
             for (l, regs) in fragments::ldmatrix(&rows, matrices, trans).iter().enumerate() {

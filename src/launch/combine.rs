@@ -21,6 +21,9 @@ pub fn combine(k: &Kernels, op: CombineOp, acc: &mut ViewMut<f32>, incoming: &Vi
         CombineOp::Sum => COMBINE_SUM,
         CombineOp::Max => COMBINE_MAX,
     };
+    // Host memory a transport lends (no buffer's allocation) is lent to the emulator's checks
+    // for the launch.
+    let _lent = (acc.as_view().lend_to_emulator(), incoming.lend_to_emulator());
     let out = acc.addr_mut();
     // The kernel reads each element of `acc` before it writes it, in the same thread.
     let args = [out, out, incoming.addr(), to_u32("n", n)?.to_word(), op.to_word()];

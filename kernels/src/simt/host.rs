@@ -3,6 +3,9 @@
 //! from the PTX `.approx` instructions by a few ulp; compare kernel results with a tolerance.
 
 use trident_simt::device::{self, ShflMode, VoteMode};
+use trident_simt::Class;
+
+use super::Global;
 
 pub use trident_simt::Shared;
 
@@ -147,18 +150,6 @@ pub fn vote_ballot(mask: u32, pred: bool) -> u32 {
     device::vote(VoteMode::Ballot, mask, pred, core::panic::Location::caller())
 }
 
-/// `atomicAdd` on global memory; returns the previous value.
-///
-/// # Safety
-///
-/// `p` must point to a valid, 4-byte aligned f32 of a launch buffer that other threads access
-/// only atomically while the kernel runs.
-#[inline]
-pub unsafe fn atomic_add_f32(p: *mut f32, value: f32) -> f32 {
-    // SAFETY: forwarded from the caller.
-    unsafe { device::atomic_add_f32(p, value) }
-}
-
 /// A window of `len` elements of `T` at `byte_offset` into the launch's dynamic shared memory.
 /// On the host, a window that does not fit the launch's dynamic shared memory or is misaligned
 /// for `T` faults the thread.
@@ -195,41 +186,49 @@ macro_rules! static_shared {
 /// `2^x` (`ex2.approx.ftz.f32` on the GPU).
 #[inline]
 pub fn exp2(x: f32) -> f32 {
+    device::count(Class::Alu);
     x.exp2()
 }
 /// `log2(x)` (`lg2.approx.ftz.f32` on the GPU).
 #[inline]
 pub fn log2(x: f32) -> f32 {
+    device::count(Class::Alu);
     x.log2()
 }
 /// `tanh(x)` (`tanh.approx.f32` on the GPU, sm_75+).
 #[inline]
 pub fn tanh(x: f32) -> f32 {
+    device::count(Class::Alu);
     x.tanh()
 }
 /// `1 / sqrt(x)` (`rsqrt.approx.ftz.f32` on the GPU).
 #[inline]
 pub fn rsqrt(x: f32) -> f32 {
+    device::count(Class::Alu);
     1.0 / x.sqrt()
 }
 /// Correctly rounded square root (`sqrt.rn.f32`).
 #[inline]
 pub fn sqrt(x: f32) -> f32 {
+    device::count(Class::Alu);
     x.sqrt()
 }
 /// `a * b + c` rounded once (`fma.rn.f32`).
 #[inline]
 pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    device::count(Class::Fma);
     a.mul_add(b, c)
 }
 /// Larger of `a` and `b`; a NaN operand yields the other one (`max.f32`).
 #[inline]
 pub fn fmax(a: f32, b: f32) -> f32 {
+    device::count(Class::Alu);
     a.max(b)
 }
 /// Smaller of `a` and `b`; a NaN operand yields the other one (`min.f32`).
 #[inline]
 pub fn fmin(a: f32, b: f32) -> f32 {
+    device::count(Class::Alu);
     a.min(b)
 }
 
@@ -288,9 +287,11 @@ pub fn ldmatrix_x1_trans(s: Shared<u16>, elem_offset: usize) -> u32 {
 ///
 /// `src` must be valid for reading 16 bytes.
 #[track_caller]
-pub unsafe fn cp_async_16<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const T) {
-    // SAFETY: forwarded from the caller.
-    unsafe { device::cp_async(dst, dst_index, src, 16, 16, core::panic::Location::caller()) }
+pub unsafe fn cp_async_16<T: Copy>(dst: Shared<T>, dst_index: usize, src: Global<T>) {
+    // SAFETY: forwarded from the caller; the emulator checks `src` against the allocations.
+    unsafe {
+        device::cp_async(dst, dst_index, src.as_ptr(), src.arg(), 16, 16, core::panic::Location::caller())
+    }
 }
 
 /// [`cp_async_16`] reading only the first `src_bytes` (at most 16) bytes of `src` and zeroing
@@ -300,9 +301,19 @@ pub unsafe fn cp_async_16<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const
 ///
 /// `src` must be valid for reading `src_bytes` bytes.
 #[track_caller]
-pub unsafe fn cp_async_16_zfill<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const T, src_bytes: u32) {
-    // SAFETY: forwarded from the caller.
-    unsafe { device::cp_async(dst, dst_index, src, 16, src_bytes, core::panic::Location::caller()) }
+pub unsafe fn cp_async_16_zfill<T: Copy>(dst: Shared<T>, dst_index: usize, src: Global<T>, src_bytes: u32) {
+    // SAFETY: forwarded from the caller; the emulator checks `src` against the allocations.
+    unsafe {
+        device::cp_async(
+            dst,
+            dst_index,
+            src.as_ptr(),
+            src.arg(),
+            16,
+            src_bytes,
+            core::panic::Location::caller(),
+        )
+    }
 }
 
 /// `cp.async.ca.shared.global` of 4 bytes (both addresses 4-byte aligned); see [`cp_async_16`].
@@ -311,9 +322,11 @@ pub unsafe fn cp_async_16_zfill<T: Copy>(dst: Shared<T>, dst_index: usize, src: 
 ///
 /// `src` must be valid for reading 4 bytes.
 #[track_caller]
-pub unsafe fn cp_async_4<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const T) {
-    // SAFETY: forwarded from the caller.
-    unsafe { device::cp_async(dst, dst_index, src, 4, 4, core::panic::Location::caller()) }
+pub unsafe fn cp_async_4<T: Copy>(dst: Shared<T>, dst_index: usize, src: Global<T>) {
+    // SAFETY: forwarded from the caller; the emulator checks `src` against the allocations.
+    unsafe {
+        device::cp_async(dst, dst_index, src.as_ptr(), src.arg(), 4, 4, core::panic::Location::caller())
+    }
 }
 
 /// `cp.async.ca.shared.global` of 8 bytes (both addresses 8-byte aligned); see [`cp_async_16`].
@@ -322,9 +335,11 @@ pub unsafe fn cp_async_4<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const 
 ///
 /// `src` must be valid for reading 8 bytes.
 #[track_caller]
-pub unsafe fn cp_async_8<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const T) {
-    // SAFETY: forwarded from the caller.
-    unsafe { device::cp_async(dst, dst_index, src, 8, 8, core::panic::Location::caller()) }
+pub unsafe fn cp_async_8<T: Copy>(dst: Shared<T>, dst_index: usize, src: Global<T>) {
+    // SAFETY: forwarded from the caller; the emulator checks `src` against the allocations.
+    unsafe {
+        device::cp_async(dst, dst_index, src.as_ptr(), src.arg(), 8, 8, core::panic::Location::caller())
+    }
 }
 
 /// `cp.async.commit_group`: this thread's copies since the last commit form a group.

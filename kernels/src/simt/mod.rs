@@ -13,7 +13,10 @@
 //!   `cp_async_wait_all`.
 //! - Warp collectives: `shfl_{idx,up,down,xor}_{f32,u32}`, `vote_{all,any,ballot}`, with a
 //!   member mask ([`FULL_MASK`] for the whole warp).
-//! - Atomics on global memory: [`atomic_add_f32`].
+//! - Global memory: [`Global`] (read-only) and [`GlobalMut`] pointers, the kernels' parameter
+//!   types: `load`, `store`, `load_nc` (`ld.global.nc`), `load_v2`/`load_v4`/`store_v2`/
+//!   `store_v4` (`.v2`/`.v4.b32`), `atomic_add`/`red_add` (`atom`/`red.global.add.f32`). Kernels
+//!   never dereference a raw global pointer: on the host every access is checked and counted.
 //! - Fast math: [`exp2`], [`exp`], [`log2`], [`tanh`], [`rsqrt`] (PTX `.approx`, a few ulp
 //!   from the host's correctly rounded results; `tanh` about 2^-11), [`sqrt`], [`fma`],
 //!   [`fmax`], [`fmin`].
@@ -22,12 +25,14 @@
 //!   PTX ISA fragment layouts.
 
 mod bf16;
+mod global;
 #[cfg(not(target_arch = "nvptx64"))]
 mod host;
 #[cfg(target_arch = "nvptx64")]
 mod ptx;
 
 pub use bf16::{bf16_to_f32, f32_to_bf16, pack_bf16x2, unpack_bf16x2};
+pub use global::{Global, GlobalMut, Word32};
 #[cfg(not(target_arch = "nvptx64"))]
 pub use host::*;
 #[cfg(target_arch = "nvptx64")]

@@ -5,6 +5,8 @@ use core::arch::{asm, global_asm, nvptx};
 use core::marker::PhantomData;
 use core::mem::{size_of, transmute_copy};
 
+use super::Global;
+
 global_asm!(".extern .shared .align 16 .b8 dyn_smem[];");
 
 macro_rules! special_registers {
@@ -141,31 +143,6 @@ pub fn vote_ballot(mask: u32, pred: bool) -> u32 {
         )
     };
     out
-}
-
-/// `atomicAdd` on global memory (`atom.global.add.f32`); returns the previous value.
-///
-/// # Safety
-///
-/// `p` must point to a valid, 4-byte aligned f32 in global memory.
-#[inline(always)]
-pub unsafe fn atomic_add_f32(p: *mut f32, value: f32) -> f32 {
-    let old: f32;
-    // SAFETY: the caller guarantees `p` is a valid global f32.
-    unsafe {
-        asm!(
-            "{{",
-            ".reg .u64 %ga;",
-            "cvta.to.global.u64 %ga, {p};",
-            "atom.global.add.f32 {old}, [%ga], {v};",
-            "}}",
-            old = out(reg32) old,
-            p = in(reg64) p,
-            v = in(reg32) value,
-            options(nostack),
-        )
-    };
-    old
 }
 
 /// An array of `len` elements of `T` in the block's shared memory, by its `.shared` address.
@@ -541,7 +518,7 @@ pub fn ldmatrix_x1_trans(s: Shared<u16>, elem_offset: usize) -> u32 {
 ///
 /// `src` must be valid for reading 16 bytes.
 #[inline(always)]
-pub unsafe fn cp_async_16<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const T) {
+pub unsafe fn cp_async_16<T: Copy>(dst: Shared<T>, dst_index: usize, src: Global<T>) {
     // SAFETY: the caller guarantees `src`; the destination is in the block's shared memory.
     unsafe {
         asm!(
@@ -551,7 +528,7 @@ pub unsafe fn cp_async_16<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const
             "cp.async.cg.shared.global [{d}], [%ga], 16;",
             "}}",
             d = in(reg32) dst.address_of(dst_index),
-            s = in(reg64) src,
+            s = in(reg64) src.as_ptr(),
             options(nostack),
         )
     };
@@ -563,7 +540,7 @@ pub unsafe fn cp_async_16<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const
 ///
 /// `src` must be valid for reading `src_bytes` bytes.
 #[inline(always)]
-pub unsafe fn cp_async_16_zfill<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const T, src_bytes: u32) {
+pub unsafe fn cp_async_16_zfill<T: Copy>(dst: Shared<T>, dst_index: usize, src: Global<T>, src_bytes: u32) {
     // SAFETY: as in `cp_async_16`.
     unsafe {
         asm!(
@@ -573,7 +550,7 @@ pub unsafe fn cp_async_16_zfill<T: Copy>(dst: Shared<T>, dst_index: usize, src: 
             "cp.async.cg.shared.global [{d}], [%ga], 16, {n};",
             "}}",
             d = in(reg32) dst.address_of(dst_index),
-            s = in(reg64) src,
+            s = in(reg64) src.as_ptr(),
             n = in(reg32) src_bytes,
             options(nostack),
         )
@@ -588,7 +565,7 @@ macro_rules! cp_async_ca {
         ///
         #[doc = concat!("`src` must be valid for reading ", $bytes, " bytes.")]
         #[inline(always)]
-        pub unsafe fn $name<T: Copy>(dst: Shared<T>, dst_index: usize, src: *const T) {
+        pub unsafe fn $name<T: Copy>(dst: Shared<T>, dst_index: usize, src: Global<T>) {
             // SAFETY: as in `cp_async_16`.
             unsafe {
                 asm!(
@@ -598,7 +575,7 @@ macro_rules! cp_async_ca {
                     concat!("cp.async.ca.shared.global [{d}], [%ga], ", $bytes, ";"),
                     "}}",
                     d = in(reg32) dst.address_of(dst_index),
-                    s = in(reg64) src,
+                    s = in(reg64) src.as_ptr(),
                     options(nostack),
                 )
             };

@@ -5,7 +5,7 @@ use trident_kernels::simt::*;
 use trident_kernels::static_shared;
 use trident_simt::{AccessKind, EmuError, Fault, LaunchConfig};
 
-use crate::run;
+use crate::{lend, run};
 
 fn expect_fault(entry: fn(&[u64]), cfg: LaunchConfig) -> (EmuError, Fault) {
     let error = run(entry, cfg, &[]).expect_err("the broken kernel must fail");
@@ -264,7 +264,7 @@ fn read_before_wait(args: &[u64]) {
     let s = static_shared!(S, f32, 128);
     let t = thread_idx_x() as usize;
     // SAFETY: the test passes 128 16-byte aligned floats.
-    unsafe { cp_async_16(s, 4 * t, (args[0] as *const f32).add(4 * t)) };
+    unsafe { cp_async_16(s, 4 * t, Global::from_ptr(args[0] as *const f32).add(4 * t)) };
     cp_async_commit_group();
     let _ = s.load(4 * t);
 }
@@ -274,7 +274,7 @@ fn read_other_without_barrier(args: &[u64]) {
     let s = static_shared!(S, f32, 128);
     let t = thread_idx_x() as usize;
     // SAFETY: the test passes 128 16-byte aligned floats.
-    unsafe { cp_async_16(s, 4 * t, (args[0] as *const f32).add(4 * t)) };
+    unsafe { cp_async_16(s, 4 * t, Global::from_ptr(args[0] as *const f32).add(4 * t)) };
     cp_async_wait_all();
     let _ = s.load(4 * (31 - t));
 }
@@ -282,6 +282,7 @@ fn read_other_without_barrier(args: &[u64]) {
 #[test]
 fn cp_async_destination_is_undefined_until_waited_for() {
     let input = vec![[1f32; 4]; 32];
+    let _lent = lend(&input);
     let args = [input.as_ptr() as u64];
     let error = run(read_before_wait, LaunchConfig::linear(1, 32), &args).unwrap_err();
     let Some(Fault::AsyncCopyInFlight { copy, access, .. }) = error.fault() else { panic!("{error}") };

@@ -3,25 +3,33 @@
 
 mod collectives;
 mod faults;
+mod global;
 mod memory;
 mod rng;
 mod selftest;
 mod tensor_core;
 
-use trident_simt::{launch, EmuError, HostKernel, LaunchConfig};
+use trident_simt::{launch, register, EmuError, HostKernel, LaunchConfig, LaunchStats, Registration};
 
 /// Runs `entry` on the emulator.
-pub fn run(entry: fn(&[u64]), cfg: LaunchConfig, args: &[u64]) -> Result<(), EmuError> {
-    launch(&HostKernel { name: "test_kernel", params: &[], entry }, &cfg, args)
+pub fn run(entry: fn(&[u64]), cfg: LaunchConfig, args: &[u64]) -> Result<LaunchStats, EmuError> {
+    launch(&HostKernel { name: "test_kernel", params: &[], param_names: &[], entry }, &cfg, args)
 }
 
 /// Runs the selftest kernel `name` from `trident_kernels::selftest::HOST_KERNELS`.
-pub fn run_selftest(name: &str, cfg: LaunchConfig, args: &[u64]) -> Result<(), EmuError> {
+pub fn run_selftest(name: &str, cfg: LaunchConfig, args: &[u64]) -> Result<LaunchStats, EmuError> {
     let kernel = trident_kernels::selftest::HOST_KERNELS
         .iter()
         .find(|k| k.name == name)
         .unwrap_or_else(|| panic!("no selftest kernel `{name}`"));
     launch(kernel, &cfg, args)
+}
+
+/// Lends a test's buffer to the emulator's global-memory checks (as a device allocation
+/// whose bytes hold data) while the returned value lives: kernels reach global memory only
+/// inside registered allocations.
+pub fn lend<T>(buffer: &[T]) -> Registration {
+    register(buffer.as_ptr().cast(), size_of_val(buffer), true, "test buffer")
 }
 
 /// Argument word for a buffer.

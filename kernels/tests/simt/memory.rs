@@ -5,7 +5,7 @@ use trident_kernels::static_shared;
 use trident_simt::LaunchConfig;
 
 use crate::rng::{seed, Rng};
-use crate::{ptr, rel_err, run, sum_tolerance};
+use crate::{lend, ptr, rel_err, run, sum_tolerance};
 
 fn write_indices(args: &[u64]) {
     let out = args[0] as *mut [u32; 4];
@@ -107,7 +107,7 @@ fn histogram(args: &[u64]) {
     sync_threads();
     if t < 16 {
         // SAFETY: bins has 16 entries, updated only atomically.
-        unsafe { atomic_add_f32(bins.add(t), local.load(t)) };
+        unsafe { GlobalMut::from_ptr(bins).atomic_add(t, local.load(t)) };
     }
 }
 
@@ -118,6 +118,7 @@ fn shared_and_global_f32_atomics() {
     let input: Vec<u32> = (0..n).map(|_| rng.next_u64() as u32).collect();
     let weights = rng.vec(n);
     let mut bins = vec![0f32; 16];
+    let _lent = lend(&bins);
     let cfg = LaunchConfig { grid: [7, 1, 1], block: [96, 1, 1], dynamic_smem_bytes: 64 };
     run(histogram, cfg, &[input.as_ptr() as u64, weights.as_ptr() as u64, ptr(&mut bins), n as u64]).unwrap();
     let mut want = [0f64; 16];

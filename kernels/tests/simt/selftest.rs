@@ -2,13 +2,14 @@
 //! the nvptx build), run on the emulator against host references.
 
 use trident_kernels::selftest::{
-    PIPELINE_THREADS, PIPELINE_TILE, WARP_OPS_DYNAMIC_SMEM, WARP_OPS_OUTPUTS, WARP_OPS_THREADS,
+    GLOBAL_OPS_THREADS, PIPELINE_THREADS, PIPELINE_TILE, WARP_OPS_DYNAMIC_SMEM, WARP_OPS_OUTPUTS,
+    WARP_OPS_THREADS,
 };
 use trident_kernels::simt::{bf16_to_f32, f32_to_bf16};
 use trident_simt::LaunchConfig;
 
 use crate::rng::{seed, Rng};
-use crate::{ptr, run_selftest};
+use crate::{lend, ptr, run_selftest};
 
 #[test]
 fn every_simt_operation_on_the_emulator() {
@@ -18,6 +19,7 @@ fn every_simt_operation_on_the_emulator() {
     let x = rng.vec(n);
     let mut out = vec![f32::NAN; n * WARP_OPS_OUTPUTS];
     let mut total = [0f32];
+    let _lent = (lend(&x), lend(&out), lend(&total));
     let cfg = LaunchConfig {
         dynamic_smem_bytes: WARP_OPS_DYNAMIC_SMEM,
         ..LaunchConfig::linear(1, WARP_OPS_THREADS)
@@ -79,6 +81,7 @@ fn cp_async_pipeline_on_the_emulator() {
         let input = &mut storage.as_flattened_mut()[..n];
         input.copy_from_slice(&rng.vec(n));
         let mut out = vec![f32::NAN; 2 * threads];
+        let _lent = (lend(input), lend(&out));
         run_selftest(
             "selftest_async_copy",
             LaunchConfig::linear(1, PIPELINE_THREADS),
@@ -99,4 +102,42 @@ fn cp_async_pipeline_on_the_emulator() {
             assert!((f64::from(out[threads + t]) - want).abs() < 1e-5, "seed {seed} n {n} extra {t}");
         }
     }
+}
+
+#[test]
+fn every_global_access_form() {
+    /// Floats on a 128-byte boundary (the sector counts below assume it).
+    #[repr(C, align(128))]
+    struct Aligned<const N: usize>([f32; N]);
+    let mut rng = Rng::new(seed("every_global_access_form"));
+    let input = Box::new(Aligned::<128>(std::array::from_fn(|_| rng.f32())));
+    let mut out = Box::new(Aligned([f32::NAN; 224]));
+    let mut total = [0f32; 2];
+    let _lent = (lend(&input.0), lend(&out.0), lend(&total));
+    let stats = run_selftest(
+        "selftest_global_ops",
+        LaunchConfig::linear(1, GLOBAL_OPS_THREADS),
+        &[input.0.as_ptr() as u64, ptr(&mut out.0), ptr(&mut total)],
+    )
+    .unwrap();
+    let (x, out) = (&input.0, &out.0);
+    for t in 0..32 {
+        for k in 0..4 {
+            assert_eq!(out[4 * t + k], 2.0 * x[4 * t + k], "v4 at {t}.{k}");
+        }
+        assert_eq!(&out[128 + 2 * t..130 + 2 * t], &x[2 * t..2 * t + 2], "v2 at {t}");
+        assert_eq!(out[192 + t], x[t], "nc at {t}");
+    }
+    let sum: f64 = x[..32].iter().map(|&v| f64::from(v)).sum();
+    for got in total {
+        assert!((f64::from(got) - sum).abs() < 1e-4, "{got} vs {sum}");
+    }
+    // Loads: two coalesced 16-byte requests of 16 sectors, one of 8 bytes (8 sectors), one of
+    // 4 bytes (4 sectors). Atomics: two requests on one word, 1 sector each.
+    assert_eq!(stats.global_loads.requests, 4);
+    assert_eq!(stats.global_loads.sectors, 16 + 16 + 8 + 4);
+    assert_eq!(stats.global_loads.bytes_requested, 32 * (16 + 16 + 8 + 4));
+    assert_eq!(stats.global_atomics.requests, 2);
+    assert_eq!(stats.global_atomics.sectors, 2);
+    assert_eq!(stats.warp_instructions.global_atomic, 2);
 }

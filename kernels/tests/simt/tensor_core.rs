@@ -5,7 +5,7 @@ use trident_kernels::simt::{bf16_to_f32, f32_to_bf16};
 use trident_simt::LaunchConfig;
 
 use crate::rng::{seed, Rng};
-use crate::{ptr, run_selftest};
+use crate::{lend, ptr, run_selftest};
 
 #[test]
 fn mma_with_ldmatrix_fragments_matches_f64_reference() {
@@ -17,6 +17,7 @@ fn mma_with_ldmatrix_fragments_matches_f64_reference() {
         let b: Vec<u16> = (0..128).map(|_| f32_to_bf16(rng.f32() * scale)).collect();
         let c = rng.vec(128);
         let mut d = vec![f32::NAN; 512];
+        let _lent = (lend(&a), lend(&b), lend(&c), lend(&d));
         run_selftest(
             "selftest_mma",
             LaunchConfig::linear(1, 32),

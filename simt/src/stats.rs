@@ -1,0 +1,466 @@
+//! Work counters of a launch ([`LaunchStats`]) and how memory requests are costed.
+//!
+//! Counters are collected per emulated thread and per warp-level memory request:
+//! - An instruction a lane executes through the `simt` API counts once for the lane
+//!   ([`LaunchStats::thread_instructions`]). The warp-instruction count of a class is, per
+//!   warp, the largest count among its lanes ([`LaunchStats::warp_instructions`]): exact for
+//!   code whose lanes execute the same instructions, a lower bound under divergence (where the
+//!   GPU issues each side of a branch separately).
+//! - A memory request is one dynamic instance of one access site in one warp: the accesses of
+//!   the warp's lanes with equal (warp, call site, how many times this lane reached that site
+//!   since the last barrier). A request's cost is computed from its lanes' addresses:
+//!   shared-memory wavefronts under the 32-bank, 4-byte-bank model, global 32-byte sectors.
+//!
+//! Arithmetic written as plain Rust operators is not seen; only what kernels call through
+//! `simt` (`fma`, `exp2`, ...) is counted.
+
+use std::ops::{Add, AddAssign};
+
+/// Banks of shared memory, each 4 bytes wide.
+pub const SHARED_BANKS: u32 = 32;
+/// Bytes per shared-memory bank.
+pub const BANK_BYTES: u32 = 4;
+/// Bytes per global-memory sector (the unit DRAM and L2 move).
+pub const SECTOR_BYTES: u64 = 32;
+
+/// Instruction classes counted by the emulator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Class {
+    /// `mma.sync` on tensor cores.
+    Mma,
+    /// `fma.rn.f32`.
+    Fma,
+    /// Other f32 ALU/SFU operations called through `simt`: `exp2`, `log2`, `tanh`, `rsqrt`,
+    /// `sqrt`, `fmax`, `fmin`.
+    Alu,
+    SharedLoad,
+    SharedStore,
+    SharedAtomic,
+    /// `ldmatrix` (also counted in shared-memory traffic as a load).
+    Ldmatrix,
+    GlobalLoad,
+    GlobalStore,
+    GlobalAtomic,
+    /// `cp.async` global-to-shared copies.
+    AsyncCopy,
+    /// `bar.sync` (`sync_threads`).
+    Barrier,
+    /// `bar.warp.sync` (`sync_warp`).
+    WarpSync,
+    /// `shfl.sync`.
+    Shuffle,
+    /// `vote.sync`.
+    Vote,
+}
+
+/// Number of [`Class`] values.
+pub(crate) const CLASSES: usize = 15;
+
+/// Instruction counts by class; see [`Class`] for what each counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InstructionCounts {
+    pub mma: u64,
+    pub fma: u64,
+    pub alu: u64,
+    pub shared_load: u64,
+    pub shared_store: u64,
+    pub shared_atomic: u64,
+    pub ldmatrix: u64,
+    pub global_load: u64,
+    pub global_store: u64,
+    pub global_atomic: u64,
+    pub async_copy: u64,
+    pub barrier: u64,
+    pub warp_sync: u64,
+    pub shuffle: u64,
+    pub vote: u64,
+}
+
+impl InstructionCounts {
+    pub(crate) fn from_array(a: &[u64; CLASSES]) -> Self {
+        InstructionCounts {
+            mma: a[Class::Mma as usize],
+            fma: a[Class::Fma as usize],
+            alu: a[Class::Alu as usize],
+            shared_load: a[Class::SharedLoad as usize],
+            shared_store: a[Class::SharedStore as usize],
+            shared_atomic: a[Class::SharedAtomic as usize],
+            ldmatrix: a[Class::Ldmatrix as usize],
+            global_load: a[Class::GlobalLoad as usize],
+            global_store: a[Class::GlobalStore as usize],
+            global_atomic: a[Class::GlobalAtomic as usize],
+            async_copy: a[Class::AsyncCopy as usize],
+            barrier: a[Class::Barrier as usize],
+            warp_sync: a[Class::WarpSync as usize],
+            shuffle: a[Class::Shuffle as usize],
+            vote: a[Class::Vote as usize],
+        }
+    }
+
+    pub(crate) fn to_array(self) -> [u64; CLASSES] {
+        let mut a = [0; CLASSES];
+        a[Class::Mma as usize] = self.mma;
+        a[Class::Fma as usize] = self.fma;
+        a[Class::Alu as usize] = self.alu;
+        a[Class::SharedLoad as usize] = self.shared_load;
+        a[Class::SharedStore as usize] = self.shared_store;
+        a[Class::SharedAtomic as usize] = self.shared_atomic;
+        a[Class::Ldmatrix as usize] = self.ldmatrix;
+        a[Class::GlobalLoad as usize] = self.global_load;
+        a[Class::GlobalStore as usize] = self.global_store;
+        a[Class::GlobalAtomic as usize] = self.global_atomic;
+        a[Class::AsyncCopy as usize] = self.async_copy;
+        a[Class::Barrier as usize] = self.barrier;
+        a[Class::WarpSync as usize] = self.warp_sync;
+        a[Class::Shuffle as usize] = self.shuffle;
+        a[Class::Vote as usize] = self.vote;
+        a
+    }
+
+    /// Every class scaled by `factor`, rounded to the nearest count.
+    pub fn scaled(self, factor: f64) -> Self {
+        Self::from_array(&self.to_array().map(|v| scale(v, factor)))
+    }
+}
+
+impl Add for InstructionCounts {
+    type Output = Self;
+    fn add(self, other: Self) -> Self {
+        let (a, b) = (self.to_array(), other.to_array());
+        Self::from_array(&std::array::from_fn(|i| a[i] + b[i]))
+    }
+}
+
+impl AddAssign for InstructionCounts {
+    fn add_assign(&mut self, other: Self) {
+        *self = *self + other;
+    }
+}
+
+/// Shared-memory traffic of one kind of access (loads, stores or atomics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SharedTraffic {
+    /// Warp-level requests.
+    pub requests: u64,
+    /// Wavefronts (shared-memory cycles) the requests take: per request, the most distinct
+    /// 4-byte words any one of the 32 banks must deliver, summed over the request's phases. A
+    /// request of accesses up to 4 bytes wide is one phase of 32 lanes; 8-byte accesses are
+    /// processed per half-warp (2 phases), 16-byte ones per quarter-warp (4 phases); lanes
+    /// reading the same word share it (broadcast). A conflict-free request of 4-byte accesses
+    /// takes 1 wavefront; an `n`-way bank conflict, `n`.
+    pub wavefronts: u64,
+    /// Bytes the lanes asked for.
+    pub bytes: u64,
+}
+
+/// Global-memory traffic of one kind of access (loads, stores or atomics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GlobalTraffic {
+    /// Warp-level requests.
+    pub requests: u64,
+    /// Distinct 32-byte sectors the requests touch (per request, summed): a warp's coalesced
+    /// 4-byte accesses touch 4 sectors, 16-byte ones 16, a broadcast 1.
+    pub sectors: u64,
+    /// Bytes the lanes asked for; `sectors * 32` is what the memory system moves.
+    pub bytes_requested: u64,
+}
+
+impl GlobalTraffic {
+    /// Bytes moved: `sectors * 32`.
+    pub fn bytes_moved(&self) -> u64 {
+        self.sectors * SECTOR_BYTES
+    }
+}
+
+macro_rules! traffic_ops {
+    ($($t:ident { $($f:ident),* })*) => {$(
+        impl AddAssign for $t {
+            fn add_assign(&mut self, o: Self) {
+                $(self.$f += o.$f;)*
+            }
+        }
+        impl $t {
+            /// Every counter scaled by `factor`, rounded.
+            pub fn scaled(self, factor: f64) -> Self {
+                $t { $($f: scale(self.$f, factor)),* }
+            }
+        }
+    )*};
+}
+
+traffic_ops! {
+    SharedTraffic { requests, wavefronts, bytes }
+    GlobalTraffic { requests, sectors, bytes_requested }
+}
+
+/// What one launch did, counted exactly by the emulator (scaled to the whole grid when only a
+/// sample of its blocks ran, see [`LaunchStats::blocks_run`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LaunchStats {
+    /// The kernel's name.
+    pub kernel: &'static str,
+    /// Grid shape in blocks.
+    pub grid: [u32; 3],
+    /// Block shape in threads.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block, as launched.
+    pub dynamic_smem_bytes: u32,
+    /// Most static plus dynamic shared memory a block used.
+    pub shared_bytes_per_block: u32,
+    /// Blocks in the grid.
+    pub blocks_total: u64,
+    /// Blocks the emulator ran: `blocks_total` unless the launch sampled (see
+    /// [`crate::BlockSample`]); then every counter below is the sampled blocks' counts, each
+    /// block weighted by how many blocks of the grid it stands for.
+    pub blocks_run: u64,
+    /// Warps per block (the last may be partial).
+    pub warps_per_block: u32,
+    /// Instructions counted per lane.
+    pub thread_instructions: InstructionCounts,
+    /// Warp-level instructions (per warp, the largest lane count of each class).
+    pub warp_instructions: InstructionCounts,
+    pub shared_loads: SharedTraffic,
+    pub shared_stores: SharedTraffic,
+    pub shared_atomics: SharedTraffic,
+    pub global_loads: GlobalTraffic,
+    pub global_stores: GlobalTraffic,
+    pub global_atomics: GlobalTraffic,
+}
+
+impl LaunchStats {
+    /// Whether only a sample of the grid's blocks ran.
+    pub fn sampled(&self) -> bool {
+        self.blocks_run < self.blocks_total
+    }
+
+    /// Bank-conflict factor of shared loads: wavefronts per request (1.0 when conflict-free
+    /// 4-byte accesses).
+    pub fn shared_load_wavefronts_per_request(&self) -> f64 {
+        ratio(self.shared_loads.wavefronts, self.shared_loads.requests)
+    }
+
+    /// Global load efficiency: bytes requested over bytes moved (1.0 when fully coalesced).
+    pub fn global_load_efficiency(&self) -> f64 {
+        ratio(self.global_loads.bytes_requested, self.global_loads.bytes_moved())
+    }
+
+    /// Total bytes moved between the SMs and L2 by global loads, stores and atomics.
+    pub fn global_bytes_moved(&self) -> u64 {
+        self.global_loads.bytes_moved() + self.global_stores.bytes_moved() + self.global_atomics.bytes_moved()
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+fn scale(v: u64, factor: f64) -> u64 {
+    if factor == 1.0 {
+        v
+    } else {
+        (v as f64 * factor).round() as u64
+    }
+}
+
+/// Counters of blocks, each weighted by how many blocks of the grid it stands for, summed
+/// unrounded (rounding once at the end keeps a sample's scaled counts exact where the
+/// blocks it stands for do equal work).
+#[derive(Clone, Debug)]
+pub(crate) struct WeightedSums {
+    values: [f64; WeightedSums::LEN],
+    shared_bytes: u32,
+}
+
+impl Default for WeightedSums {
+    fn default() -> Self {
+        WeightedSums { values: [0.0; Self::LEN], shared_bytes: 0 }
+    }
+}
+
+impl WeightedSums {
+    /// Thread and warp instruction counts, then requests/wavefronts/bytes of shared loads,
+    /// stores and atomics, then requests/sectors/bytes of global ones.
+    const LEN: usize = 2 * CLASSES + 9 + 9;
+
+    fn flatten(c: &BlockCounts) -> [u64; Self::LEN] {
+        let mut out = [0; Self::LEN];
+        out[..CLASSES].copy_from_slice(&c.thread.to_array());
+        out[CLASSES..2 * CLASSES].copy_from_slice(&c.warp.to_array());
+        for k in 0..3 {
+            let s = &c.shared[k];
+            out[2 * CLASSES + 3 * k..][..3].copy_from_slice(&[s.requests, s.wavefronts, s.bytes]);
+            let g = &c.global[k];
+            out[2 * CLASSES + 9 + 3 * k..][..3].copy_from_slice(&[g.requests, g.sectors, g.bytes_requested]);
+        }
+        out
+    }
+
+    pub fn add(&mut self, counts: &BlockCounts, weight: f64) {
+        for (sum, v) in self.values.iter_mut().zip(Self::flatten(counts)) {
+            *sum += v as f64 * weight;
+        }
+        self.shared_bytes = self.shared_bytes.max(counts.shared_bytes);
+    }
+
+    pub fn merge(&mut self, other: &WeightedSums) {
+        for (sum, v) in self.values.iter_mut().zip(other.values) {
+            *sum += v;
+        }
+        self.shared_bytes = self.shared_bytes.max(other.shared_bytes);
+    }
+
+    /// Writes the rounded sums into the counters of `stats`.
+    pub fn write_into(&self, stats: &mut LaunchStats) {
+        let v: Vec<u64> = self.values.iter().map(|x| x.round() as u64).collect();
+        stats.thread_instructions =
+            InstructionCounts::from_array(&v[..CLASSES].try_into().expect("CLASSES values"));
+        stats.warp_instructions =
+            InstructionCounts::from_array(&v[CLASSES..2 * CLASSES].try_into().expect("CLASSES values"));
+        let shared = |k: usize| {
+            let x = &v[2 * CLASSES + 3 * k..];
+            SharedTraffic { requests: x[0], wavefronts: x[1], bytes: x[2] }
+        };
+        let global = |k: usize| {
+            let x = &v[2 * CLASSES + 9 + 3 * k..];
+            GlobalTraffic { requests: x[0], sectors: x[1], bytes_requested: x[2] }
+        };
+        (stats.shared_loads, stats.shared_stores, stats.shared_atomics) = (shared(0), shared(1), shared(2));
+        (stats.global_loads, stats.global_stores, stats.global_atomics) = (global(0), global(1), global(2));
+        stats.shared_bytes_per_block = self.shared_bytes;
+    }
+}
+
+/// Counters of one block, before weighting.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct BlockCounts {
+    pub thread: InstructionCounts,
+    pub warp: InstructionCounts,
+    /// Loads, stores, atomics.
+    pub shared: [SharedTraffic; 3],
+    pub global: [GlobalTraffic; 3],
+    pub shared_bytes: u32,
+}
+
+/// Access kinds as memory counters index them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum MemOp {
+    Load = 0,
+    Store = 1,
+    Atomic = 2,
+}
+
+/// One lane's part of a shared-memory request: byte offset and width.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SharedRecord {
+    pub op: MemOp,
+    pub site: u16,
+    pub warp: u16,
+    pub lane: u8,
+    pub bytes: u8,
+    pub instance: u32,
+    pub offset: u32,
+}
+
+/// Wavefronts of one shared request whose lanes access `(lane, offset, bytes)`.
+pub(crate) fn wavefronts(accesses: &[(u8, u32, u8)], words: &mut Vec<u32>) -> u64 {
+    // Phases: lanes grouped by the widest access of the request.
+    let width = accesses.iter().map(|a| a.2).max().unwrap_or(4);
+    let lanes_per_phase: u8 = match width {
+        0..=4 => 32,
+        5..=8 => 16,
+        _ => 8,
+    };
+    let mut total = 0;
+    for phase in 0..32 / lanes_per_phase {
+        let lanes = phase * lanes_per_phase..(phase + 1) * lanes_per_phase;
+        words.clear();
+        for &(_, offset, bytes) in accesses.iter().filter(|a| lanes.contains(&a.0)) {
+            let first = offset / BANK_BYTES;
+            let last = (offset + u32::from(bytes.max(1)) - 1) / BANK_BYTES;
+            words.extend(first..=last);
+        }
+        if words.is_empty() {
+            continue;
+        }
+        words.sort_unstable();
+        words.dedup();
+        let mut per_bank = [0u64; SHARED_BANKS as usize];
+        for &w in words.iter() {
+            per_bank[(w % SHARED_BANKS) as usize] += 1;
+        }
+        total += per_bank.iter().copied().max().unwrap_or(0);
+    }
+    total
+}
+
+/// Distinct 32-byte sectors touched by accesses `(address, bytes)`.
+pub(crate) fn sectors(accesses: impl Iterator<Item = (u64, u32)>, scratch: &mut Vec<u64>) -> u64 {
+    scratch.clear();
+    for (addr, bytes) in accesses {
+        let first = addr / SECTOR_BYTES;
+        let last = (addr + u64::from(bytes.max(1)) - 1) / SECTOR_BYTES;
+        scratch.extend(first..=last);
+    }
+    scratch.sort_unstable();
+    scratch.dedup();
+    scratch.len() as u64
+}
+
+/// Costs the shared requests in `records` into `counts` (records are reordered).
+pub(crate) fn cost_shared(records: &mut [SharedRecord], counts: &mut BlockCounts) {
+    records.sort_by_key(|r| crate::block::request_key(u32::from(r.warp), r.site, r.instance, r.op));
+    let (mut lanes, mut words) = (Vec::with_capacity(32), Vec::with_capacity(128));
+    for group in
+        records.chunk_by(|a, b| (a.warp, a.site, a.instance, a.op) == (b.warp, b.site, b.instance, b.op))
+    {
+        lanes.clear();
+        lanes.extend(group.iter().map(|r| (r.lane, r.offset, r.bytes)));
+        let t = &mut counts.shared[group[0].op as usize];
+        t.requests += 1;
+        t.wavefronts += wavefronts(&lanes, &mut words);
+        t.bytes += group.iter().map(|r| u64::from(r.bytes)).sum::<u64>();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    fn warp(stride_words: u32, bytes: u8) -> Vec<(u8, u32, u8)> {
+        (0..32).map(|l| (l as u8, l * stride_words * 4, bytes)).collect()
+    }
+
+    fn wavefronts(accesses: &[(u8, u32, u8)]) -> u64 {
+        super::wavefronts(accesses, &mut Vec::new())
+    }
+
+    fn sectors(accesses: impl Iterator<Item = (u64, u32)>) -> u64 {
+        super::sectors(accesses, &mut Vec::new())
+    }
+
+    #[test]
+    fn bank_conflicts_follow_the_32_bank_model() {
+        assert_eq!(wavefronts(&warp(1, 4)), 1);
+        assert_eq!(wavefronts(&warp(2, 4)), 2);
+        assert_eq!(wavefronts(&warp(32, 4)), 32);
+        assert_eq!(wavefronts(&warp(0, 4)), 1, "a broadcast is one wavefront");
+        // 8-byte accesses, consecutive: each half-warp covers 32 words, one per bank.
+        assert_eq!(wavefronts(&warp(2, 8)), 2);
+        // 16-byte accesses, consecutive: four quarter-warps of 32 words each.
+        assert_eq!(wavefronts(&warp(4, 16)), 4);
+        // 16-byte accesses with a 32-byte stride: each quarter-warp hits 16 banks twice.
+        assert_eq!(wavefronts(&warp(8, 16)), 8);
+    }
+
+    #[test]
+    fn sectors_count_distinct_32_byte_segments() {
+        assert_eq!(sectors((0..32).map(|l| (l * 4, 4))), 4);
+        assert_eq!(sectors((0..32).map(|l| (l * 16, 16))), 16);
+        assert_eq!(sectors((0..32).map(|_| (64, 4))), 1);
+        assert_eq!(sectors((0..32).map(|l| (l * 128, 4))), 32);
+        assert_eq!(sectors([(30, 4)].into_iter()), 2, "an access straddling a sector boundary");
+    }
+}

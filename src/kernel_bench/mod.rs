@@ -1,0 +1,702 @@
+//! `trident bench kernels`: Trident's kernels at the sizes that matter (square GEMMs, the
+//! GPT-2 layer's GEMMs, causal attention, every memory-bound kernel) and the published SGEMM
+//! designs, timed on `Cuda` or counted on `Emu` and predicted by the time model
+//! (`trident-perfmodel`) for a named GPU.
+//!
+//! Counting on `Emu` runs a sample of each grid ([`BlockSample::Edges`]) and, where the work
+//! repeats exactly, less of it: a GEMM at two short `K` (its counters are affine in the
+//! number of K-steps) extrapolated to the real `K`; attention for one (sequence, head) pair,
+//! scaled to all of them (every pair does the same work).
+
+pub mod designs;
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use trident_perfmodel::{Prediction, Target, Workload};
+use trident_runtime::{set_block_sample, BlockSample, Buffer, Device, Module};
+
+use crate::launch::{self, AdamW, AttentionShape, EncoderShape, Gemm, Kernels, Transpose};
+use designs::SgemmDesign;
+
+/// Kernel classes, each with its own ceiling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Group {
+    /// Trident's GEMM: FLOP/s against the GPU's dense bf16 tensor peak.
+    Gemm,
+    /// Causal attention: FLOP/s against the tensor peak.
+    Attention,
+    /// Bandwidth-bound kernels: bytes/s against the memory ceiling.
+    Memory,
+    /// A published design (test kernel): FLOP/s against the fp32 peak.
+    Design,
+}
+
+/// What one case launches.
+#[derive(Clone, Copy, Debug)]
+pub enum Op {
+    Gemm(Gemm),
+    Attention(AttentionShape),
+    Add { n: usize },
+    GeluForward { n: usize },
+    GeluBackward { n: usize },
+    LayerNormForward { rows: usize, c: usize },
+    LayerNormBackward { rows: usize, c: usize },
+    AdamW { n: usize },
+    CrossEntropy { rows: usize, v: usize, vp: usize },
+    EncoderForward(EncoderShape),
+    Design { design: SgemmDesign, size: usize },
+}
+
+/// One benchmark case.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub name: String,
+    pub op: Op,
+}
+
+/// GPT-2 small as the benchmark shapes it: `B x T` = 4 x 1024 rows, 768 channels, 12 heads,
+/// the vocabulary padded to 50304.
+pub const GPT2_ROWS: usize = 4 * 1024;
+pub const GPT2_C: usize = 768;
+pub const GPT2_VP: usize = 50304;
+pub const GPT2_V: usize = 50257;
+
+/// Every case, in print order.
+pub fn suite() -> Vec<Case> {
+    let case = |name: String, op| Case { name, op };
+    let mut cases = Vec::new();
+    for s in [1024, 2048, 4096, 8192] {
+        cases.push(case(format!("gemm {s}^3 (nn)"), Op::Gemm(Gemm::new(s, s, s))));
+    }
+    let (r, c) = (GPT2_ROWS, GPT2_C);
+    for (what, oc, ic) in [("qkv", 3 * c, c), ("attn proj", c, c), ("fc", 4 * c, c), ("fc proj", c, 4 * c)] {
+        cases.push(case(
+            format!("gpt2 {what} fwd {r}x{oc}x{ic} (nt)"),
+            Op::Gemm(Gemm::new(r, oc, ic).trans_b()),
+        ));
+    }
+    cases.push(case(format!("gpt2 fc bwd dx {r}x{c}x{} (nn)", 4 * c), Op::Gemm(Gemm::new(r, c, 4 * c))));
+    cases.push(case(
+        format!("gpt2 fc bwd dw {}x{c}x{r} (tn)", 4 * c),
+        Op::Gemm(Gemm::new(4 * c, c, r).trans_a().beta(1.0)),
+    ));
+    cases.push(case(
+        format!("gpt2 lm head fwd {r}x{GPT2_VP}x{c} (nt)"),
+        Op::Gemm(Gemm::new(r, GPT2_VP, c).trans_b()),
+    ));
+    for (nh, hs) in [(12, 64), (12, 128)] {
+        cases.push(case(
+            format!("attention fwd b4 t1024 h{nh} d{hs} causal"),
+            Op::Attention(AttentionShape { b: 4, t: 1024, nh, hs }),
+        ));
+    }
+    cases.push(case(format!("add {r}x{c}"), Op::Add { n: r * c }));
+    cases.push(case(format!("gelu fwd {r}x{}", 4 * c), Op::GeluForward { n: r * 4 * c }));
+    cases.push(case(format!("gelu bwd {r}x{}", 4 * c), Op::GeluBackward { n: r * 4 * c }));
+    cases.push(case(format!("layernorm fwd {r}x{c}"), Op::LayerNormForward { rows: r, c }));
+    cases.push(case(format!("layernorm bwd {r}x{c}"), Op::LayerNormBackward { rows: r, c }));
+    cases.push(case("adamw 124M params".into(), Op::AdamW { n: 124_475_904 }));
+    cases.push(case(
+        format!("crossentropy {r}x{GPT2_VP}"),
+        Op::CrossEntropy { rows: r, v: GPT2_V, vp: GPT2_VP },
+    ));
+    cases.push(case(
+        format!("encoder fwd {r}x{c}"),
+        Op::EncoderForward(EncoderShape { b: 4, t: 1024, c, vp: GPT2_VP, max_t: 1024 }),
+    ));
+    for design in SgemmDesign::ALL {
+        let p = design.published();
+        cases.push(case(
+            format!("design {} {} {}^3", p.number, p.title, p.size),
+            Op::Design { design, size: p.size },
+        ));
+    }
+    cases
+}
+
+fn gemm_kernel(g: &Gemm) -> &'static str {
+    match (g.trans_a, g.trans_b) {
+        (Transpose::No, Transpose::No) => "gemm_nn_f32",
+        (Transpose::No, Transpose::Yes) => "gemm_nt_f32",
+        (Transpose::Yes, Transpose::No) => "gemm_tn_f32",
+        (Transpose::Yes, Transpose::Yes) => "gemm_tt_f32",
+    }
+}
+
+/// FLOPs of causal attention forward: `QK^T` and `PV` over the lower triangle.
+fn attention_flops(s: &AttentionShape) -> f64 {
+    let (b, t, nh, hs) = (s.b as f64, s.t as f64, s.nh as f64, s.hs as f64);
+    2.0 * 2.0 * b * nh * hs * t * (t + 1.0) / 2.0
+}
+
+impl Case {
+    pub fn group(&self) -> Group {
+        match self.op {
+            Op::Gemm(_) => Group::Gemm,
+            Op::Attention(_) => Group::Attention,
+            Op::Design { .. } => Group::Design,
+            _ => Group::Memory,
+        }
+    }
+
+    /// The kernel the case launches (its only launch).
+    pub fn kernel(&self) -> &'static str {
+        match &self.op {
+            Op::Gemm(g) => gemm_kernel(g),
+            Op::Attention(_) => "attention_forward_f32",
+            Op::Add { .. } => "add_f32",
+            Op::GeluForward { .. } => "gelu_forward_f32",
+            Op::GeluBackward { .. } => "gelu_backward_f32",
+            Op::LayerNormForward { .. } => "layernorm_forward_f32",
+            Op::LayerNormBackward { .. } => "layernorm_backward_f32",
+            Op::AdamW { .. } => "adamw_f32",
+            Op::CrossEntropy { .. } => "crossentropy_f32",
+            Op::EncoderForward(_) => "encoder_forward_f32",
+            Op::Design { design, .. } => design.kernel(),
+        }
+    }
+
+    /// Useful FLOPs (0 for the memory-bound kernels).
+    pub fn flops(&self) -> f64 {
+        match &self.op {
+            Op::Gemm(g) => 2.0 * (g.m * g.n * g.k) as f64,
+            Op::Design { size, .. } => 2.0 * (*size as f64).powi(3),
+            Op::Attention(s) => attention_flops(s),
+            _ => 0.0,
+        }
+    }
+
+    /// Bytes the kernel must move at least: each input read once, each output written once
+    /// (read too where it is updated in place).
+    pub fn bytes(&self) -> u64 {
+        let f = |n: usize| 4 * n as u64;
+        match &self.op {
+            Op::Gemm(g) => f(g.m * g.k + g.k * g.n + g.m * g.n * if g.beta == 0.0 { 1 } else { 2 }),
+            Op::Design { size, .. } => f(4 * size * size),
+            Op::Attention(s) => f(s.b * s.t * 3 * s.nh * s.hs + s.b * s.t * s.nh * s.hs + s.b * s.nh * s.t),
+            Op::Add { n } => f(3 * n),
+            Op::GeluForward { n } => f(2 * n),
+            Op::GeluBackward { n } => f(3 * n),
+            Op::LayerNormForward { rows, c } => f(2 * rows * c + 2 * c + 2 * rows),
+            Op::LayerNormBackward { rows, c } => f(3 * rows * c + 3 * c + 2 * rows),
+            Op::AdamW { n } => f(7 * n),
+            Op::CrossEntropy { rows, vp, .. } => f(2 * rows * vp + 2 * rows),
+            Op::EncoderForward(s) => f(2 * s.b * s.t * s.c) + 4 * (s.b * s.t) as u64 + f(s.t * s.c),
+        }
+    }
+}
+
+/// Buffers of one case, allocated on its device (initialised: the emulator refuses reads of
+/// memory never written).
+struct Buffers {
+    f: Vec<Buffer<f32>>,
+    u: Vec<Buffer<u32>>,
+}
+
+fn filled(device: &Device, n: usize, seed: u32) -> trident_runtime::Result<Buffer<f32>> {
+    // A cheap deterministic pattern in [-0.5, 0.5): no zeros, no denormals.
+    let data: Vec<f32> = (0..n as u32)
+        .map(|i| {
+            (((i.wrapping_mul(2_654_435_761).wrapping_add(seed)) >> 8) as f32 / (1u32 << 24) as f32) - 0.5
+        })
+        .collect();
+    Buffer::from_slice(device, &data)
+}
+
+impl Op {
+    fn buffers(&self, device: &Device) -> Result<Buffers, launch::LaunchError> {
+        let sizes: Vec<usize> = match self {
+            Op::Gemm(g) => vec![g.m * g.n, g.m * g.k, g.k * g.n],
+            Op::Design { size, .. } => vec![size * size; 3],
+            Op::Attention(s) => {
+                let c = s.nh * s.hs;
+                vec![s.b * s.t * c, s.b * s.nh * s.t, s.b * s.t * 3 * c]
+            }
+            Op::Add { n } => vec![*n; 3],
+            Op::GeluForward { n } => vec![*n; 2],
+            Op::GeluBackward { n } => vec![*n; 3],
+            Op::LayerNormForward { rows, c } => vec![rows * c, *rows, *rows, rows * c, *c, *c],
+            Op::LayerNormBackward { rows, c } => vec![rows * c, *c, *c, rows * c, rows * c, *c, *rows, *rows],
+            Op::AdamW { n } => vec![*n; 4],
+            Op::CrossEntropy { rows, vp, .. } => vec![rows * vp, *rows],
+            Op::EncoderForward(s) => vec![s.b * s.t * s.c, s.vp * s.c, s.max_t * s.c],
+        };
+        let f =
+            sizes.iter().enumerate().map(|(i, &n)| filled(device, n, i as u32)).collect::<Result<_, _>>()?;
+        let u = match self {
+            Op::CrossEntropy { rows, v, .. } => {
+                vec![Buffer::from_slice(
+                    device,
+                    &(0..*rows as u32).map(|i| i % *v as u32).collect::<Vec<_>>(),
+                )?]
+            }
+            Op::EncoderForward(s) => {
+                vec![Buffer::from_slice(
+                    device,
+                    &(0..(s.b * s.t) as u32).map(|i| i % s.vp as u32).collect::<Vec<_>>(),
+                )?]
+            }
+            _ => Vec::new(),
+        };
+        Ok(Buffers { f, u })
+    }
+
+    /// Launches the case once on the buffers.
+    fn launch(&self, k: &Kernels, module: &Module, bufs: &mut Buffers) -> Result<(), launch::LaunchError> {
+        let f = &mut bufs.f;
+        match self {
+            Op::Gemm(g) => {
+                let [c, a, b] = three(f);
+                launch::gemm(k, &mut c.view_mut(..)?, &a.view(..)?, &b.view(..)?, g)
+            }
+            Op::Design { design, size } => {
+                let [c, a, b] = three(f);
+                design.launch(
+                    module,
+                    &mut c.view_mut(..)?,
+                    &a.view(..)?,
+                    &b.view(..)?,
+                    (*size, *size, *size),
+                    1.0,
+                    0.5,
+                )
+            }
+            Op::Attention(s) => {
+                let [out, lse, qkv] = three(f);
+                launch::attention_forward(
+                    k,
+                    &mut out.view_mut(..)?,
+                    &mut lse.view_mut(..)?,
+                    &qkv.view(..)?,
+                    s,
+                )
+            }
+            Op::Add { .. } => {
+                let [out, a, b] = three(f);
+                launch::add(k, &mut out.view_mut(..)?, &a.view(..)?, &b.view(..)?)
+            }
+            Op::GeluForward { .. } => {
+                let (out, rest) = f.split_at_mut(1);
+                launch::gelu_forward(k, &mut out[0].view_mut(..)?, &rest[0].view(..)?)
+            }
+            Op::GeluBackward { .. } => {
+                let [d, inp, dout] = three(f);
+                launch::gelu_backward(k, &mut d.view_mut(..)?, &inp.view(..)?, &dout.view(..)?)
+            }
+            Op::LayerNormForward { rows, c } => {
+                let (outs, ins) = f.split_at_mut(3);
+                let [out, mean, rstd] = outs else { unreachable!("three outputs") };
+                launch::layernorm_forward(
+                    k,
+                    &mut out.view_mut(..)?,
+                    &mut mean.view_mut(..)?,
+                    &mut rstd.view_mut(..)?,
+                    &ins[0].view(..)?,
+                    &ins[1].view(..)?,
+                    &ins[2].view(..)?,
+                    *rows,
+                    *c,
+                )
+            }
+            Op::LayerNormBackward { rows, c } => {
+                let (outs, ins) = f.split_at_mut(3);
+                let [dinp, dw, db] = outs else { unreachable!("three outputs") };
+                launch::layernorm_backward(
+                    k,
+                    &mut dinp.view_mut(..)?,
+                    &mut dw.view_mut(..)?,
+                    &mut db.view_mut(..)?,
+                    &ins[0].view(..)?,
+                    &ins[1].view(..)?,
+                    &ins[2].view(..)?,
+                    &ins[3].view(..)?,
+                    &ins[4].view(..)?,
+                    *rows,
+                    *c,
+                )
+            }
+            Op::AdamW { .. } => {
+                let (outs, ins) = f.split_at_mut(3);
+                let [p, m, v] = outs else { unreachable!("three outputs") };
+                let h = AdamW {
+                    lr: 1e-4,
+                    beta1: 0.9,
+                    beta2: 0.95,
+                    eps: 1e-8,
+                    weight_decay: 0.1,
+                    step: 1,
+                    grad_scale: 1.0,
+                };
+                launch::adamw(
+                    k,
+                    &mut p.view_mut(..)?,
+                    &mut m.view_mut(..)?,
+                    &mut v.view_mut(..)?,
+                    &ins[0].view(..)?,
+                    &h,
+                )
+            }
+            Op::CrossEntropy { rows, v, vp } => {
+                let (logits, losses) = f.split_at_mut(1);
+                launch::crossentropy(
+                    k,
+                    &mut logits[0].view_mut(..)?,
+                    &mut losses[0].view_mut(..)?,
+                    &bufs.u[0].view(..)?,
+                    *rows,
+                    *v,
+                    *vp,
+                    Some(1.0 / *rows as f32),
+                )
+            }
+            Op::EncoderForward(s) => {
+                let (out, tables) = f.split_at_mut(1);
+                launch::encoder_forward(
+                    k,
+                    &mut out[0].view_mut(..)?,
+                    &bufs.u[0].view(..)?,
+                    &tables[0].view(..)?,
+                    &tables[1].view(..)?,
+                    s,
+                )
+            }
+        }
+    }
+}
+
+/// The first three buffers, mutably.
+fn three(f: &mut [Buffer<f32>]) -> [&mut Buffer<f32>; 3] {
+    let (a, rest) = f.split_first_mut().expect("three buffers");
+    let (b, rest) = rest.split_first_mut().expect("three buffers");
+    [a, b, &mut rest[0]]
+}
+
+/// The kernels and the raw module (for the design kernels) on one device.
+pub struct Bench {
+    pub kernels: Kernels,
+    pub module: Module,
+}
+
+impl Bench {
+    pub fn load(device: &Device) -> anyhow::Result<Bench> {
+        Ok(Bench {
+            kernels: Kernels::load(device)?,
+            module: device.load_module(&crate::kernels::module_source())?,
+        })
+    }
+
+    fn device(&self) -> &Device {
+        self.kernels.device()
+    }
+
+    /// Runs `op` once, whole, on `Emu` with the grid sampled, and returns its counters.
+    pub fn count_exact(&self, op: &Op) -> anyhow::Result<Workload> {
+        let kernel = Case { name: String::new(), op: *op }.kernel();
+        self.count_once(op, kernel)
+    }
+
+    fn count_once(&self, op: &Op, kernel: &str) -> anyhow::Result<Workload> {
+        let mut bufs = op.buffers(self.device())?;
+        let previous = set_block_sample(BlockSample::Edges);
+        let result = op.launch(&self.kernels, &self.module, &mut bufs);
+        set_block_sample(previous);
+        result?;
+        let stats = trident_runtime::last_launch_stats()
+            .ok_or_else(|| anyhow::anyhow!("the emulator recorded no counters for {kernel}"))?;
+        anyhow::ensure!(
+            stats.kernel == kernel,
+            "expected a launch of {kernel}, the emulator counted {}",
+            stats.kernel
+        );
+        Ok(Workload::from_stats(&stats))
+    }
+
+    /// The case's counters on `Emu` for its full size (see the module documentation for how
+    /// little of it runs).
+    pub fn count(&self, case: &Case) -> anyhow::Result<Workload> {
+        anyhow::ensure!(matches!(self.device(), Device::Emu), "counting needs --device emu");
+        let kernel = case.kernel();
+        // Two short K, multiples of every design's and Trident's K-step (<= 32).
+        const K1: usize = 64;
+        const K2: usize = 128;
+        let work = match case.op {
+            Op::Gemm(g) if g.k > K2 => {
+                let short = |k| Op::Gemm(Gemm { k, ..g });
+                let (w1, w2) = (self.count_once(&short(K1), kernel)?, self.count_once(&short(K2), kernel)?);
+                w1.extrapolate(&w2, (g.k - K1) as f64 / (K2 - K1) as f64)
+            }
+            Op::Design { design, size } if size > K2 => {
+                // Square designs at K1 and K2 with M = N = size: the kernels take K apart
+                // from M and N, so run them through a GEMM-shaped launch.
+                let (w1, w2) = (self.count_design(design, size, K1)?, self.count_design(design, size, K2)?);
+                w1.extrapolate(&w2, (size - K1) as f64 / (K2 - K1) as f64)
+            }
+            Op::Attention(s) => {
+                let one = Op::Attention(AttentionShape { b: 1, nh: 1, ..s });
+                self.count_once(&one, kernel)?.scaled((s.b * s.nh) as f64)
+            }
+            op => self.count_once(&op, kernel)?,
+        };
+        Ok(work.with_dram_bytes(case.bytes()).with_flops(case.flops()))
+    }
+
+    /// A design's counters at `M = N = size`, `K = k`.
+    pub fn count_design(&self, design: SgemmDesign, size: usize, k: usize) -> anyhow::Result<Workload> {
+        let dev = self.device();
+        let (mut c, a, b) =
+            (filled(dev, size * size, 0)?, filled(dev, size * k, 1)?, filled(dev, k * size, 2)?);
+        let previous = set_block_sample(BlockSample::Edges);
+        let result = design.launch(
+            &self.module,
+            &mut c.view_mut(..)?,
+            &a.view(..)?,
+            &b.view(..)?,
+            (size, size, k),
+            1.0,
+            0.5,
+        );
+        set_block_sample(previous);
+        result?;
+        let stats = trident_runtime::last_launch_stats()
+            .ok_or_else(|| anyhow::anyhow!("the emulator recorded no counters for {}", design.kernel()))?;
+        Ok(Workload::from_stats(&stats))
+    }
+
+    /// Mean seconds per launch of the case on `Cuda`, over at least `min_seconds` of launches.
+    pub fn time(&self, case: &Case, min_seconds: f64) -> anyhow::Result<f64> {
+        let mut bufs = case.op.buffers(self.device())?;
+        case.op.launch(&self.kernels, &self.module, &mut bufs)?;
+        self.device().synchronize()?;
+        let (mut iters, start) = (0u32, Instant::now());
+        let mut batch = 1;
+        loop {
+            for _ in 0..batch {
+                case.op.launch(&self.kernels, &self.module, &mut bufs)?;
+            }
+            self.device().synchronize()?;
+            iters += batch;
+            let elapsed = start.elapsed().as_secs_f64();
+            if (elapsed >= min_seconds && iters >= 3) || iters >= 10_000 {
+                return Ok(elapsed / f64::from(iters));
+            }
+            batch = (batch * 2).min(64);
+        }
+    }
+
+    /// Device-to-device copy bandwidth, bytes/s (read plus write), over a 512 MiB copy.
+    pub fn copy_bandwidth(&self) -> anyhow::Result<f64> {
+        let n = 128 << 20;
+        let src = Buffer::<f32>::zeros(self.device(), n)?;
+        let mut dst = Buffer::<f32>::zeros(self.device(), n)?;
+        dst.view_mut(..)?.copy_from(&src.view(..)?)?;
+        self.device().synchronize()?;
+        let start = Instant::now();
+        let reps = 10;
+        for _ in 0..reps {
+            dst.view_mut(..)?.copy_from(&src.view(..)?)?;
+        }
+        self.device().synchronize()?;
+        Ok(2.0 * 4.0 * n as f64 * f64::from(reps) / start.elapsed().as_secs_f64())
+    }
+}
+
+/// The hardware-table GPU a CUDA device name stands for (`NVIDIA H100 80GB HBM3` -> `h100-sxm`).
+pub fn gpu_for_device_name(name: &str) -> Option<&'static str> {
+    let n = name.to_ascii_lowercase();
+    Some(if n.contains("h200") {
+        "h200"
+    } else if n.contains("h100") {
+        if n.contains("pcie") {
+            "h100-pcie"
+        } else {
+            "h100-sxm"
+        }
+    } else if n.contains("a100") {
+        if n.contains("40gb") {
+            "a100-40gb"
+        } else {
+            "a100-80gb"
+        }
+    } else if n.contains("a6000") {
+        "rtx-a6000"
+    } else {
+        return None;
+    })
+}
+
+/// One printed row.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Row {
+    pub case: String,
+    /// The hardware-table GPU of the prediction (emulator rows).
+    pub gpu: Option<String>,
+    pub group: Group,
+    pub kernel: String,
+    pub flops: f64,
+    pub bytes: u64,
+    /// Measured seconds per launch (`Cuda`).
+    pub measured_s: Option<f64>,
+    /// Predicted seconds per launch for `gpu`.
+    pub predicted_s: Option<f64>,
+    pub predicted_bound: Option<String>,
+    pub occupancy_blocks_per_sm: Option<u32>,
+    /// TFLOP/s (compute groups) or GB/s (memory), of the measurement where there is one,
+    /// else of the prediction.
+    pub rate: f64,
+    pub rate_unit: String,
+    /// `rate` over the ceiling: tensor peak (gemm, attention), fp32 peak (designs), memory
+    /// ceiling (memory).
+    pub fraction_of_ceiling: f64,
+    /// Counters (emulator) the prediction used.
+    pub counts: Option<Counts>,
+}
+
+/// The counters worth printing.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Counts {
+    pub blocks: u64,
+    pub fma: u64,
+    pub mma: u64,
+    pub shared_requests: u64,
+    pub smem_wavefronts: u64,
+    pub global_requests: u64,
+    pub global_sectors: u64,
+    pub barriers: u64,
+}
+
+impl Counts {
+    pub fn of(w: &Workload) -> Counts {
+        Counts {
+            blocks: w.blocks,
+            fma: w.warp.fma,
+            mma: w.warp.mma,
+            shared_requests: w.warp.shared,
+            smem_wavefronts: w.smem_wavefronts,
+            global_requests: w.warp.global_load + w.warp.global_store,
+            global_sectors: w.global_sectors,
+            barriers: w.warp.barrier,
+        }
+    }
+}
+
+/// The ceilings rates are set against.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Ceilings {
+    pub tensor_flops: f64,
+    pub fp32_flops: f64,
+    pub memory_bytes_per_s: f64,
+    /// `measured copy` or `table`.
+    pub memory_source: &'static str,
+}
+
+impl Ceilings {
+    pub fn from_table(t: &Target) -> Ceilings {
+        Ceilings {
+            tensor_flops: t.gpu.bf16_tflops.unwrap_or(t.gpu.fp32_tflops) * 1e12,
+            fp32_flops: t.gpu.fp32_tflops * 1e12,
+            memory_bytes_per_s: t.gpu.memory_tb_s * 1e12 * t.gpu.memory_efficiency,
+            memory_source: "table",
+        }
+    }
+}
+
+/// A row from a case, its measurement and/or its prediction.
+pub fn row(
+    case: &Case,
+    ceil: &Ceilings,
+    measured: Option<f64>,
+    predicted: Option<(&Prediction, &Workload)>,
+) -> Row {
+    let seconds = measured.or(predicted.map(|p| p.0.seconds)).unwrap_or(f64::NAN);
+    let (rate, unit, ceiling) = match case.group() {
+        Group::Memory => (case.bytes() as f64 / seconds / 1e9, "GB/s", ceil.memory_bytes_per_s / 1e9),
+        Group::Design => (case.flops() / seconds / 1e12, "TFLOP/s", ceil.fp32_flops / 1e12),
+        Group::Gemm | Group::Attention => {
+            (case.flops() / seconds / 1e12, "TFLOP/s", ceil.tensor_flops / 1e12)
+        }
+    };
+    Row {
+        case: case.name.clone(),
+        gpu: None,
+        group: case.group(),
+        kernel: case.kernel().to_string(),
+        flops: case.flops(),
+        bytes: case.bytes(),
+        measured_s: measured,
+        predicted_s: predicted.map(|p| p.0.seconds),
+        predicted_bound: predicted.map(|p| p.0.bound.to_string()),
+        occupancy_blocks_per_sm: predicted.map(|p| p.0.occupancy.blocks_per_sm),
+        rate,
+        rate_unit: unit.to_string(),
+        fraction_of_ceiling: rate / ceiling,
+        counts: predicted.map(|p| Counts::of(p.1)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_names_map_to_table_entries() {
+        assert_eq!(gpu_for_device_name("NVIDIA H100 80GB HBM3"), Some("h100-sxm"));
+        assert_eq!(gpu_for_device_name("NVIDIA H100 PCIe"), Some("h100-pcie"));
+        assert_eq!(gpu_for_device_name("NVIDIA H200"), Some("h200"));
+        assert_eq!(gpu_for_device_name("NVIDIA A100-SXM4-40GB"), Some("a100-40gb"));
+        assert_eq!(gpu_for_device_name("NVIDIA A100 80GB PCIe"), Some("a100-80gb"));
+        assert_eq!(gpu_for_device_name("NVIDIA RTX A6000"), Some("rtx-a6000"));
+        assert_eq!(gpu_for_device_name("NVIDIA GeForce RTX 4090"), None);
+    }
+
+    #[test]
+    fn rows_read_back_from_the_json_an_emu_run_writes() {
+        let case = &suite()[0];
+        let target = Target::named("h100").unwrap();
+        let work = Workload {
+            kernel: case.kernel().into(),
+            blocks: 4,
+            threads_per_block: 256,
+            ..Workload::default()
+        };
+        let pred = Prediction {
+            gpu: target.gpu.name.clone(),
+            seconds: 1e-3,
+            bound: trident_perfmodel::Bound::Lsu,
+            occupancy: trident_perfmodel::Occupancy {
+                blocks_per_sm: 2,
+                limit: trident_perfmodel::OccupancyLimit::Registers,
+                fraction: 0.25,
+            },
+            blocks_on_busiest_sm: 1,
+            terms: Vec::new(),
+            dram_bytes: 0,
+        };
+        let mut r = row(case, &Ceilings::from_table(&target), None, Some((&pred, &work)));
+        r.gpu = Some(target.gpu.name.clone());
+        let doc = serde_json::json!({ "rows": [r] });
+        let back: Vec<Row> = serde_json::from_value(doc["rows"].clone()).unwrap();
+        assert_eq!(back[0].case, case.name);
+        assert_eq!(back[0].predicted_s, Some(1e-3));
+        assert_eq!(back[0].predicted_bound.as_deref(), Some("LSU/MIO"));
+        assert_eq!(back[0].gpu.as_deref(), Some("h100-sxm"));
+        // 1 ms for 2 * 1024^3 FLOPs against the 989 TFLOP/s bf16 peak.
+        assert!((back[0].fraction_of_ceiling - 2.0 * 1024f64.powi(3) / 1e-3 / 989.4e12).abs() < 1e-9);
+    }
+
+    #[test]
+    fn every_case_names_its_kernel_and_work() {
+        let cases = suite();
+        assert!(cases.iter().any(|c| c.name.contains("8192^3")));
+        for c in &cases {
+            assert!(c.bytes() > 0, "{}", c.name);
+            assert_eq!(c.flops() > 0.0, c.group() != Group::Memory, "{}", c.name);
+            assert!(crate::kernels::module_source()
+                .host_kernels
+                .iter()
+                .flat_map(|g| g.iter())
+                .any(|k| k.name == c.kernel()));
+        }
+    }
+}
