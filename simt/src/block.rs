@@ -16,7 +16,7 @@ use crate::global::{self, BlockSpan, LaunchMemory, Record};
 use crate::sites::SiteTable;
 use crate::smem::SharedMemory;
 use crate::stacks;
-use crate::stats::{self, BlockCounts, Class, InstructionCounts, MemOp, SharedRecord, CLASSES};
+use crate::stats::{BlockCounts, Class, InstructionCounts, MemOp, RequestGroups, CLASSES};
 use crate::warp::{self, WarpState, WARP_SIZE};
 use crate::watchdog::Heartbeat;
 
@@ -63,7 +63,9 @@ pub(crate) struct AccessLog {
     pub global: Vec<Record>,
     epoch_start: usize,
     /// Shared accesses since the last barrier.
-    pub shared: Vec<SharedRecord>,
+    shared: RequestGroups,
+    /// Global requests since the last barrier.
+    global_requests: RequestGroups,
     /// Index of the allocation the last global access hit.
     pub alloc_cache: usize,
     pub counts: BlockCounts,
@@ -79,7 +81,8 @@ impl AccessLog {
             instances: vec![Vec::new(); threads as usize],
             global: Vec::new(),
             epoch_start: 0,
-            shared: Vec::new(),
+            shared: RequestGroups::default(),
+            global_requests: RequestGroups::default(),
             alloc_cache: 0,
             counts: BlockCounts::default(),
             scratch: Vec::new(),
@@ -112,26 +115,20 @@ impl AccessLog {
         let (site, instance) = self.visit(thread, site);
         let seq = self.global.len() as u32;
         let warp_syncs = self.warp_syncs.get((thread / WARP_SIZE) as usize).copied().unwrap_or(0);
-        self.global.push(Record { addr, bytes, op, thread, site, instance, seq, warp_syncs });
+        self.global.push(Record { addr, bytes, op, thread, site, seq, warp_syncs });
+        self.global_requests.add(thread, site, instance, op, addr, bytes);
     }
 
     pub fn push_shared(&mut self, offset: u32, bytes: u32, op: MemOp, thread: u32, site: Site) {
         let (site, instance) = self.visit(thread, site);
-        self.shared.push(SharedRecord {
-            op,
-            site,
-            warp: (thread / WARP_SIZE) as u16,
-            lane: (thread % WARP_SIZE) as u8,
-            bytes: bytes.min(255) as u8,
-            instance,
-            offset,
-        });
+        self.shared.add(thread, site, instance, op, u64::from(offset), bytes);
     }
 
     fn reset(&mut self) {
         self.global.clear();
         self.epoch_start = 0;
         self.shared.clear();
+        self.global_requests.clear();
         self.counts = BlockCounts::default();
         self.warp_syncs.clear();
         for counts in &mut self.instances {
@@ -192,15 +189,15 @@ impl BlockState {
         let log = &mut inner.log;
         let mut epoch = std::mem::take(&mut log.scratch);
         epoch.clear();
-        epoch.extend_from_slice(&log.global[log.epoch_start..]);
-        log.epoch_start = log.global.len();
         // Only a write or an atomic can race. Records are in `seq` order, so a stable sort by
         // address keeps equal addresses in program order (and is quick on the runs of
         // ascending addresses that threads produce).
-        let writes = epoch.iter().any(|r| r.op != MemOp::Load);
+        let writes = log.global[log.epoch_start..].iter().any(|r| r.op != MemOp::Load);
         if writes {
+            epoch.extend_from_slice(&log.global[log.epoch_start..]);
             epoch.sort_by_key(|r| r.addr);
         }
+        log.epoch_start = log.global.len();
         if let Some((earlier, later)) = writes.then(|| global::find_race(&epoch)).flatten() {
             let location = self.memory().describe(earlier.addr.max(later.addr));
             let earlier_text = format!(
@@ -216,20 +213,9 @@ impl BlockState {
             };
             return Err(self.error_at(later.thread, fault));
         }
-        epoch.sort_by_key(|r| request_key(r.thread / WARP_SIZE, r.site, r.instance, r.op));
-        let mut sectors = Vec::with_capacity(64);
-        for group in epoch.chunk_by(|a, b| {
-            (a.thread / WARP_SIZE, a.site, a.instance, a.op)
-                == (b.thread / WARP_SIZE, b.site, b.instance, b.op)
-        }) {
-            let t = &mut log.counts.global[group[0].op as usize];
-            t.requests += 1;
-            t.sectors += stats::sectors(group.iter().map(|r| (r.addr, r.bytes)), &mut sectors);
-            t.bytes_requested += group.iter().map(|r| u64::from(r.bytes)).sum::<u64>();
-        }
         log.scratch = epoch;
-        stats::cost_shared(&mut log.shared, &mut log.counts);
-        log.shared.clear();
+        log.global_requests.cost_global(&mut log.counts);
+        log.shared.cost_shared(&mut log.counts);
         for counts in &mut log.instances {
             counts.fill(0);
         }
@@ -463,11 +449,6 @@ impl BlockRunner {
             }
         }
     }
-}
-
-/// One integer ordering memory accesses by request: warp, site, instance, kind.
-pub(crate) fn request_key(warp: u32, site: u16, instance: u32, op: MemOp) -> u64 {
-    (u64::from(warp) << 50) | (u64::from(site) << 34) | (u64::from(instance) << 2) | op as u64
 }
 
 fn on_exit(block: &BlockState, t: u32) -> Result<(), EmuError> {

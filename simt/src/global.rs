@@ -212,7 +212,6 @@ pub(crate) struct Record {
     pub op: MemOp,
     pub thread: u32,
     pub site: u16,
-    pub instance: u32,
     /// Order within the block.
     pub seq: u32,
     /// Full-warp `sync_warp`s the thread's warp had completed when it made the access: two
@@ -523,7 +522,7 @@ mod tests {
     use super::*;
 
     fn rec(addr: u64, bytes: u32, op: MemOp, thread: u32, seq: u32) -> Record {
-        Record { addr, bytes, op, thread, site: 0, instance: 0, seq, warp_syncs: 0 }
+        Record { addr, bytes, op, thread, site: 0, seq, warp_syncs: 0 }
     }
 
     #[test]

@@ -354,16 +354,87 @@ pub(crate) enum MemOp {
     Atomic = 2,
 }
 
-/// One lane's part of a shared-memory request: byte offset and width.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct SharedRecord {
-    pub op: MemOp,
-    pub site: u16,
-    pub warp: u16,
-    pub lane: u8,
-    pub bytes: u8,
-    pub instance: u32,
-    pub offset: u32,
+/// The memory requests of one barrier interval, grouped as they are made: the accesses of one
+/// warp at one site with equal per-lane visit numbers form a request. `index[warp][site]`
+/// maps a visit number to its group, so grouping needs no sort.
+#[derive(Default)]
+pub(crate) struct RequestGroups {
+    index: Vec<Vec<Vec<u32>>>,
+    groups: Vec<Group>,
+}
+
+/// One request: its kind and each lane's `(address, bytes)`.
+#[derive(Clone, Copy)]
+struct Group {
+    op: MemOp,
+    lanes: u8,
+    accesses: [(u8, u64, u8); WARP_LANES],
+}
+
+const WARP_LANES: usize = 32;
+
+impl RequestGroups {
+    /// Adds `thread`'s `instance`-th visit of `site` (since the last barrier): `bytes` at `addr`.
+    pub fn add(&mut self, thread: u32, site: u16, instance: u32, op: MemOp, addr: u64, bytes: u32) {
+        let lane = thread % WARP_LANES as u32;
+        let (warp, site, instance) =
+            ((thread / WARP_LANES as u32) as usize, usize::from(site), instance as usize);
+        if self.index.len() <= warp {
+            self.index.resize_with(warp + 1, Vec::new);
+        }
+        let sites = &mut self.index[warp];
+        if sites.len() <= site {
+            sites.resize_with(site + 1, Vec::new);
+        }
+        let visits = &mut sites[site];
+        while visits.len() <= instance {
+            visits.push(self.groups.len() as u32);
+            self.groups.push(Group { op, lanes: 0, accesses: [(0, 0, 0); WARP_LANES] });
+        }
+        let group = &mut self.groups[visits[instance] as usize];
+        if usize::from(group.lanes) < WARP_LANES {
+            group.accesses[usize::from(group.lanes)] = (lane as u8, addr, bytes.min(255) as u8);
+            group.lanes += 1;
+        }
+    }
+
+    /// Costs the shared-memory requests into `counts` and forgets them.
+    pub fn cost_shared(&mut self, counts: &mut BlockCounts) {
+        let mut words = Vec::with_capacity(128);
+        let mut lanes = Vec::with_capacity(WARP_LANES);
+        for g in self.groups.iter().filter(|g| g.lanes > 0) {
+            let accesses = &g.accesses[..usize::from(g.lanes)];
+            lanes.clear();
+            lanes.extend(accesses.iter().map(|&(lane, addr, bytes)| (lane, addr as u32, bytes)));
+            let t = &mut counts.shared[g.op as usize];
+            t.requests += 1;
+            t.wavefronts += wavefronts(&lanes, &mut words);
+            t.bytes += accesses.iter().map(|a| u64::from(a.2)).sum::<u64>();
+        }
+        self.clear();
+    }
+
+    /// Costs the global-memory requests into `counts` and forgets them.
+    pub fn cost_global(&mut self, counts: &mut BlockCounts) {
+        let mut scratch = Vec::with_capacity(64);
+        for g in self.groups.iter().filter(|g| g.lanes > 0) {
+            let accesses = &g.accesses[..usize::from(g.lanes)];
+            let t = &mut counts.global[g.op as usize];
+            t.requests += 1;
+            t.sectors += sectors(accesses.iter().map(|a| (a.1, u32::from(a.2))), &mut scratch);
+            t.bytes_requested += accesses.iter().map(|a| u64::from(a.2)).sum::<u64>();
+        }
+        self.clear();
+    }
+
+    pub fn clear(&mut self) {
+        self.groups.clear();
+        for sites in &mut self.index {
+            for visits in sites.iter_mut() {
+                visits.clear();
+            }
+        }
+    }
 }
 
 /// Wavefronts of one shared request whose lanes access `(lane, offset, bytes)`.
@@ -409,22 +480,6 @@ pub(crate) fn sectors(accesses: impl Iterator<Item = (u64, u32)>, scratch: &mut 
     scratch.sort_unstable();
     scratch.dedup();
     scratch.len() as u64
-}
-
-/// Costs the shared requests in `records` into `counts` (records are reordered).
-pub(crate) fn cost_shared(records: &mut [SharedRecord], counts: &mut BlockCounts) {
-    records.sort_by_key(|r| crate::block::request_key(u32::from(r.warp), r.site, r.instance, r.op));
-    let (mut lanes, mut words) = (Vec::with_capacity(32), Vec::with_capacity(128));
-    for group in
-        records.chunk_by(|a, b| (a.warp, a.site, a.instance, a.op) == (b.warp, b.site, b.instance, b.op))
-    {
-        lanes.clear();
-        lanes.extend(group.iter().map(|r| (r.lane, r.offset, r.bytes)));
-        let t = &mut counts.shared[group[0].op as usize];
-        t.requests += 1;
-        t.wavefronts += wavefronts(&lanes, &mut words);
-        t.bytes += group.iter().map(|r| u64::from(r.bytes)).sum::<u64>();
-    }
 }
 
 #[cfg(test)]
