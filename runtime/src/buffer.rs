@@ -519,8 +519,12 @@ impl<'a, T: Pod> ViewMut<'a, T> {
             h.fill(T::zeroed());
             return Ok(());
         }
-        let zeros = vec![T::zeroed(); self.len];
-        self.copy_from_slice(&zeros)
+        match &mut self.mem {
+            // SAFETY: `a` addresses this view's `len` elements on `d`; a device memset, not an
+            // upload of a host buffer of zeros.
+            MemMut::Cuda(d, a, _) => unsafe { d.memset_zero(*a, self.len * size_of::<T>()) },
+            MemMut::Host(_) => unreachable!("host views returned above"),
+        }
     }
 }
 

@@ -3,6 +3,12 @@
 //! Everything here is thin; the logic of every op lives in the kernels, which the emulator runs
 //! too. The driver library is loaded at run time and probed before first use, because `cudarc`
 //! panics where no driver exists.
+//!
+//! The driver keeps the current context per OS thread, and `cudarc`'s raw calls (copies,
+//! memsets, launches) use whatever is current: every raw call here binds the device's context
+//! to the calling thread first, so rank threads, the data-parallel worker and any other thread
+//! may use a device. `TRIDENT_CUDA_SYNC=1` waits for every launch and names the kernel that
+//! failed (a kernel fault otherwise surfaces at the next synchronisation, unattributed).
 
 use std::sync::Arc;
 
@@ -17,6 +23,24 @@ pub struct CudaDevice {
     stream: Arc<CudaStream>,
     name: String,
     compute_capability: (i32, i32),
+    /// `TRIDENT_CUDA_SYNC=1`: every launch is waited for, and a failure names its kernel.
+    sync_launches: bool,
+}
+
+/// Whether `TRIDENT_CUDA_SYNC` asks for synchronous launches.
+pub fn sync_launches_requested(value: Option<&str>) -> bool {
+    matches!(value.map(str::trim), Some("1") | Some("true") | Some("yes"))
+}
+
+/// The GPU a process uses when none is named: its launcher's `LOCAL_RANK` (or Open MPI's and
+/// Slurm's local rank) modulo the GPUs present, so that each local rank gets its own GPU.
+pub fn local_ordinal(local_rank: Option<&str>, count: usize) -> usize {
+    let rank = local_rank.and_then(|r| r.trim().parse::<usize>().ok()).unwrap_or(0);
+    if count == 0 {
+        0
+    } else {
+        rank % count
+    }
 }
 
 impl CudaDevice {
@@ -39,7 +63,13 @@ impl CudaDevice {
         let stream = ctx.new_stream()?;
         let name = ctx.name()?;
         let compute_capability = ctx.compute_capability()?;
-        Ok(Self { ctx, stream, name, compute_capability })
+        let sync_launches = sync_launches_requested(std::env::var("TRIDENT_CUDA_SYNC").ok().as_deref());
+        Ok(Self { ctx, stream, name, compute_capability, sync_launches })
+    }
+
+    /// Makes this device's context current on the calling thread (a no-op when it is).
+    fn bind(&self) -> Result<()> {
+        Ok(self.ctx.bind_to_thread()?)
     }
 
     pub fn name(&self) -> &str {
@@ -51,6 +81,7 @@ impl CudaDevice {
     }
 
     pub fn synchronize(&self) -> Result<()> {
+        self.bind()?;
         Ok(self.stream.synchronize()?)
     }
 
@@ -60,12 +91,24 @@ impl CudaDevice {
     }
 
     pub(crate) fn alloc_zeros(&self, bytes: usize) -> Result<CudaSlice<u8>> {
+        self.bind()?;
         Ok(self.stream.alloc_zeros::<u8>(bytes.max(1))?)
+    }
+
+    /// # Safety
+    /// `dst` must be a device address with `bytes` writable bytes on this device.
+    pub(crate) unsafe fn memset_zero(&self, dst: u64, bytes: usize) -> Result<()> {
+        self.bind()?;
+        // SAFETY: the caller vouches for the range; the memset is queued on the device's stream
+        // like every other operation on its buffers.
+        unsafe { cudarc::driver::result::memset_d8_async(dst, 0, bytes, self.stream.cu_stream())? };
+        Ok(())
     }
 
     /// # Safety
     /// `dst` must be a device address with `src.len()` writable bytes on this device.
     pub(crate) unsafe fn upload(&self, src: &[u8], dst: u64) -> Result<()> {
+        self.bind()?;
         // SAFETY: the caller vouches for `dst`; a copy from pageable memory has read `src`
         // before it returns.
         unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, self.stream.cu_stream())? };
@@ -75,6 +118,7 @@ impl CudaDevice {
     /// # Safety
     /// `src` must be a device address with `dst.len()` readable bytes on this device.
     pub(crate) unsafe fn download(&self, src: u64, dst: &mut [u8]) -> Result<()> {
+        self.bind()?;
         // SAFETY: the caller vouches for `src`; the synchronize below completes the copy
         // before `dst` is used.
         unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, self.stream.cu_stream())? };
@@ -84,6 +128,7 @@ impl CudaDevice {
     /// # Safety
     /// `src` and `dst` must be device addresses with `bytes` bytes each on this device.
     pub(crate) unsafe fn copy(&self, src: u64, dst: u64, bytes: usize) -> Result<()> {
+        self.bind()?;
         // SAFETY: the caller vouches for both ranges.
         unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream())? };
         Ok(())
@@ -95,6 +140,7 @@ impl CudaDevice {
     }
 
     pub(crate) fn load_module(&self, ptx: &str) -> Result<Arc<CudaModule>> {
+        self.bind()?;
         Ok(self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx))?)
     }
 
@@ -103,6 +149,7 @@ impl CudaDevice {
     /// them must be valid for the accesses the kernel makes.
     pub(crate) unsafe fn launch(
         &self,
+        kernel: &str,
         stream: &CudaStream,
         f: &CudaFunction,
         grid: [u32; 3],
@@ -110,6 +157,7 @@ impl CudaDevice {
         smem: u32,
         words: &[u64],
     ) -> Result<()> {
+        self.bind()?;
         let mut words = words.to_vec();
         let mut params: Vec<*mut std::ffi::c_void> =
             words.iter_mut().map(|w| w as *mut u64 as *mut _).collect();
@@ -123,12 +171,21 @@ impl CudaDevice {
                 smem,
                 stream.cu_stream(),
                 &mut params,
-            )?;
+            )
+            .map_err(|e| RuntimeError::Cuda(format!("launching `{kernel}`: {e}")))?;
+        }
+        if self.sync_launches {
+            stream.synchronize().map_err(|e| {
+                RuntimeError::Cuda(format!(
+                    "kernel `{kernel}` failed (TRIDENT_CUDA_SYNC=1 waited for it): {e}"
+                ))
+            })?;
         }
         Ok(())
     }
 
     pub(crate) fn set_max_dynamic_smem(&self, f: &CudaFunction, bytes: u32) -> Result<()> {
+        self.bind()?;
         f.set_attribute(
             sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             bytes as i32,
@@ -140,4 +197,26 @@ impl CudaDevice {
 fn driver_present() -> bool {
     // SAFETY: the probe only tries to open the driver library; it calls nothing in it.
     unsafe { sys::is_culib_present() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_local_rank_gets_its_own_gpu() {
+        assert_eq!(local_ordinal(None, 8), 0);
+        assert_eq!(local_ordinal(Some("3"), 8), 3);
+        assert_eq!(local_ordinal(Some("9"), 8), 1, "more local ranks than GPUs share them in turn");
+        assert_eq!(local_ordinal(Some("not a number"), 8), 0);
+        assert_eq!(local_ordinal(Some("2"), 0), 0);
+    }
+
+    #[test]
+    fn synchronous_launches_are_opt_in() {
+        assert!(!sync_launches_requested(None));
+        assert!(!sync_launches_requested(Some("0")));
+        assert!(sync_launches_requested(Some("1")));
+        assert!(sync_launches_requested(Some(" true ")));
+    }
 }

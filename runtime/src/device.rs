@@ -35,6 +35,16 @@ impl Device {
         Ok(Device::Cuda(Arc::new(CudaDevice::new(ordinal)?)))
     }
 
+    /// The GPU of this process among the local ranks of a job: `LOCAL_RANK` (torchrun,
+    /// `trident launch`), `OMPI_COMM_WORLD_LOCAL_RANK` or `SLURM_LOCALID`, modulo the GPUs
+    /// present; GPU 0 outside a launcher.
+    pub fn cuda_for_local_rank() -> Result<Device> {
+        let local = ["LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"]
+            .iter()
+            .find_map(|v| std::env::var(v).ok());
+        Device::cuda(crate::cuda::local_ordinal(local.as_deref(), CudaDevice::count()))
+    }
+
     /// Whether a CUDA driver with at least one device is present.
     pub fn cuda_available() -> bool {
         CudaDevice::count() > 0

@@ -122,7 +122,7 @@ impl Function {
                     d.set_max_dynamic_smem(f, cfg.dynamic_smem_bytes)?;
                 }
                 // SAFETY: the caller vouches for the arguments.
-                unsafe { d.launch(s, f, cfg.grid, cfg.block, cfg.dynamic_smem_bytes, args) }
+                unsafe { d.launch(self.host.name, s, f, cfg.grid, cfg.block, cfg.dynamic_smem_bytes, args) }
             }
             _ => {
                 let emu = trident_simt::LaunchConfig {

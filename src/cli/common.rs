@@ -10,21 +10,43 @@ use crate::checkpoint::llmc::MODEL_MAGIC;
 use crate::checkpoint::{latest_checkpoint, read_llmc_model, Checkpoint};
 use crate::model::GptConfig;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+/// `--device`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceArg {
     Cpu,
     Emu,
-    Cuda,
+    /// `cuda`: this local rank's GPU; `cuda:N`: GPU N.
+    Cuda(Option<usize>),
     /// cuda when a GPU is present, else cpu
     Auto,
+}
+
+impl std::str::FromStr for DeviceArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "cpu" => Ok(Self::Cpu),
+            "emu" => Ok(Self::Emu),
+            "cuda" => Ok(Self::Cuda(None)),
+            "auto" => Ok(Self::Auto),
+            _ => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
+                Some(Ok(n)) => Ok(Self::Cuda(Some(n))),
+                _ => {
+                    Err(format!("unknown device `{s}`: use cpu, emu, cuda, cuda:N (a GPU's ordinal) or auto"))
+                }
+            },
+        }
+    }
 }
 
 pub fn open_device(arg: DeviceArg) -> anyhow::Result<Device> {
     Ok(match arg {
         DeviceArg::Cpu => Device::Cpu,
         DeviceArg::Emu => Device::Emu,
-        DeviceArg::Cuda => Device::cuda(0)?,
-        DeviceArg::Auto if Device::cuda_available() => Device::cuda(0)?,
+        DeviceArg::Cuda(Some(n)) => Device::cuda(n).with_context(|| format!("--device cuda:{n}"))?,
+        DeviceArg::Cuda(None) => Device::cuda_for_local_rank().context("--device cuda")?,
+        DeviceArg::Auto if Device::cuda_available() => Device::cuda_for_local_rank()?,
         DeviceArg::Auto => Device::Cpu,
     })
 }
@@ -179,5 +201,19 @@ pub mod flag {
             return Err("must be at least 1".into());
         }
         Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DeviceArg;
+
+    #[test]
+    fn device_flags_name_a_gpu_or_the_local_ranks() {
+        assert_eq!("cuda".parse::<DeviceArg>(), Ok(DeviceArg::Cuda(None)));
+        assert_eq!("cuda:3".parse::<DeviceArg>(), Ok(DeviceArg::Cuda(Some(3))));
+        assert_eq!("emu".parse::<DeviceArg>(), Ok(DeviceArg::Emu));
+        let e = "cuda:x".parse::<DeviceArg>().unwrap_err();
+        assert!(e.contains("cuda:N"), "{e}");
     }
 }

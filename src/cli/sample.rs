@@ -30,7 +30,9 @@ pub struct SampleArgs {
     pub top_k: usize,
     #[arg(long, default_value_t = 1234)]
     pub seed: u64,
-    #[arg(long, value_enum, default_value = "auto")]
+    /// cpu, emu, cuda (this local rank's GPU: LOCAL_RANK modulo the GPUs), cuda:N, or auto
+    /// (a GPU when one is present, else cpu).
+    #[arg(long, default_value = "auto")]
     pub device: DeviceArg,
     /// Held-out problems scored on the built-in addition task.
     #[arg(long, default_value_t = 200)]

@@ -109,7 +109,9 @@ pub struct TrainArgs {
     /// Seeds the initialisation, the data order and the built-in data set.
     #[arg(long, default_value_t = 1234)]
     pub seed: u64,
-    #[arg(long, value_enum, default_value = "auto")]
+    /// cpu, emu, cuda (this local rank's GPU: LOCAL_RANK modulo the GPUs), cuda:N, or auto
+    /// (a GPU when one is present, else cpu).
+    #[arg(long, default_value = "auto")]
     pub device: DeviceArg,
     /// `builtin` (the addition task, `builtin:DIGITS`), a UTF-8 text file, or llm.c token
     /// shards (a directory or comma-separated .bin files).
