@@ -181,4 +181,27 @@ fn gemm_rejects_short_views(device: &Device) {
     assert!(matches!(err, LaunchError::TooShort { what: "C", needed: 4, got: 3, .. }), "{err}");
 }
 
-kernel_tests!(add, gelu, gemm, gemm_rejects_short_views);
+/// The device-side range check of token ids finds the first id past the vocabulary, whichever
+/// block holds it, and none where there is none.
+fn token_range_check(device: &Device) {
+    let k = Kernels::load(device).unwrap();
+    let mut rng = rng("token_range_check");
+    for n in [1, 255, 257, 5000, rng.gen_range(10_000..70_000)] {
+        let vocab = 50;
+        let mut tokens: Vec<u32> = (0..n).map(|_| rng.gen_range(0..vocab)).collect();
+        let check = |tokens: &[u32]| {
+            let b = Buffer::from_slice(device, tokens).unwrap();
+            launch::first_token_out_of_range(&k, &b.view(..).unwrap(), vocab as usize).unwrap()
+        };
+        assert_eq!(check(&tokens), None, "n={n}");
+        // Two bad ids, the later one in another block: the first is named.
+        let (first, later) = (rng.gen_range(0..n), n - 1);
+        tokens[later] = vocab + 7;
+        tokens[first] = vocab;
+        assert_eq!(check(&tokens), Some(first.min(later)), "n={n}");
+        tokens[first] = u32::MAX;
+        assert_eq!(check(&tokens), Some(first.min(later)), "n={n}");
+    }
+}
+
+kernel_tests!(add, gelu, gemm, gemm_rejects_short_views, token_range_check);

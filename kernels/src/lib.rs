@@ -73,6 +73,7 @@ pub const NO_SPILL: &[&str] = &[
     "layernorm_forward_f32",
     "layernorm_backward_f32",
     "sum_squares_f32",
+    "first_token_out_of_range_u32",
     "scale_f32",
     "combine_f32",
     "attention_forward_f32",

@@ -62,6 +62,31 @@ pub fn block_max(v: f32, scratch: simt::Shared<f32>) -> f32 {
     v
 }
 
+/// Minimum over a 1-D block of `u32`s; every thread gets the result. `scratch` holds at least
+/// 32 words and is free again when this returns.
+#[inline(always)]
+pub fn block_min_u32(v: u32, scratch: simt::Shared<u32>) -> u32 {
+    let lane = simt::lane_id() as usize;
+    let warp = simt::thread_idx_x() as usize / 32;
+    let warps = (simt::block_dim_x() as usize).div_ceil(32);
+    let warp_min = |mut v: u32| {
+        let mut offset = 16;
+        while offset > 0 {
+            v = v.min(simt::shfl_xor_u32(FULL, v, offset));
+            offset /= 2;
+        }
+        v
+    };
+    let v = warp_min(v);
+    if lane == 0 {
+        scratch.store(warp, v);
+    }
+    simt::sync_threads();
+    let v = warp_min(if lane < warps { scratch.load(lane) } else { u32::MAX });
+    simt::sync_threads();
+    v
+}
+
 /// `combine_f32`'s `op`: the reductions of the collectives.
 pub const COMBINE_SUM: u32 = 0;
 pub const COMBINE_MAX: u32 = 1;
@@ -82,6 +107,26 @@ kernels! {
         let total = block_sum(acc, scratch);
         if simt::thread_idx_x() == 0 {
             partial.store(simt::block_idx_x() as usize, total);
+        }
+    }
+
+    /// `first[block]` = the lowest `i` of the block's grid-stride share of `tokens[..n]` with
+    /// `tokens[i] >= vocab`, or `u32::MAX`: the range check of token ids that live on the
+    /// device (the host takes the minimum over the blocks).
+    pub unsafe fn first_token_out_of_range_u32(first: simt::GlobalMut<u32>, tokens: simt::Global<u32>, n: u32, vocab: u32) {
+        let scratch = simt::static_shared!(TOKEN_CHECK_SCRATCH, u32, 32);
+        let stride = simt::block_dim_x() * simt::grid_dim_x();
+        let mut i = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
+        let mut found = u32::MAX;
+        while i < n {
+            if tokens.load(i as usize) >= vocab {
+                found = found.min(i);
+            }
+            i += stride;
+        }
+        let found = block_min_u32(found, scratch);
+        if simt::thread_idx_x() == 0 {
+            first.store(simt::block_idx_x() as usize, found);
         }
     }
 

@@ -147,6 +147,7 @@ impl CudaDevice {
     /// # Safety
     /// `words` must match the kernel's parameters in number and type, and every pointer among
     /// them must be valid for the accesses the kernel makes.
+    #[allow(clippy::too_many_arguments)] // the driver's launch parameters, one each
     pub(crate) unsafe fn launch(
         &self,
         kernel: &str,

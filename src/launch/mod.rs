@@ -29,7 +29,7 @@ pub use gemm::{gemm, Gemm, Transpose};
 pub use kernels::Kernels;
 pub use layernorm::{layernorm_backward, layernorm_forward};
 pub use linear::{linear_backward, linear_forward};
-pub use optim::{adamw, scale, sum_squares, AdamW};
+pub use optim::{adamw, first_token_out_of_range, scale, sum_squares, AdamW};
 
 pub type Result<T, E = LaunchError> = std::result::Result<T, E>;
 

@@ -75,6 +75,27 @@ pub fn sum_squares(k: &Kernels, x: &View<f32>) -> Result<f64> {
     Ok(partial.to_vec()?.iter().map(|&p| p as f64).sum())
 }
 
+/// The position of the first token of `tokens` that is `>= vocab`, if any: the range check of
+/// token ids on the device, one launch and a download of one word per block.
+pub fn first_token_out_of_range(k: &Kernels, tokens: &View<u32>, vocab: usize) -> Result<Option<usize>> {
+    const KERNEL: &str = "first_token_out_of_range_u32";
+    Check::new(k, KERNEL).input("tokens", tokens, tokens.len())?;
+    let n = to_u32("n", tokens.len())?;
+    let vocab = to_u32("vocab", vocab)?;
+    let blocks = tokens.len().div_ceil(ELEMENTWISE_THREADS as usize).clamp(1, NORM_BLOCKS);
+    let mut first = trident_runtime::Buffer::<u32>::zeros(k.device(), blocks)?;
+    let cfg = LaunchConfig {
+        grid: [blocks as u32, 1, 1],
+        block: [ELEMENTWISE_THREADS, 1, 1],
+        dynamic_smem_bytes: 0,
+    };
+    let args = [first.view_mut(..)?.addr_mut(), tokens.addr(), n.to_word(), vocab.to_word()];
+    // SAFETY: `first` holds one element per block and `tokens` `n` elements.
+    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    let first = first.to_vec()?.into_iter().min().unwrap_or(u32::MAX);
+    Ok((first != u32::MAX).then_some(first as usize))
+}
+
 /// `x *= s`.
 pub fn scale(k: &Kernels, x: &mut ViewMut<f32>, s: f32) -> Result<()> {
     const KERNEL: &str = "scale_f32";

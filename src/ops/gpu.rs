@@ -20,7 +20,24 @@ pub fn encoder_forward(
     c: usize,
 ) -> Result<()> {
     let s = EncoderShape { b, t, c, vp: wte.len() / c.max(1), max_t: wpe.len() / c.max(1) };
+    device_tokens(ctx, "encoder_forward", &tokens, s.vp)?;
     Ok(launch::encoder_forward(ctx.kernels()?, out, &tokens, &wte, &wpe, &s)?)
+}
+
+/// Token ids that live on the device (`Cuda`) are range-checked by a kernel before a kernel
+/// indexes with them, with the same error as the host check (`check::tokens`) gives for ids
+/// the host can read.
+pub fn device_tokens(ctx: &OpsContext, op: &'static str, tokens: &View<u32>, vocab: usize) -> Result<()> {
+    if tokens.host().is_some() {
+        return Ok(());
+    }
+    match launch::first_token_out_of_range(ctx.kernels()?, tokens, vocab)? {
+        None => Ok(()),
+        Some(position) => {
+            let token = tokens.to_vec()?[position];
+            Err(OpsError::TokenOutOfRange { op, token, position, vocab })
+        }
+    }
 }
 
 pub fn encoder_backward(
@@ -181,6 +198,7 @@ pub fn softmax_cross_entropy(
     vp: usize,
     dloss: Option<f32>,
 ) -> Result<()> {
+    device_tokens(ctx, "softmax_cross_entropy", &targets, v)?;
     Ok(launch::crossentropy(ctx.kernels()?, logits, losses, &targets, n, v, vp, dloss)?)
 }
 
