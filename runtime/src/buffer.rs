@@ -286,6 +286,36 @@ pub struct ViewMut<'a, T: Pod> {
     len: usize,
 }
 
+impl<T: Pod> std::fmt::Debug for View<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = match self.mem {
+            Mem::Host(h) => h.as_ptr() as u64,
+            Mem::Cuda(_, a) => a,
+        };
+        f.debug_struct("View")
+            .field("device", &self.device.kind())
+            .field("type", &std::any::type_name::<T>())
+            .field("len", &self.len)
+            .field("address", &format_args!("{at:#x}"))
+            .finish()
+    }
+}
+
+impl<T: Pod> std::fmt::Debug for ViewMut<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = match &self.mem {
+            MemMut::Host(h) => h.as_ptr() as u64,
+            MemMut::Cuda(_, a, _) => *a,
+        };
+        f.debug_struct("ViewMut")
+            .field("device", &self.device.kind())
+            .field("type", &std::any::type_name::<T>())
+            .field("len", &self.len)
+            .field("address", &format_args!("{at:#x}"))
+            .finish()
+    }
+}
+
 impl<'a, T: Pod> View<'a, T> {
     /// Host memory that no [`Buffer`] owns (a transport's receive ring, say), as a view on a
     /// device whose buffers live in host memory (`Cpu`, `Emu`).
@@ -362,15 +392,27 @@ impl<'a, T: Pod> View<'a, T> {
     }
 
     pub fn to_vec(&self) -> Result<Vec<T>> {
-        match self.mem {
-            Mem::Host(h) => Ok(h.to_vec()),
-            Mem::Cuda(d, a) => {
-                let mut out = vec![T::zeroed(); self.len];
-                // SAFETY: `a` addresses this view's `len` elements on `d`.
-                unsafe { d.download(a, bytemuck::cast_slice_mut(&mut out))? };
-                Ok(out)
-            }
+        let mut out = vec![T::zeroed(); self.len];
+        self.copy_to_slice(&mut out)?;
+        Ok(out)
+    }
+
+    /// Copies the view's elements into `out`, which must have the view's length (a download on
+    /// `Cuda`, finished when this returns).
+    pub fn copy_to_slice(&self, out: &mut [T]) -> Result<()> {
+        if out.len() != self.len {
+            return Err(RuntimeError::Length {
+                what: "the destination slice",
+                got: out.len(),
+                expected: self.len,
+            });
         }
+        match self.mem {
+            Mem::Host(h) => out.copy_from_slice(h),
+            // SAFETY: `a` addresses this view's `len` elements on `d`, and `out` has as many.
+            Mem::Cuda(d, a) => unsafe { d.download(a, bytemuck::cast_slice_mut(out))? },
+        }
+        Ok(())
     }
 }
 
@@ -544,6 +586,23 @@ mod tests {
                 panic!("an overflowing size")
             };
             assert!(matches!(err, RuntimeError::OutOfMemory { bytes: None, .. }), "{err}");
+        }
+    }
+
+    #[test]
+    fn copy_to_slice_checks_the_length_and_views_print_what_they_are() {
+        for device in [Device::Cpu, Device::Emu] {
+            let b = Buffer::from_slice(&device, &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+            let mut out = [0.0f32; 2];
+            b.view(1..3).unwrap().copy_to_slice(&mut out).unwrap();
+            assert_eq!(out, [2.0, 3.0]);
+            let err = b.view(..).unwrap().copy_to_slice(&mut out).unwrap_err();
+            assert!(matches!(err, RuntimeError::Length { got: 2, expected: 4, .. }), "{err}");
+            let text = format!("{:?}", b.view(1..3).unwrap());
+            assert!(text.starts_with("View {") && text.contains("len: 2") && text.contains("f32"), "{text}");
+        }
+        if !Device::cuda_available() {
+            assert!(Device::auto().is_host(), "no GPU: auto is the CPU");
         }
     }
 

@@ -173,13 +173,17 @@ impl CudaDevice {
                 stream.cu_stream(),
                 &mut params,
             )
-            .map_err(|e| RuntimeError::Cuda(format!("launching `{kernel}`: {e}")))?;
+            .map_err(|source| RuntimeError::Kernel {
+                kernel: kernel.into(),
+                waited: false,
+                source,
+            })?;
         }
         if self.sync_launches {
-            stream.synchronize().map_err(|e| {
-                RuntimeError::Cuda(format!(
-                    "kernel `{kernel}` failed (TRIDENT_CUDA_SYNC=1 waited for it): {e}"
-                ))
+            stream.synchronize().map_err(|source| RuntimeError::Kernel {
+                kernel: kernel.into(),
+                waited: true,
+                source,
             })?;
         }
         Ok(())

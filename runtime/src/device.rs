@@ -45,6 +45,17 @@ impl Device {
         Device::cuda(crate::cuda::local_ordinal(local.as_deref(), CudaDevice::count()))
     }
 
+    /// A GPU when one is present (this local rank's, see [`Device::cuda_for_local_rank`]),
+    /// else the CPU.
+    pub fn auto() -> Device {
+        if Device::cuda_available() {
+            if let Ok(d) = Device::cuda_for_local_rank() {
+                return d;
+            }
+        }
+        Device::Cpu
+    }
+
     /// Whether a CUDA driver with at least one device is present.
     pub fn cuda_available() -> bool {
         CudaDevice::count() > 0

@@ -1,11 +1,22 @@
 use crate::DeviceKind;
 
+/// What went wrong in the runtime. Driver errors are kept as the error's source.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RuntimeError {
-    #[error("no CUDA driver could be loaded on this machine; use --device cpu or emu, or install the NVIDIA driver")]
+    #[error("no CUDA driver or GPU could be found on this machine")]
     CudaUnavailable,
-    #[error("CUDA driver call failed: {0}")]
-    Cuda(String),
+    #[error("a CUDA driver call failed")]
+    Cuda(#[from] cudarc::driver::DriverError),
+    /// A launch, or with `TRIDENT_CUDA_SYNC=1` the kernel's run, failed.
+    #[error("kernel `{kernel}` failed{}", if *.waited { " (TRIDENT_CUDA_SYNC=1 waited for it)" } else { " to launch" })]
+    Kernel {
+        kernel: String,
+        /// Whether the failure was seen by waiting for the kernel to finish.
+        waited: bool,
+        #[source]
+        source: cudarc::driver::DriverError,
+    },
     #[error("the {0:?} device runs no kernels; its ops have CPU implementations")]
     NoKernels(DeviceKind),
     #[error("module `{module}` has no kernel `{name}`")]
@@ -23,19 +34,13 @@ pub enum RuntimeError {
     #[error("{0:?} buffers do not live in host memory; copy the data to the device instead")]
     NotHostMemory(DeviceKind),
     #[error(
-        "cannot allocate a {device:?} buffer of {len} elements ({}): not enough memory; lower the batch \
-         (--micro-batch-size, --seq-length) or the model's size",
+        "cannot allocate a {device:?} buffer of {len} elements ({}): not enough memory; a smaller batch \
+         or model needs less",
         bytes.map_or("more bytes than fit in usize".to_string(), |b| format!("{b} bytes"))
     )]
     OutOfMemory { device: DeviceKind, len: usize, bytes: Option<usize> },
     #[error("length mismatch: {what} has {got} elements, expected {expected}")]
     Length { what: &'static str, got: usize, expected: usize },
-}
-
-impl From<cudarc::driver::DriverError> for RuntimeError {
-    fn from(e: cudarc::driver::DriverError) -> Self {
-        RuntimeError::Cuda(e.to_string())
-    }
 }
 
 impl From<trident_simt::EmuError> for RuntimeError {

@@ -44,8 +44,11 @@ pub fn open_device(arg: DeviceArg) -> anyhow::Result<Device> {
     Ok(match arg {
         DeviceArg::Cpu => Device::Cpu,
         DeviceArg::Emu => Device::Emu,
-        DeviceArg::Cuda(Some(n)) => Device::cuda(n).with_context(|| format!("--device cuda:{n}"))?,
-        DeviceArg::Cuda(None) => Device::cuda_for_local_rank().context("--device cuda")?,
+        DeviceArg::Cuda(Some(n)) => Device::cuda(n).with_context(|| {
+            format!("--device cuda:{n} (use --device cpu or emu, or install the NVIDIA driver)")
+        })?,
+        DeviceArg::Cuda(None) => Device::cuda_for_local_rank()
+            .context("--device cuda (use --device cpu or emu, or install the NVIDIA driver)")?,
         DeviceArg::Auto if Device::cuda_available() => Device::cuda_for_local_rank()?,
         DeviceArg::Auto => Device::Cpu,
     })
