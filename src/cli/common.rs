@@ -45,10 +45,12 @@ pub fn open_device(arg: DeviceArg) -> anyhow::Result<Device> {
         DeviceArg::Cpu => Device::Cpu,
         DeviceArg::Emu => Device::Emu,
         DeviceArg::Cuda(Some(n)) => Device::cuda(n).with_context(|| {
-            format!("--device cuda:{n} (use --device cpu or emu, or install the NVIDIA driver)")
+            format!(
+                "--device cuda:{n} needs that GPU (use --device cpu or emu, or install the NVIDIA driver)"
+            )
         })?,
         DeviceArg::Cuda(None) => Device::cuda_for_local_rank()
-            .context("--device cuda (use --device cpu or emu, or install the NVIDIA driver)")?,
+            .context("--device cuda needs a GPU (use --device cpu or emu, or install the NVIDIA driver)")?,
         DeviceArg::Auto if Device::cuda_available() => Device::cuda_for_local_rank()?,
         DeviceArg::Auto => Device::Cpu,
     })
