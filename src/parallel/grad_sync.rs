@@ -113,7 +113,8 @@ impl DpWorker {
 
     /// Starts the sum over the data-parallel ranks of `grads` (the gradients of local
     /// `range`) in registered bucket `bucket`, or, when no buckets are registered, in an
-    /// ordinary host copy. The bucket must hold `grads.len()` floats.
+    /// ordinary host copy. The bucket must hold `grads.len()` floats, and its previous
+    /// [`Pending`] must have been waited for (the trainer hands each bucket over once a step).
     pub fn all_reduce_registered(
         &self,
         bucket: usize,
