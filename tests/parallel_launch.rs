@@ -96,3 +96,79 @@ fn launched_ranks_with_different_flags_are_refused_naming_the_flag() {
         assert!(stderr.contains(message), "{flags}: {stderr}");
     }
 }
+
+/// The `rank R: data-parallel gradient buckets reduced: N in registered shared buffers, M
+/// ordinary` lines of a run's standard error, as (rank, N, M), sorted by rank.
+fn bucket_paths(stderr: &[u8]) -> Vec<(usize, u64, u64)> {
+    let text = String::from_utf8_lossy(stderr);
+    let mut found: Vec<(usize, u64, u64)> = text
+        .lines()
+        .filter_map(|l| {
+            // The launcher prefixes each line of a process with `[rank R] `.
+            let (head, rest) = l.split_once(": data-parallel gradient buckets reduced: ")?;
+            let rank = &head[head.rfind("rank ")? + 5..];
+            let (registered, rest) = rest.split_once(" in registered shared buffers, ")?;
+            let ordinary = rest.strip_suffix(" ordinary")?;
+            Some((rank.parse().ok()?, registered.parse().ok()?, ordinary.parse().ok()?))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// Over shared memory across processes every data-parallel gradient bucket (each layer's
+/// block and the stage block, all above the small-message size at hidden 64) is reduced in
+/// the registered mappings; ranks as threads have no mappings and take the ordinary path;
+/// both give the same losses.
+#[test]
+fn launched_data_parallel_buckets_take_the_registered_path() {
+    let exe = env!("CARGO_BIN_EXE_trident");
+    let dir = tempfile::tempdir().unwrap();
+    let train = |metrics: &std::path::Path| -> Vec<String> {
+        [
+            "train",
+            "--device",
+            "cpu",
+            "--num-layers",
+            "2",
+            "--hidden-size",
+            "64",
+            "--num-attention-heads",
+            "2",
+            "--seq-length",
+            "16",
+            "--micro-batch-size",
+            "2",
+            "--global-batch-size",
+            "8",
+            "--train-iters",
+            "2",
+            "--metrics-file",
+            metrics.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    // 2 steps x (2 layer blocks + the stage block) per rank.
+    let buckets = 2 * 3;
+    let threads = dir.path().join("threads.jsonl");
+    let out = Command::new(exe).args(train(&threads)).args(["--world-size", "2"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(bucket_paths(&out.stderr), vec![(0, 0, buckets), (1, 0, buckets)]);
+    let procs = dir.path().join("procs.jsonl");
+    let out = Command::new(exe)
+        .args(["launch", "--nproc-per-node", "2", "--", exe])
+        .args(train(&procs))
+        .env("TRIDENT_TRANSPORT", "shm")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(bucket_paths(&out.stderr), vec![(0, buckets, 0), (1, buckets, 0)]);
+    let (a, b) = (losses(&threads), losses(&procs));
+    assert_eq!(a.len(), 2);
+    assert_eq!(a.len(), b.len());
+    for (step, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert!((x - y).abs() <= 1e-5 * y.abs(), "step {step}: threads {x} vs processes {y}");
+    }
+}

@@ -306,6 +306,14 @@ impl Communicator {
         })
     }
 
+    /// Whether [`Communicator::all_reduce_shared`] on `buf` reduces it in the members' mapped
+    /// buffers (`true`: the buffer is shared, the group has more than one member and `buf` is
+    /// above the small-message size) rather than falling back to [`Communicator::all_reduce`].
+    pub fn reduces_in_place<T: Element>(&self, buf: &SharedBuffer<T>) -> bool {
+        let small = self.size() == 1 || std::mem::size_of::<T>() * buf.len() <= self.config.small_bytes;
+        buf.is_shared() && !small
+    }
+
     /// [`Communicator::all_reduce`] on a buffer from [`Communicator::shared_buffer`]: where
     /// the buffers are mapped by every member, each rank sums its chunk straight out of the
     /// others' buffers and stores the result straight into them.
@@ -317,9 +325,8 @@ impl Communicator {
             )));
         }
         let len = buf.len();
-        let small = self.size() == 1 || std::mem::size_of::<T>() * len <= self.config.small_bytes;
         let (id, region) = match buf.region() {
-            Some(region) if !small => (buf.id, region),
+            Some(region) if self.reduces_in_place(buf) => (buf.id, region),
             _ => return self.all_reduce(buf, op),
         };
         let seq = self.next_seq()?;

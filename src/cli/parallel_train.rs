@@ -229,6 +229,11 @@ pub fn run(
         if let Some(p) = progress.as_mut() {
             p.finish();
         }
+        if let Ok(res) = &r {
+            if spec.par.dp > 1 && !spec.par.distributed_optimizer {
+                eprintln!("rank {}: data-parallel gradient buckets reduced: {}", res.rank, res.dp_buckets);
+            }
+        }
         r
     };
     let results = if launched() {

@@ -29,7 +29,7 @@ pub mod vocab;
 
 pub use config::{ParallelConfig, Recompute};
 pub use error::{ParallelError, Result};
-pub use grad_sync::{DpWorker, Pending};
+pub use grad_sync::{BucketPaths, DpWorker, Pending};
 pub use groups::{on_host, PipeGroup, RankGroups, TpGroup};
 pub use optimizer::ShardedAdamW;
 pub use schedule::{simulate, Action, Schedule, Timeline};

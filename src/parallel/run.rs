@@ -8,7 +8,8 @@ use trident_runtime::Device;
 
 use super::checkpoint::{self, SavePlan};
 use super::{
-    MemoryReport, ParallelConfig, PipelineTrainer, RankGroups, Result, ShardLayout, ShardPlace, StageTiming,
+    BucketPaths, MemoryReport, ParallelConfig, PipelineTrainer, RankGroups, Result, ShardLayout, ShardPlace,
+    StageTiming,
 };
 use crate::checkpoint::Checkpoint;
 use crate::data::{DataLoader, DataOrder, TokenSet};
@@ -62,6 +63,8 @@ pub struct RankResult {
     pub params: Vec<f32>,
     pub memory: MemoryReport,
     pub timing: StageTiming,
+    /// How the data-parallel gradient buckets were reduced (exact counts over the run).
+    pub dp_buckets: BucketPaths,
     /// Why the run stopped before `spec.iters`, if it did.
     pub stopped: Option<ExitReason>,
 }
@@ -138,6 +141,7 @@ pub fn train_rank(
         params: trainer.local_params()?,
         memory: trainer.memory(),
         timing: trainer.timing,
+        dp_buckets: trainer.dp_bucket_paths(),
         stopped,
     })
 }

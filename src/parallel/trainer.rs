@@ -9,8 +9,8 @@ use trident_runtime::{Buffer, Device};
 
 use super::schedule::{Action, Schedule};
 use super::{
-    on_host, DpWorker, MicroActs, ParallelConfig, ParallelError, Pending, RankGroups, Result, ShardLayout,
-    ShardedAdamW, StageModel,
+    on_host, BucketPaths, DpWorker, MicroActs, ParallelConfig, ParallelError, Pending, RankGroups, Result,
+    ShardLayout, ShardedAdamW, StageModel,
 };
 use crate::data::Batch;
 use crate::model::{GptConfig, ParamTensor};
@@ -125,7 +125,19 @@ impl PipelineTrainer {
         let optimizer = ShardedAdamW::new(device, &layout, owned, settings.adamw)?;
         let mut groups = groups;
         let dp_comm = groups.dp.take().expect("the groups hold the data-parallel communicator");
-        let dp = DpWorker::new(dp_comm);
+        let mut dp = DpWorker::new(dp_comm);
+        let layer_blocks: Vec<_> = layout.layers.clone().map(|l| layout.layer_block(l)).collect();
+        if par.dp > 1 && zero.is_none() {
+            // The buckets, in the order the backward hands them over: bucket i is layer
+            // block i (local layer order), then the stage block (when the stage has one).
+            let stage_block = layout.stage_block();
+            let lens: Vec<usize> = layer_blocks
+                .iter()
+                .chain(Some(&stage_block).filter(|b| !b.is_empty()))
+                .map(|b| b.len())
+                .collect();
+            dp.register_buckets(&lens)?;
+        }
         Ok(Self {
             ctx,
             model,
@@ -139,9 +151,14 @@ impl PipelineTrainer {
             timing: StageTiming::default(),
             slots,
             grad_in,
-            layer_blocks: layout.layers.clone().map(|l| layout.layer_block(l)).collect(),
+            layer_blocks,
             zero,
         })
+    }
+
+    /// How this rank's data-parallel gradient buckets were reduced so far.
+    pub fn dp_bucket_paths(&self) -> BucketPaths {
+        self.dp.bucket_paths()
     }
 
     /// What this rank holds.
@@ -202,8 +219,13 @@ impl PipelineTrainer {
                     // micro-batch's backward is past it.
                     let mut hook = |layer: usize, grads: &Buffer<f32>| -> Result<()> {
                         if overlap && last_micro_batch {
-                            let range = blocks[layer - blocks_start].clone();
-                            pending.push(dp.all_reduce_bucket(range.clone(), grads.view(range)?.to_vec()?));
+                            let bucket = layer - blocks_start;
+                            let range = blocks[bucket].clone();
+                            pending.push(dp.all_reduce_registered(
+                                bucket,
+                                range.clone(),
+                                grads.view(range)?,
+                            )?);
                         }
                         Ok(())
                     };
@@ -308,11 +330,15 @@ impl PipelineTrainer {
             let mut all = pending;
             let block = self.model.layout.stage_block();
             if !block.is_empty() {
-                all.push(self.dp.all_reduce_bucket(block.clone(), self.model.grads.view(block)?.to_vec()?));
+                let bucket = self.layer_blocks.len();
+                all.push(self.dp.all_reduce_registered(
+                    bucket,
+                    block.clone(),
+                    self.model.grads.view(block)?,
+                )?);
             }
             for p in all {
-                let (range, values) = p.wait()?;
-                self.model.grads.view_mut(range)?.copy_from_slice(&values)?;
+                p.wait(&mut self.model.grads)?;
             }
         }
         self.squared_norm_of(&self.model.grads, 0..self.model.layout.len())
