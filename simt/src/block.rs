@@ -402,7 +402,13 @@ impl BlockRunner {
         stacks::give_back(self.stacks);
     }
 
-    fn spawn(&self, stack: DefaultStack, entry: unsafe fn(&[u64]), args: &[u64], thread: u32) -> ThreadCoroutine {
+    fn spawn(
+        &self,
+        stack: DefaultStack,
+        entry: unsafe fn(&[u64]),
+        args: &[u64],
+        thread: u32,
+    ) -> ThreadCoroutine {
         let block: *const BlockState = &*self.block;
         let (args_ptr, args_len) = (args.as_ptr(), args.len());
         Coroutine::with_stack(stack, move |yielder: &Yielder<(), ()>, ()| {

@@ -300,7 +300,8 @@ fn a_sampled_grid_scales_to_the_full_counts() {
     let cfg = LaunchConfig::linear(n.div_ceil(64) as u32, 64);
     let args = [x.as_ptr() as u64, ptr(&mut out), n as u64];
     // SAFETY: `ragged` reads `n` floats of `x` and writes `n` of `out`, both lent above.
-    let full = unsafe { trident_simt::launch_with(&kernel(ragged), &cfg, &args, &[], BlockSample::All) }.unwrap();
+    let full =
+        unsafe { trident_simt::launch_with(&kernel(ragged), &cfg, &args, &[], BlockSample::All) }.unwrap();
     // SAFETY: as above.
     let sampled =
         unsafe { trident_simt::launch_with(&kernel(ragged), &cfg, &args, &[], BlockSample::Edges) }.unwrap();
