@@ -26,8 +26,9 @@
 /// #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
 /// ```
 ///
-/// `abi_ptx` is for the `extern "ptx-kernel"` entries, `asm_experimental_arch` for the inline
-/// PTX that [`static_shared!`](crate::static_shared) expands to in the calling crate (add
+/// `abi_ptx` is for the `extern "ptx-kernel"` entries, `asm_experimental_arch` for the PTX
+/// this macro (the dynamic shared memory declaration) and
+/// [`static_shared!`](crate::static_shared) expand to in the calling crate (add
 /// `stdarch_nvptx` if the crate uses `core::arch::nvptx` itself). It must not define a
 /// `#[panic_handler]`: `trident-kernels` provides the nvptx64 one (a `trap`).
 ///

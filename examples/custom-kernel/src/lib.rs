@@ -37,7 +37,8 @@ pub const MAX_BLOCKS: u32 = 1024;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// Two arguments that must have equal lengths do not.
+    /// Two arguments that must have equal lengths do not (or, for [`reverse_tiles`], the
+    /// length and the next multiple of [`TILE`]).
     Length {
         /// The operation.
         op: &'static str,
@@ -147,4 +148,26 @@ pub fn sum(module: &Module, x: &View<'_, f32>) -> Result<f32, Error> {
     // memory, as the kernel requires.
     unsafe { module.function("block_sum_f32")?.launch(&cfg, &args)? };
     Ok(partial.to_vec()?.iter().sum())
+}
+
+pub use custom_kernel_kernels::TILE;
+
+/// Reverses each tile of [`TILE`] consecutive elements of `x` in place; `x.len()` must be a
+/// multiple of [`TILE`].
+pub fn reverse_tiles(module: &Module, x: &mut ViewMut<'_, f32>) -> Result<(), Error> {
+    const OP: &str = "reverse_tiles";
+    if x.len() % TILE != 0 {
+        return Err(Error::Length { op: OP, lengths: (x.len(), x.len().next_multiple_of(TILE)) });
+    }
+    check_device(OP, module, x.device())?;
+    let tiles = index_len(OP, x.len() / TILE)?;
+    if tiles == 0 {
+        return Ok(());
+    }
+    let cfg = LaunchConfig { grid: [tiles, 1, 1], block: [TILE as u32, 1, 1], dynamic_smem_bytes: 0 };
+    let args = [x.addr_mut()];
+    // SAFETY: block b of `tiles` reads and writes elements b*TILE..(b+1)*TILE of `x`, which
+    // has tiles * TILE elements on the module's device; the block has TILE threads.
+    unsafe { module.function("reverse_tiles_f32")?.launch(&cfg, &args)? };
+    Ok(())
 }

@@ -1,7 +1,7 @@
 //! The example's kernels on `Emu` through `trident-runtime`, against host references that
 //! follow the kernels' order of operations (so results are compared bit for bit).
 
-use custom_kernel::{load, saxpy, sum, Error, MAX_BLOCKS, THREADS};
+use custom_kernel::{load, reverse_tiles, saxpy, sum, Error, MAX_BLOCKS, THREADS, TILE};
 use trident_runtime::{Buffer, Device, LaunchConfig};
 
 /// Deterministic inputs in [-1, 1) with varied exponents.
@@ -74,6 +74,20 @@ fn block_sum_in_dynamic_shared_memory_matches_the_reference_bit_for_bit() {
         let exact: f64 = x.iter().map(|&v| f64::from(v)).sum();
         assert!((f64::from(got) - exact).abs() < 1e-3, "n = {n}: {got} vs {exact}");
     }
+}
+
+#[test]
+fn reverse_tiles_through_static_shared_memory() {
+    let device = Device::Emu;
+    let module = load(&device).unwrap();
+    let x = data(3 * TILE, 7);
+    let mut dx = Buffer::from_slice(&device, &x).unwrap();
+    reverse_tiles(&module, &mut dx.view_mut(..).unwrap()).unwrap();
+    let want: Vec<f32> = x.chunks(TILE).flat_map(|c| c.iter().rev().copied()).collect();
+    assert_eq!(dx.to_vec().unwrap(), want);
+
+    let e = reverse_tiles(&module, &mut dx.view_mut(..TILE + 1).unwrap()).unwrap_err();
+    assert!(matches!(e, Error::Length { op: "reverse_tiles", lengths: (257, 512) }), "{e}");
 }
 
 #[test]

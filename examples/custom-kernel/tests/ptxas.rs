@@ -44,7 +44,7 @@ fn log(out: &Output) -> String {
 #[test]
 fn the_example_ptx_assembles_and_declares_its_dynamic_shared_memory() {
     let ptx = custom_kernel::PTX;
-    for entry in ["saxpy_f32", "block_sum_f32"] {
+    for entry in ["saxpy_f32", "block_sum_f32", "reverse_tiles_f32"] {
         assert!(ptx.contains(&format!(".entry {entry}(")), "no entry {entry} in the PTX");
     }
     // Trident's own kernels are not in this crate's module.

@@ -11,6 +11,9 @@
 
 use trident_kernels::simt::{self, Global, GlobalMut};
 
+/// Elements (and threads) per block of `reverse_tiles_f32`.
+pub const TILE: usize = 256;
+
 trident_kernels::kernels! {
     /// `y[i] = a * x[i] + y[i]` (one rounding, `fma`) for `i < n`, over a grid-stride loop.
     pub unsafe fn saxpy_f32(y: GlobalMut<f32>, x: Global<f32>, a: f32, n: u32) {
@@ -55,5 +58,17 @@ trident_kernels::kernels! {
         if t == 0 {
             partial.store(simt::block_idx_x() as usize, sums.load(0));
         }
+    }
+
+    /// Reverses each tile of [`TILE`] consecutive elements of `x` in place: block `b`
+    /// (of [`TILE`] threads) stages `x[b*TILE..][..TILE]` in a static shared array, waits at a
+    /// barrier, and writes element `t` from `tile[TILE - 1 - t]`.
+    pub unsafe fn reverse_tiles_f32(x: GlobalMut<f32>) {
+        let tile = trident_kernels::static_shared!(tile, f32, TILE);
+        let t = simt::thread_idx_x() as usize;
+        let base = simt::block_idx_x() as usize * TILE;
+        tile.store(t, x.load(base + t));
+        simt::sync_threads();
+        x.store(base + t, tile.load(TILE - 1 - t));
     }
 }
