@@ -55,6 +55,26 @@ pub fn last_launch_stats() -> Option<LaunchStats> {
 /// [`HostKernel::entry`] for `kernel` (one valid word per parameter; every address valid for
 /// every access the kernel makes with the other arguments). The emulator checks the accesses
 /// kernels make through `Global`/`GlobalMut`, but not what a kernel does with a raw pointer.
+///
+/// ```
+/// use trident_simt::{launch, HostKernel, LaunchConfig};
+///
+/// fn body(_words: &[u64]) {}
+/// let kernel = HostKernel { name: "nothing", params: &[], param_names: &[], entry: body };
+/// // SAFETY: the kernel takes no arguments and touches no memory.
+/// let stats = unsafe { launch(&kernel, &LaunchConfig::linear(2, 32), &[]) }.unwrap();
+/// assert_eq!(stats.blocks_run, 2);
+/// ```
+///
+/// Safe code cannot launch: the same call outside `unsafe` does not compile.
+///
+/// ```compile_fail,E0133
+/// use trident_simt::{launch, HostKernel, LaunchConfig};
+///
+/// fn body(_words: &[u64]) {}
+/// let kernel = HostKernel { name: "nothing", params: &[], param_names: &[], entry: body };
+/// let stats = launch(&kernel, &LaunchConfig::linear(2, 32), &[]);
+/// ```
 pub unsafe fn launch(kernel: &HostKernel, cfg: &LaunchConfig, args: &[u64]) -> Result<LaunchStats, EmuError> {
     // SAFETY: forwarded from the caller.
     unsafe { launch_with(kernel, cfg, args, &[], current_sample()) }
