@@ -15,6 +15,11 @@
 #[macro_use]
 mod kernel;
 
+/// The SIMT emulator core the host side of [`kernels!`] builds on, re-exported so that a crate
+/// of one's own kernels needs no other dependency.
+#[cfg(not(target_arch = "nvptx64"))]
+pub use trident_simt;
+
 pub mod simt;
 
 pub mod adamw;

@@ -142,13 +142,11 @@ impl Function {
                         bytes.map(|bytes| trident_simt::ArgExtent { start: word, bytes })
                     })
                     .collect();
-                let result = trident_simt::launch_with(
-                    self.host,
-                    &emu,
-                    args,
-                    &extents,
-                    trident_simt::current_sample(),
-                );
+                // SAFETY: the caller vouches that the words match the kernel's parameters and
+                // that every address among them is valid for the kernel's accesses.
+                let result = unsafe {
+                    trident_simt::launch_with(self.host, &emu, args, &extents, trident_simt::current_sample())
+                };
                 crate::buffer::launched();
                 result?;
                 Ok(())

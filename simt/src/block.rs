@@ -402,7 +402,13 @@ impl BlockRunner {
         stacks::give_back(self.stacks);
     }
 
-    fn spawn(&self, stack: DefaultStack, entry: fn(&[u64]), args: &[u64], thread: u32) -> ThreadCoroutine {
+    fn spawn(
+        &self,
+        stack: DefaultStack,
+        entry: unsafe fn(&[u64]),
+        args: &[u64],
+        thread: u32,
+    ) -> ThreadCoroutine {
         let block: *const BlockState = &*self.block;
         let (args_ptr, args_len) = (args.as_ptr(), args.len());
         Coroutine::with_stack(stack, move |yielder: &Yielder<(), ()>, ()| {
@@ -410,7 +416,9 @@ impl BlockRunner {
             // returns, so the boxed block state and the argument slice outlive this closure.
             let (block, args) = unsafe { (&*block, std::slice::from_raw_parts(args_ptr, args_len)) };
             block.inner.borrow_mut().threads[thread as usize].yielder = yielder;
-            match catch_unwind(AssertUnwindSafe(|| entry(args))) {
+            // SAFETY: `entry` runs inside this emulated launch with the launch's words, whose
+            // validity the caller of `launch` vouched for.
+            match catch_unwind(AssertUnwindSafe(|| unsafe { entry(args) })) {
                 Ok(()) => Ok(()),
                 Err(payload) if block.inner.borrow().tearing_down => resume_unwind(payload),
                 Err(payload) => Err(panic_message(payload.as_ref())),

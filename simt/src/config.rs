@@ -14,7 +14,20 @@ pub struct HostKernel {
     pub param_names: &'static [&'static str],
     /// Decodes the launch's argument words (one per parameter, see [`crate::KernelArg`]) and
     /// runs the kernel body for the current thread.
-    pub entry: fn(&[u64]),
+    ///
+    /// # Safety
+    /// Callable only inside an emulated launch ([`crate::launch`]), with one word per entry of
+    /// `params`, each a valid value of that parameter type, and every address among them valid
+    /// for every access the kernel makes with the other arguments. The body runs on raw pointer
+    /// words, so nothing here can check this; safe code cannot call it:
+    ///
+    /// ```compile_fail,E0133
+    /// fn body(_words: &[u64]) {}
+    /// let kernel =
+    ///     trident_simt::HostKernel { name: "nothing", params: &[], param_names: &[], entry: body };
+    /// (kernel.entry)(&[]);
+    /// ```
+    pub entry: unsafe fn(&[u64]),
 }
 
 /// Grid and block shape plus dynamic shared memory, as for `cuLaunchKernel`.

@@ -49,8 +49,35 @@ pub fn last_launch_stats() -> Option<LaunchStats> {
 ///
 /// Every global-memory access must fall within an allocation registered with
 /// [`crate::register`] before the launch began.
-pub fn launch(kernel: &HostKernel, cfg: &LaunchConfig, args: &[u64]) -> Result<LaunchStats, EmuError> {
-    launch_with(kernel, cfg, args, &[], current_sample())
+///
+/// # Safety
+/// The kernel runs on the raw words of `args`: they must meet the contract of
+/// [`HostKernel::entry`] for `kernel` (one valid word per parameter; every address valid for
+/// every access the kernel makes with the other arguments). The emulator checks the accesses
+/// kernels make through `Global`/`GlobalMut`, but not what a kernel does with a raw pointer.
+///
+/// ```
+/// use trident_simt::{launch, HostKernel, LaunchConfig};
+///
+/// fn body(_words: &[u64]) {}
+/// let kernel = HostKernel { name: "nothing", params: &[], param_names: &[], entry: body };
+/// // SAFETY: the kernel takes no arguments and touches no memory.
+/// let stats = unsafe { launch(&kernel, &LaunchConfig::linear(2, 32), &[]) }.unwrap();
+/// assert_eq!(stats.blocks_run, 2);
+/// ```
+///
+/// Safe code cannot launch: the same call outside `unsafe` does not compile.
+///
+/// ```compile_fail,E0133
+/// use trident_simt::{launch, HostKernel, LaunchConfig};
+///
+/// fn body(_words: &[u64]) {}
+/// let kernel = HostKernel { name: "nothing", params: &[], param_names: &[], entry: body };
+/// let stats = launch(&kernel, &LaunchConfig::linear(2, 32), &[]);
+/// ```
+pub unsafe fn launch(kernel: &HostKernel, cfg: &LaunchConfig, args: &[u64]) -> Result<LaunchStats, EmuError> {
+    // SAFETY: forwarded from the caller.
+    unsafe { launch_with(kernel, cfg, args, &[], current_sample()) }
 }
 
 /// The block sample this OS thread's launches use (see [`set_block_sample`]).
@@ -61,7 +88,10 @@ pub fn current_sample() -> BlockSample {
 /// [`launch`] with the views the pointer arguments came from (`extents[i]` for parameter
 /// `i`, where known: an access through that parameter outside it faults) and an explicit
 /// block sample.
-pub fn launch_with(
+///
+/// # Safety
+/// As for [`launch`].
+pub unsafe fn launch_with(
     kernel: &HostKernel,
     cfg: &LaunchConfig,
     args: &[u64],

@@ -1,13 +1,15 @@
 //! nvptx64 side of `simt`: indices and barriers from `core::arch::nvptx`, everything else as
 //! inline PTX. Shared memory is addressed with 32-bit `.shared` addresses; nothing is checked.
 
-use core::arch::{asm, global_asm, nvptx};
+use core::arch::{asm, nvptx};
 use core::marker::PhantomData;
 use core::mem::{size_of, transmute_copy};
 
 use super::Global;
 
-global_asm!(".extern .shared .align 16 .b8 dyn_smem[];");
+// The dynamic shared memory symbol, `trident_dynamic_smem`, is declared by every `kernels!`
+// invocation: a declaration here would reach only this crate's PTX, not that of a crate of
+// one's own kernels that calls `dynamic_shared` (ptxas: "Unknown symbol").
 
 macro_rules! special_registers {
     ($($name:ident => $intrinsic:ident, $what:literal;)*) => {$(
@@ -311,7 +313,7 @@ unsafe fn generic_pointer<T>(shared_addr: u32) -> *mut T {
 pub unsafe fn dynamic_shared<T: Copy>(byte_offset: usize, len: usize) -> Shared<T> {
     let base: u32;
     // SAFETY: takes the address of the dynamic shared window.
-    unsafe { asm!("mov.u32 {b}, dyn_smem;", b = out(reg32) base, options(pure, nomem, nostack)) };
+    unsafe { asm!("mov.u32 {b}, trident_dynamic_smem;", b = out(reg32) base, options(pure, nomem, nostack)) };
     Shared::from_shared_address(base + byte_offset as u32, len)
 }
 

@@ -299,8 +299,12 @@ fn a_sampled_grid_scales_to_the_full_counts() {
     let _lent = (lend(&x), lend(&out));
     let cfg = LaunchConfig::linear(n.div_ceil(64) as u32, 64);
     let args = [x.as_ptr() as u64, ptr(&mut out), n as u64];
-    let full = trident_simt::launch_with(&kernel(ragged), &cfg, &args, &[], BlockSample::All).unwrap();
-    let sampled = trident_simt::launch_with(&kernel(ragged), &cfg, &args, &[], BlockSample::Edges).unwrap();
+    // SAFETY: `ragged` reads `n` floats of `x` and writes `n` of `out`, both lent above.
+    let full =
+        unsafe { trident_simt::launch_with(&kernel(ragged), &cfg, &args, &[], BlockSample::All) }.unwrap();
+    // SAFETY: as above.
+    let sampled =
+        unsafe { trident_simt::launch_with(&kernel(ragged), &cfg, &args, &[], BlockSample::Edges) }.unwrap();
     assert_eq!((full.blocks_run, sampled.blocks_run, sampled.blocks_total), (41, 5, 41));
     assert!(sampled.sampled() && !full.sampled());
     assert_eq!(full.thread_instructions.fma, n as u64);
@@ -345,7 +349,9 @@ fn gemm_stats(m: usize, n: usize, k: usize, sample: BlockSample) -> trident_simt
     let mut args = vec![c.as_mut_ptr() as u64, a.as_ptr() as u64, b.as_ptr() as u64];
     args.extend(dims);
     args.extend([0, 0, 0, 1f32.to_word(), 0f32.to_word()]);
-    trident_simt::launch_with(gemm, &cfg, &args, &[], sample).unwrap()
+    // SAFETY: `a`, `b`, `c` are dense `m x k`, `k x n`, `m x n` with the leading dimensions
+    // passed, all lent above.
+    unsafe { trident_simt::launch_with(gemm, &cfg, &args, &[], sample) }.unwrap()
 }
 
 #[test]

@@ -12,8 +12,13 @@ mod tensor_core;
 use trident_simt::{launch, register, EmuError, HostKernel, LaunchConfig, LaunchStats, Registration};
 
 /// Runs `entry` on the emulator.
+///
+/// Test-only shortcut: every caller passes the words of buffers it lent (with [`lend`]) or
+/// scalars, matching what its kernel reads.
 pub fn run(entry: fn(&[u64]), cfg: LaunchConfig, args: &[u64]) -> Result<LaunchStats, EmuError> {
-    launch(&HostKernel { name: "test_kernel", params: &[], param_names: &[], entry }, &cfg, args)
+    // SAFETY: see above; the emulator also checks every access through `Global`/`GlobalMut`
+    // against the lent buffers, and the test kernels make no other.
+    unsafe { launch(&HostKernel { name: "test_kernel", params: &[], param_names: &[], entry }, &cfg, args) }
 }
 
 /// Runs the selftest kernel `name` from `trident_kernels::selftest::HOST_KERNELS`.
@@ -22,7 +27,8 @@ pub fn run_selftest(name: &str, cfg: LaunchConfig, args: &[u64]) -> Result<Launc
         .iter()
         .find(|k| k.name == name)
         .unwrap_or_else(|| panic!("no selftest kernel `{name}`"));
-    launch(kernel, &cfg, args)
+    // SAFETY: as in `run`: the callers pass words of lent buffers sized for the selftest.
+    unsafe { launch(kernel, &cfg, args) }
 }
 
 /// Lends a test's buffer to the emulator's global-memory checks (as a device allocation
