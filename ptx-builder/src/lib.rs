@@ -245,14 +245,17 @@ fn parse_channel(text: &str) -> Option<String> {
     })
 }
 
-/// What of `toolchain` is missing: `None` when it is installed with `rust-src`.
+/// What of `toolchain` is missing: `None` when it is installed with cargo and `rust-src`.
 fn missing_part(toolchain: &str) -> Result<Option<&'static str>, Error> {
-    let out = nested(toolchain, "rustc")
-        .args(["--print", "sysroot"])
-        .env("RUSTUP_AUTO_INSTALL", "0")
-        .output()
-        .map_err(Error::NoRustup)?;
-    if !out.status.success() {
+    let run = |program: &str, args: &[&str]| {
+        nested(toolchain, program)
+            .args(args)
+            .env("RUSTUP_AUTO_INSTALL", "0")
+            .output()
+            .map_err(Error::NoRustup)
+    };
+    let out = run("rustc", &["--print", "sysroot"])?;
+    if !out.status.success() || !run("cargo", &["--version"])?.status.success() {
         return Ok(Some("toolchain"));
     }
     let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
@@ -260,13 +263,30 @@ fn missing_part(toolchain: &str) -> Result<Option<&'static str>, Error> {
     Ok(if core.is_dir() { None } else { Some("rust-src") })
 }
 
-/// Installs `toolchain` (or only its `rust-src`) through rustup when it is missing.
+/// Installs `toolchain` (or only its `rust-src`) through rustup when it is missing. Build
+/// scripts of several crates may ask at once (cargo runs them in parallel): the check and the
+/// install run under a lock file, so one installs and the others find it installed.
 pub fn ensure_toolchain(toolchain: &str) -> Result<(), Error> {
+    if missing_part(toolchain)?.is_none() {
+        return Ok(());
+    }
+    let lock_path = env::temp_dir().join("trident-ptx-builder-toolchain.lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|source| Error::Read { path: lock_path.clone(), source })?;
+    // Released when `lock` is dropped, or by the kernel if this process dies.
+    lock.lock().map_err(|source| Error::Read { path: lock_path, source })?;
     let Some(part) = missing_part(toolchain)? else {
         return Ok(());
     };
-    let what =
-        if part == "toolchain" { "it is not installed" } else { "its `rust-src` component is missing" };
+    let what = if part == "toolchain" {
+        "it is not installed (or not whole)"
+    } else {
+        "its `rust-src` component is missing"
+    };
     if env::var(NO_INSTALL_VAR).is_ok_and(|v| v == "1") {
         return Err(Error::Missing {
             toolchain: toolchain.into(),
