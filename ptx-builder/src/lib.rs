@@ -267,9 +267,8 @@ fn missing_part(toolchain: &str) -> Result<Option<&'static str>, Error> {
 /// scripts of several crates may ask at once (cargo runs them in parallel): the check and the
 /// install run under a lock file, so one installs and the others find it installed.
 pub fn ensure_toolchain(toolchain: &str) -> Result<(), Error> {
-    if missing_part(toolchain)?.is_none() {
-        return Ok(());
-    }
+    // Checked under the lock too: a toolchain another build is installing may look whole
+    // before it is.
     let lock_path = env::temp_dir().join("trident-ptx-builder-toolchain.lock");
     let lock = std::fs::OpenOptions::new()
         .create(true)
