@@ -16,21 +16,6 @@ use trident_perfmodel::Resources;
 
 const TARGETS: &[&str] = &["sm_80", "sm_86", "sm_90"];
 
-fn find_ptxas() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("TRIDENT_PTXAS") {
-        return Some(p.into());
-    }
-    if Command::new("ptxas").arg("--version").output().is_ok_and(|o| o.status.success()) {
-        return Some("ptxas".into());
-    }
-    let out = Command::new("python3")
-        .args(["-c", "import nvidia.cuda_nvcc as m; print(list(m.__path__)[0])"])
-        .output()
-        .ok()?;
-    let p = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim()).join("bin").join("ptxas");
-    p.exists().then_some(p)
-}
-
 /// The number before `unit` in `line`.
 fn number_before(line: &str, unit: &str) -> Option<u32> {
     let head = &line[..line.find(unit)?];
@@ -57,7 +42,7 @@ fn parse_log(log: &str, arch: &str) -> Vec<ResourceRow> {
 
 #[test]
 fn checked_in_kernel_resources_match_ptxas() {
-    let Some(ptxas) = find_ptxas() else {
+    let Some(ptxas) = trident_ptx_builder::find_ptxas() else {
         assert!(std::env::var_os("CI").is_none(), "ptxas not found under CI: install nvidia-cuda-nvcc-cu12");
         eprintln!("skipped: ptxas not found (pip install nvidia-cuda-nvcc-cu12, or set TRIDENT_PTXAS)");
         return;

@@ -18,22 +18,6 @@ struct Report {
     barriers: u32,
 }
 
-fn find_ptxas() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("TRIDENT_PTXAS") {
-        return Some(p.into());
-    }
-    if Command::new("ptxas").arg("--version").output().is_ok_and(|o| o.status.success()) {
-        return Some("ptxas".into());
-    }
-    let out = Command::new("python3")
-        .args(["-c", "import nvidia.cuda_nvcc as m; print(list(m.__path__)[0])"])
-        .output()
-        .ok()?;
-    let dir = String::from_utf8(out.stdout).ok()?;
-    let p = PathBuf::from(dir.trim()).join("bin").join("ptxas");
-    p.exists().then_some(p)
-}
-
 /// The number before `unit` in `line` (`"24 bytes spill stores"`, `"Used 40 registers"`).
 fn number_before(line: &str, unit: &str) -> Option<u32> {
     let head = &line[..line.find(unit)?];
@@ -65,7 +49,7 @@ fn parse(log: &str) -> Vec<(String, Report)> {
 
 #[test]
 fn every_kernel_assembles_for_sm90() {
-    let Some(ptxas) = find_ptxas() else {
+    let Some(ptxas) = trident_ptx_builder::find_ptxas() else {
         if std::env::var_os("CI").is_some() {
             panic!("ptxas not found under CI: install the nvidia-cuda-nvcc-cu12 wheel or set TRIDENT_PTXAS");
         }

@@ -318,6 +318,25 @@ pub fn ensure_toolchain(toolchain: &str) -> Result<(), Error> {
     }
 }
 
+/// NVIDIA's PTX assembler, for tests that assemble the PTX a build wrote: `TRIDENT_PTXAS`,
+/// then `ptxas` on `PATH`, then the one in the `nvidia-cuda-nvcc-cu12` Python wheel (which
+/// works without a GPU); `None` where there is none.
+pub fn find_ptxas() -> Option<PathBuf> {
+    if let Some(p) = env::var_os("TRIDENT_PTXAS") {
+        return Some(p.into());
+    }
+    if Command::new("ptxas").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return Some("ptxas".into());
+    }
+    let out = Command::new("python3")
+        .args(["-c", "import nvidia.cuda_nvcc as m; print(list(m.__path__)[0])"])
+        .output()
+        .ok()?;
+    let dir = String::from_utf8(out.stdout).ok()?;
+    let p = PathBuf::from(dir.trim()).join("bin").join("ptxas");
+    p.exists().then_some(p)
+}
+
 /// `rustup run TOOLCHAIN PROGRAM` with the outer build's environment removed.
 fn nested(toolchain: &str, program: &str) -> Command {
     let mut cmd = clean(Command::new("rustup"));

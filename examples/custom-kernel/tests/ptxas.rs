@@ -8,22 +8,6 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn find_ptxas() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("TRIDENT_PTXAS") {
-        return Some(p.into());
-    }
-    if Command::new("ptxas").arg("--version").output().is_ok_and(|o| o.status.success()) {
-        return Some("ptxas".into());
-    }
-    let out = Command::new("python3")
-        .args(["-c", "import nvidia.cuda_nvcc as m; print(list(m.__path__)[0])"])
-        .output()
-        .ok()?;
-    let dir = String::from_utf8(out.stdout).ok()?;
-    let p = PathBuf::from(dir.trim()).join("bin").join("ptxas");
-    p.exists().then_some(p)
-}
-
 fn assemble(ptxas: &Path, ptx: &str, name: &str) -> Output {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let (file, cubin) = (dir.join(format!("{name}.ptx")), dir.join(format!("{name}.cubin")));
@@ -52,7 +36,7 @@ fn the_example_ptx_assembles_and_declares_its_dynamic_shared_memory() {
     const DECLARATION: &str = ".extern .shared .align 16 .b8 trident_dynamic_smem[];";
     assert!(ptx.contains(DECLARATION), "the PTX does not declare the dynamic shared memory");
 
-    let Some(ptxas) = find_ptxas() else {
+    let Some(ptxas) = trident_ptx_builder::find_ptxas() else {
         if std::env::var_os("CI").is_some() {
             panic!("ptxas not found under CI: install the nvidia-cuda-nvcc-cu12 wheel or set TRIDENT_PTXAS");
         }
