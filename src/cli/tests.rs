@@ -414,10 +414,15 @@ fn an_unusable_save_path_fails_before_the_first_step() {
     let file = dir.path().join("file");
     std::fs::write(&file, b"not a directory").unwrap();
     let metrics = dir.path().join("m.jsonl");
-    for save in [file.clone(), file.join("ck")] {
-        // A run that would take long: the check must come before it.
-        let flags = ["--train-iters", "1000000", "--save", save.to_str().unwrap()];
-        let flags = [&flags[..], &["--metrics-file", metrics.to_str().unwrap()]].concat();
+    for (save, grid) in [
+        (file.clone(), &[][..]),
+        (file.join("ck"), &[][..]),
+        (file.clone(), &["--world-size", "2", "--tensor-model-parallel-size", "2"][..]),
+    ] {
+        // The check must come before the first step: no metrics line may be written. (Without
+        // it, the step runs, its metrics line is written, and the save fails after it.)
+        let flags = ["--train-iters", "2", "--save", save.to_str().unwrap()];
+        let flags = [&flags[..], &["--metrics-file", metrics.to_str().unwrap()], grid].concat();
         let err = train(&[&SMALL[..], &flags[..]].concat()).unwrap_err();
         let msg = format!("{err:#}");
         assert!(msg.contains(&format!("--save {}", save.display())), "{msg}");

@@ -249,12 +249,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             args.sequence_parallel,
         );
     }
-    if super::parallel_train::wanted(&args) {
-        let start = start.as_ref();
-        return super::parallel_train::run(&args, device, config, &dataset, settings, train_iters, start);
-    }
-    let accum = settings.accumulation_steps()?;
-    // Before anything is allocated or trained: a --save that cannot take checkpoints would
+    // Before anything (on every grid) is allocated or trained: a --save that cannot take checkpoints would
     // otherwise fail only when the first one is due (with the default --save-interval 0, after
     // the last iteration).
     if let Some(dir) = &args.save {
@@ -265,6 +260,11 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             )
         })?;
     }
+    if super::parallel_train::wanted(&args) {
+        let start = start.as_ref();
+        return super::parallel_train::run(&args, device, config, &dataset, settings, train_iters, start);
+    }
+    let accum = settings.accumulation_steps()?;
 
     if device.is_host() {
         let shares =
