@@ -1,17 +1,11 @@
 //! A multi-process run (`trident launch`, one process per rank over shared memory) gives the
 //! same losses as the same run with ranks as threads.
 
+mod common;
+
 use std::process::Command;
 
-fn losses(metrics: &std::path::Path) -> Vec<f64> {
-    let text = std::fs::read_to_string(metrics).unwrap_or_else(|e| panic!("{}: {e}", metrics.display()));
-    text.lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            v["loss"].as_f64().unwrap()
-        })
-        .collect()
-}
+use common::metric_losses as losses;
 
 #[test]
 fn launched_processes_match_threads() {

@@ -453,39 +453,17 @@ impl StageModel {
             };
             let lnf = gathered(tp, ln_full, head.lnf.view(..)?)?;
             let wte = w.p(ParamTensor::Wte, 0)?;
+            // The input gradient's partial sums go to whole rows under sequence parallelism.
+            let mut dln_full = dln_full;
+            let partial = match dln_full.as_deref_mut() {
+                Some(full) => full,
+                None => &mut s.dln,
+            };
+            let (mut dln, local) = (partial.view_mut(..)?, self.vocab.local);
+            ops::matmul_backward(ctx, &mut dln, &mut dwte, None, dlogits, lnf, wte, n, c, local)?;
             match dln_full {
-                Some(dln_full) => {
-                    let mut dln = dln_full.view_mut(..)?;
-                    ops::matmul_backward(
-                        ctx,
-                        &mut dln,
-                        &mut dwte,
-                        None,
-                        dlogits,
-                        lnf,
-                        wte,
-                        n,
-                        c,
-                        self.vocab.local,
-                    )?;
-                    tp.reduce_scatter_rows(&dln.as_view(), &mut s.dln.view_mut(..)?)?;
-                }
-                None => {
-                    let mut dln = s.dln.view_mut(..)?;
-                    ops::matmul_backward(
-                        ctx,
-                        &mut dln,
-                        &mut dwte,
-                        None,
-                        dlogits,
-                        lnf,
-                        wte,
-                        n,
-                        c,
-                        self.vocab.local,
-                    )?;
-                    tp.all_reduce_view(&mut dln)?;
-                }
+                Some(full) => tp.reduce_scatter_rows(&full.view(..)?, &mut s.dln.view_mut(..)?)?,
+                None => tp.all_reduce_view(&mut s.dln.view_mut(..)?)?,
             }
             s.dres.view_mut(..)?.fill_zero()?;
             let (mean, rstd) = (&head.mean, &head.rstd);
@@ -633,15 +611,15 @@ fn column_parallel_backward(
     (n, ic, oc_local): (usize, usize, usize),
 ) -> Result<()> {
     // The local products are a row-parallel backward's; only the reduction differs.
+    let mut dln_full = dln_full;
+    let partial = match dln_full.as_deref_mut() {
+        Some(full) => full,
+        None => &mut *dln,
+    };
+    row_parallel_backward(ctx, grads, w, (wt, bt, l), partial, dout, inp, (n, ic, oc_local))?;
     match dln_full {
-        Some(full) => {
-            row_parallel_backward(ctx, grads, w, (wt, bt, l), full, dout, inp, (n, ic, oc_local))?;
-            tp.reduce_scatter_rows(&full.view(..)?, &mut dln.view_mut(..)?)
-        }
-        None => {
-            row_parallel_backward(ctx, grads, w, (wt, bt, l), dln, dout, inp, (n, ic, oc_local))?;
-            tp.all_reduce_view(&mut dln.view_mut(..)?)
-        }
+        Some(full) => tp.reduce_scatter_rows(&full.view(..)?, &mut dln.view_mut(..)?),
+        None => tp.all_reduce_view(&mut dln.view_mut(..)?),
     }
 }
 

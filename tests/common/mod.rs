@@ -113,3 +113,15 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f64], tol: f64) {
         panic!("{what}: relative error {e:.3e} > {tol:.1e}; worst element {i}: got {g}, want {w}");
     }
 }
+
+/// The `loss` of every line of a metrics file (`--metrics-file`), which must exist and be whole.
+pub fn metric_losses(metrics: &std::path::Path) -> Vec<f64> {
+    let text = std::fs::read_to_string(metrics).unwrap_or_else(|e| panic!("{}: {e}", metrics.display()));
+    text.lines()
+        .map(|l| {
+            let v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {l:?}: {e}", metrics.display()));
+            v["loss"].as_f64().unwrap_or_else(|| panic!("{}: no loss in {l:?}", metrics.display()))
+        })
+        .collect()
+}
