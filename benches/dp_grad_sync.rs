@@ -12,7 +12,8 @@ use std::time::Instant;
 use trident::collectives::launch::{self, LaunchOptions};
 use trident::collectives::Communicator;
 use trident::model::GptConfig;
-use trident::parallel::{DpWorker, ShardLayout, ShardPlace};
+use trident::model::{ShardLayout, ShardPlace};
+use trident::parallel::DpWorker;
 use trident::runtime::{Buffer, Device};
 
 /// The buckets of one rank at TP = PP = 1: each layer's block, then the stage block.

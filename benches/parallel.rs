@@ -9,9 +9,9 @@ use std::time::Instant;
 use trident::data::{DataOrder, TokenSet};
 use trident::model::{gpt2_init, init::NormalRng, GptConfig, ParamLayout};
 use trident::optim::AdamWConfig;
-use trident::parallel::run::{train_rank, RankData, RunSpec};
 use trident::parallel::{run_ranks, simulate, ParallelConfig, Schedule};
 use trident::runtime::Device;
+use trident::train::run::{train_rank, RankData, RunSpec};
 use trident::train::{DecayStyle, LrSchedule, TrainSettings};
 
 const SEQ: usize = 64;
@@ -74,12 +74,11 @@ fn run(
     let set = data();
     let results = run_ranks(par.world_size(), |mut world| {
         let mut t0 = None;
-        let mut on_step =
-            |t: &trident::parallel::PipelineTrainer, _: &trident::train::StepStats, _: Option<f32>| {
-                if t.iter == 1 {
-                    t0 = Some(Instant::now());
-                }
-            };
+        let mut on_step = |t: &trident::train::Trainer, _: &trident::train::StepStats, _: Option<f32>| {
+            if t.iter == 1 {
+                t0 = Some(Instant::now());
+            }
+        };
         let r = train_rank(
             &mut world,
             &Device::Cpu,
@@ -89,7 +88,7 @@ fn run(
             &mut |_| {},
             &mut on_step,
         )?;
-        Ok((r, t0.map(|t| t.elapsed().as_secs_f64())))
+        Ok::<_, trident::train::TrainError>((r, t0.map(|t| t.elapsed().as_secs_f64())))
     })
     .unwrap();
     let secs = results.iter().filter_map(|(_, s)| *s).fold(0.0, f64::max);

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use trident::data::{Batch, DataError};
-use trident::model::{init::NormalRng, Gpt, GptConfig};
+use trident::model::{gpt2_init, init::NormalRng, GptConfig, ParamLayout};
 use trident::ops::OpsContext;
 use trident::optim::AdamWConfig;
 use trident::train::{BatchSource, DecayStyle, LrSchedule, TrainSettings, Trainer};
@@ -40,8 +40,7 @@ struct Case {
 }
 
 fn trainer(case: &Case) -> (Trainer, RandomTokens) {
-    let ctx = OpsContext::new(&Device::Cpu).unwrap();
-    let model = Gpt::new(&Device::Cpu, case.config, 1).unwrap();
+    let init = gpt2_init(&ParamLayout::new(case.config), 1);
     let settings = TrainSettings {
         micro_batch: case.batch,
         global_batch: case.batch,
@@ -58,7 +57,7 @@ fn trainer(case: &Case) -> (Trainer, RandomTokens) {
     };
     let data =
         RandomTokens { rng: NormalRng::new(7), vocab: case.config.vocab_size, b: case.batch, t: case.seq };
-    (Trainer::new(ctx, model, settings).unwrap(), data)
+    (Trainer::single(&Device::Cpu, case.config, &init, settings).unwrap(), data)
 }
 
 fn bench(c: &mut Criterion) {

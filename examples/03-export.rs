@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use trident::checkpoint::{export_hf, latest_checkpoint, write_llmc_model, Checkpoint};
-use trident::model::{Gpt, Workspace};
+use trident::model::Gpt;
 use trident::ops::OpsContext;
 use trident::runtime::Device;
 
@@ -30,10 +30,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let device = Device::Cpu;
     let ctx = OpsContext::new(&device)?;
     let model = Gpt::from_params(&device, checkpoint.config, &checkpoint.params)?;
-    let mut ws = Workspace::new(&device, &checkpoint.config, 1, tokens.len(), false)?;
-    model.forward(&ctx, &mut ws, &tokens, 1, tokens.len())?;
+    let vocab = checkpoint.config.vocab_size;
     let logits: Vec<Vec<f32>> =
-        (0..tokens.len()).map(|p| model.logits_at(&ws, 0, p)).collect::<Result<_, _>>()?;
+        model.logits(&ctx, &tokens, 1, tokens.len())?.chunks(vocab).map(<[f32]>::to_vec).collect();
     std::fs::write(
         out.join("logits.json"),
         serde_json::to_string(&serde_json::json!({ "tokens": tokens, "logits": logits }))?,

@@ -4,8 +4,7 @@
 mod common;
 
 use trident::data::{AdditionTask, Batch, DataError, DataLoader, Dataset};
-use trident::model::{Gpt, GptConfig};
-use trident::ops::OpsContext;
+use trident::model::{gpt2_init, GptConfig, ParamLayout};
 use trident::optim::AdamWConfig;
 use trident::runtime::Device;
 use trident::train::{BatchSource, DecayStyle, LrSchedule, TrainSettings, Trainer};
@@ -30,7 +29,7 @@ fn losses(device: &Device, seed: u64, repeat: bool) -> Vec<f32> {
     let mut source: Box<dyn BatchSource> =
         if repeat { Box::new(Repeat(loader.next_batch().unwrap())) } else { Box::new(loader) };
     let config = GptConfig::new(t, data.vocab_size(), 2, 4, 32, 16).unwrap();
-    let model = Gpt::new(device, config, seed).unwrap();
+    let init = gpt2_init(&ParamLayout::new(config), seed);
     let settings = TrainSettings {
         micro_batch: b,
         global_batch: 2 * b,
@@ -45,7 +44,7 @@ fn losses(device: &Device, seed: u64, repeat: bool) -> Vec<f32> {
         adamw: AdamWConfig::default(),
         clip_grad: 1.0,
     };
-    let mut trainer = Trainer::new(OpsContext::new(device).unwrap(), model, settings).unwrap();
+    let mut trainer = Trainer::single(device, config, &init, settings).unwrap();
     (0..STEPS).map(|_| trainer.step(source.as_mut()).unwrap().loss).collect()
 }
 

@@ -3,10 +3,10 @@
 pub mod bench;
 pub mod common;
 pub mod launch;
-pub mod parallel_train;
 pub mod plan;
 pub mod sample;
 pub mod train;
+pub mod train_run;
 
 use clap::{Parser, Subcommand};
 

@@ -8,7 +8,7 @@ use clap::Args;
 use super::common::{checkpoint_dir, open_device, DeviceArg};
 use crate::checkpoint::Checkpoint;
 use crate::data::{DataSpec, Tokenizer, TokenizerKind};
-use crate::model::{generate, init::NormalRng, Gpt, SamplingParams, Workspace};
+use crate::model::{generate, init::NormalRng, Gpt, SamplingParams};
 use crate::ops::OpsContext;
 
 #[derive(Args, Debug)]
@@ -49,7 +49,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     let device = open_device(args.device)?;
     let ctx = OpsContext::new(&device)?;
     let model = Gpt::from_params(&device, ck.config, &ck.params)?;
-    let mut ws = Workspace::new(&device, &ck.config, 1, ck.config.max_seq_len, false)?;
+    let window = ck.config.max_seq_len;
     let mut rng = NormalRng::new(args.seed);
     let params = SamplingParams { temperature: args.temperature, top_k: args.top_k };
 
@@ -62,13 +62,13 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
         (None, Some(task)) => task.prompt(123, 456),
         (None, None) => tokenizer.encode("\n")?,
     };
-    let out = generate(&model, &ctx, &mut ws, &prompt, args.max_new_tokens, params, &mut rng, None)?;
+    let out = generate(&model, &ctx, window, &prompt, args.max_new_tokens, params, &mut rng, None)?;
     println!("{}{}", tokenizer.decode(&prompt), tokenizer.decode(&out));
 
     if let Some(task) = task {
         let mut failure = None;
         let acc = task.score(args.num_problems, args.seed, |p| {
-            generate(&model, &ctx, &mut ws, p, task.answer_len() + 1, params, &mut rng, None).unwrap_or_else(
+            generate(&model, &ctx, window, p, task.answer_len() + 1, params, &mut rng, None).unwrap_or_else(
                 |e| {
                     failure.get_or_insert(e);
                     Vec::new()

@@ -27,7 +27,7 @@ fn bad_model_shapes_and_data_are_refused() {
     let err = train(&["--seq-length", "512"]).unwrap_err();
     assert!(format!("{err:#}").contains("longer than the model's 256 positions"), "{err:#}");
     let err = train(&[&SMALL[..], &["--global-batch-size", "3"]].concat()).unwrap_err();
-    assert!(format!("{err:#}").contains("not a multiple"), "{err:#}");
+    assert!(format!("{err:#}").contains("not divisible by --micro-batch-size 2"), "{err:#}");
     let err = train(&["--data-order", "llmc"]).unwrap_err();
     assert!(format!("{err:#}").contains("one problem per sequence"), "{err:#}");
 

@@ -1,26 +1,17 @@
 //! `trident train`
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use serde_json::json;
 
 use super::common::{data_spec, flag, open_device, DeviceArg, Preset, Start};
-use crate::checkpoint::{check_writable_dir, step_dir, AdamWMoments, Checkpoint};
-use crate::data::{AdditionTask, DataLoader, DataOrder, DataSpec, TokenizerKind, DEFAULT_VAL_FRACTION};
-use crate::metrics::{IterMetrics, MetricsWriter};
-use crate::model::{generate, init::NormalRng, Gpt, GptConfig, SamplingParams, Workspace};
-use crate::ops::OpsContext;
+use crate::checkpoint::check_writable_dir;
+use crate::data::{AdditionTask, DataOrder, DataSpec, TokenizerKind, DEFAULT_VAL_FRACTION};
+use crate::model::GptConfig;
 use crate::optim::AdamWConfig;
-use crate::plot::plot_metrics;
-use crate::progress::Progress;
 use crate::train::exit::{self, ExitPolicy};
-use crate::train::{
-    available_memory, peak_flops, train_flops_per_token, DecayStyle, LrSchedule, MemoryNeed, TrainSettings,
-    Trainer,
-};
+use crate::train::{DecayStyle, LrSchedule, TrainSettings};
 
 /// Sequences per micro-batch on text and shards, when --micro-batch-size is not given.
 const DEFAULT_MICRO_BATCH: usize = 8;
@@ -260,195 +251,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             )
         })?;
     }
-    if super::parallel_train::wanted(&args) {
-        let start = start.as_ref();
-        return super::parallel_train::run(&args, device, config, &dataset, settings, train_iters, start);
-    }
-    let accum = settings.accumulation_steps()?;
-
-    if device.is_host() {
-        let shares =
-            if device.kind() == trident_runtime::DeviceKind::Cpu { rayon::current_num_threads() } else { 1 };
-        let mut need = MemoryNeed::single(&config, micro_batch, seq_len, shares, args.save.is_some())?;
-        need.data = dataset.train.resident_shard_bytes().saturating_add(dataset.val.resident_shard_bytes());
-        if let Some((available, source)) = available_memory() {
-            need.check(1, available, source, false)?;
-        }
-    }
-    let ctx = OpsContext::new(&device)?;
-    let model = match &start {
-        Some(start) => Gpt::from_params(&device, config, start.params())?,
-        None => Gpt::new(&device, config, args.seed)?,
-    };
-    let mut trainer = Trainer::new(ctx, model, settings)?;
-    let mut train_data = DataLoader::new(dataset.train.clone(), micro_batch, seq_len, args.seed, true)?
-        .with_order(args.data_order)?;
-    let mut val_data = DataLoader::new(dataset.val.clone(), micro_batch, seq_len, args.seed, false)?
-        .with_order(args.data_order)?;
-    let checkpoint = match &start {
-        Some(Start::Checkpoint(ck)) => Some(ck),
-        _ => None,
-    };
-    if let Some(ck) = checkpoint {
-        trainer.iter = ck.step;
-        if let Some(opt) = &ck.optimizer {
-            let adam_steps = ck.state.get("adam_steps").and_then(|v| v.as_u64()).unwrap_or(ck.step);
-            trainer.optimizer.restore(&opt.m, &opt.v, adam_steps)?;
-        }
-        if let Some(state) = ck.loader {
-            train_data.restore(state)?;
-        }
-    }
-    if let Some(parent) =
-        args.metrics_file.as_deref().and_then(|p| p.parent()).filter(|p| !p.as_os_str().is_empty())
-    {
-        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-    }
-    // Every iteration's metrics so far (those of a resumed run's metrics file included), for
-    // the loss curve drawn beside the checkpoints.
-    let mut history = Vec::new();
-    let mut metrics = match (&args.metrics_file, checkpoint) {
-        (Some(path), Some(ck)) => {
-            let (writer, kept) = MetricsWriter::resume(path, ck.step)?;
-            history = kept;
-            Some(writer)
-        }
-        (Some(path), None) => Some(MetricsWriter::create(path)?),
-        _ => None,
-    };
-
-    let n_params = trainer.model.num_params();
-    let tokens_per_step = (global_batch * seq_len) as u64;
-    eprintln!(
-        "trident train: {} parameters ({} layers, hidden {}, {} heads, vocab {} padded to {}), {} on {}; \
-         {} x {} tokens per micro-batch, {accum} micro-batches per step",
-        n_params,
-        config.num_layers,
-        config.channels,
-        config.num_heads,
-        config.vocab_size,
-        config.padded_vocab_size,
-        dataset.train.name(),
-        device.kind(),
-        micro_batch,
-        seq_len,
-    );
-
-    let start_iter = trainer.iter;
-    if start_iter >= train_iters {
-        let at =
-            if start_iter == 0 { "the initial weights".to_string() } else { format!("step {start_iter}") };
-        match &args.save {
-            Some(dir) => {
-                save(&trainer, &train_data, dir, &spec_text, dataset.tokenizer)?;
-                eprintln!(
-                    "--train-iters {train_iters}: no step to take from {at}; saved it to {}",
-                    step_dir(dir, start_iter).display()
-                );
-            }
-            None => eprintln!(
-                "--train-iters {train_iters}: no step to take from {at} and no --save: nothing is written; \
-                 raise --train-iters to train"
-            ),
-        }
-    }
-    let mut progress = Progress::new(start_iter, train_iters);
-    let started = Instant::now();
-    let mut last_loss = f32::NAN;
-    let mut last_val = None;
-    while trainer.iter < train_iters {
-        let t0 = Instant::now();
-        let stats = trainer.step(&mut train_data)?;
-        device.synchronize()?;
-        let tokens_per_s = tokens_per_step as f64 / t0.elapsed().as_secs_f64();
-        last_loss = stats.loss;
-        let iter = trainer.iter;
-        let mut val_loss = None;
-        if (args.eval_interval > 0 && iter % args.eval_interval == 0) || iter == train_iters {
-            val_data.reset();
-            val_loss = Some(trainer.evaluate(&mut val_data, args.eval_iters)?);
-            last_val = val_loss;
-            progress.println(&format!("iter {iter}: val loss {:.4}", val_loss.unwrap_or(f32::NAN)));
-        }
-        progress.update(iter, stats.loss, tokens_per_s);
-        let record = IterMetrics {
-            iter,
-            loss: stats.loss,
-            lr: stats.lr,
-            grad_norm: stats.grad_norm,
-            tokens_per_s,
-            val_loss,
-        };
-        if let Some(m) = metrics.as_mut() {
-            m.write(&record)?;
-        }
-        history.push(record);
-        let stop = args.exit_policy().reason(iter, exit::signal_received()).filter(|_| iter < train_iters);
-        if let Some(dir) = &args.save {
-            if (args.save_interval > 0 && iter % args.save_interval == 0)
-                || iter == train_iters
-                || stop.is_some()
-            {
-                save(&trainer, &train_data, dir, &spec_text, dataset.tokenizer)?;
-                plot_metrics(&dir.join("loss.png"), &history)?;
-            }
-        }
-        if let Some(reason) = stop {
-            progress.finish();
-            let saved = match &args.save {
-                Some(dir) => format!(
-                    "checkpoint saved to {}; --load {} resumes it",
-                    step_dir(dir, iter).display(),
-                    dir.display()
-                ),
-                None => "nothing saved (no --save)".to_string(),
-            };
-            println!("stopped after iteration {iter} of {train_iters} ({reason}): {saved}");
-            return Ok(());
-        }
-    }
-    progress.finish();
-
-    let steps = trainer.iter - start_iter;
-    let elapsed = started.elapsed().as_secs_f64();
-    let tokens_per_s = (steps * tokens_per_step) as f64 / elapsed.max(1e-9);
-    let flops = train_flops_per_token(&config, n_params, seq_len) * tokens_per_s;
-    let mfu = peak_flops(&device).map_or("n/a (no peak known for this device)".to_string(), |peak| {
-        format!("{:.1}% of an estimated {:.0} GFLOP/s peak", 100.0 * flops / peak, peak / 1e9)
-    });
-    println!(
-        "trained {steps} iterations in {elapsed:.1} s: final loss {last_loss:.4}{}, {tokens_per_s:.0} tokens/s, \
-         {:.1} GFLOP/s model FLOPs, MFU {mfu}",
-        last_val.map_or(String::new(), |v| format!(", val loss {v:.4}")),
-        flops / 1e9
-    );
-    if let Some(task) = &dataset.addition {
-        let mut ws = Workspace::new(&device, &config, 1, seq_len.min(config.max_seq_len), false)?;
-        let mut rng = NormalRng::new(args.seed);
-        let greedy = SamplingParams { temperature: 0.0, top_k: 0 };
-        let mut failure = None;
-        let acc = task.score(100, args.seed, |prompt| {
-            generate(
-                &trainer.model,
-                &trainer.ctx,
-                &mut ws,
-                prompt,
-                task.answer_len() + 1,
-                greedy,
-                &mut rng,
-                None,
-            )
-            .unwrap_or_else(|e| {
-                failure.get_or_insert(e);
-                Vec::new()
-            })
-        });
-        if let Some(e) = failure {
-            return Err(e.into());
-        }
-        println!("addition accuracy on 100 held-out problems: {:.1}%", 100.0 * acc.fraction());
-    }
-    Ok(())
+    super::train_run::run(&args, device, config, &dataset, settings, train_iters, start.as_ref())
 }
 
 /// The defaults of the flags that differ between the built-in task and text or shards.
@@ -548,24 +351,4 @@ fn model_config(args: &TrainArgs, preset: Preset, vocab_size: usize) -> anyhow::
         args.hidden_size.unwrap_or(hidden),
         multiple,
     )?)
-}
-
-fn save(
-    trainer: &Trainer,
-    loader: &DataLoader,
-    dir: &std::path::Path,
-    data: &str,
-    tokenizer: TokenizerKind,
-) -> anyhow::Result<()> {
-    let (m, v) = trainer.optimizer.moments();
-    let ck = Checkpoint {
-        config: *trainer.model.config(),
-        step: trainer.iter,
-        params: trainer.model.params().to_vec()?,
-        optimizer: Some(AdamWMoments { m: m.to_vec()?, v: v.to_vec()? }),
-        loader: Some(loader.state()),
-        state: json!({ "data": data, "tokenizer": tokenizer.name(), "adam_steps": trainer.optimizer.steps() }),
-    };
-    let path = step_dir(dir, trainer.iter);
-    ck.save(&path).with_context(|| format!("saving a checkpoint to {}", path.display()))
 }

@@ -10,8 +10,6 @@ use super::reference::{
 use super::{LlmcError, Workdir};
 use crate::checkpoint::read_llmc_model;
 use crate::data::{DataLoader, DataOrder, Dataset, TokenizerKind, DEFAULT_VAL_FRACTION};
-use crate::model::Gpt;
-use crate::ops::OpsContext;
 use crate::train::Trainer;
 
 /// Per-step training losses (step 0 first) and the validation losses with the step before
@@ -32,9 +30,7 @@ pub fn train_like_llmc(files: &Workdir, device: &Device) -> Result<Losses, LlmcE
     // The seed is unused: llm.c's order seeds its own generator.
     let mut train = DataLoader::new(data.train, b, t, 0, true)?.with_order(DataOrder::Llmc)?;
     let mut val = DataLoader::new(data.val, b, t, 0, false)?.with_order(DataOrder::Llmc)?;
-    let ctx = OpsContext::new(device)?;
-    let model = Gpt::from_params(device, config, &params)?;
-    let mut trainer = Trainer::new(ctx, model, reference_settings())?;
+    let mut trainer = Trainer::single(device, config, &params, reference_settings())?;
     let mut losses = Losses::default();
     for step in 0..REFERENCE_STEPS {
         if step % REFERENCE_EVAL_INTERVAL == 0 {

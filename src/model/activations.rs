@@ -1,231 +1,337 @@
-//! The activation arena: every tensor the forward pass saves for the backward pass, and the
-//! backward pass's gradient scratch, at explicit offsets in one buffer (as llm.c lays them out).
+//! What a pass keeps on the device: per in-flight micro-batch the tensors the forward saves
+//! for the backward ([`MicroActs`]), and per rank the geometry of a micro-batch and the
+//! scratch every micro-batch shares ([`Workspace`]). Widths are this rank's: `C / TP` channels
+//! of its heads, `4C / TP` of the MLP, `Vp / TP` rows of the vocabulary; under sequence
+//! parallelism the residual stream holds `n / TP` of the micro-batch's `n = b t` rows.
 
-use std::ops::Range;
+use trident_runtime::{Buffer, Device, RuntimeError};
 
-use trident_runtime::{Buffer, Device};
+use super::{Gpt, ModelError};
+use crate::parallel::Recompute;
 
-use super::{GptConfig, ModelError};
+type Result<T> = std::result::Result<T, ModelError>;
 
-/// The tensors of the arena. Sizes are per token; the stacked ones exist once per layer.
+/// Sizes of one micro-batch on this rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Act {
-    /// Token + position embedding `[B, T, C]`, the residual stream entering layer 0.
-    Encoded,
-    Ln1,
-    Ln1Mean,
-    Ln1Rstd,
-    /// `[B, T, 3C]`
-    Qkv,
-    /// Attention output before the projection `[B, T, C]`.
-    Atty,
-    /// Per-row log-sum-exp of the attention scores `[B, NH, T]`.
-    AttLse,
-    /// Residual stream after attention (the projection adds onto the stream entering).
-    Res2,
-    Ln2,
-    Ln2Mean,
-    Ln2Rstd,
-    /// `[B, T, 4C]`
-    Fch,
-    FchGelu,
-    /// Residual stream leaving the layer (the MLP projection adds onto `Res2`).
-    Res3,
-    Lnf,
-    LnfMean,
-    LnfRstd,
-    /// `[B, T, Vp]`; the loss overwrites it with its gradient.
-    Logits,
-    Losses,
-    /// Gradient scratch, training only: the residual stream's gradient,
-    DRes,
-    /// a LayerNorm output's gradient,
-    DLn,
-    /// the attention output's,
-    DAtty,
-    /// `qkv`'s,
-    DQkv,
-    /// and the MLP hidden layer's.
-    DFch,
+pub(super) struct Dims {
+    pub b: usize,
+    pub t: usize,
+    /// Token rows of the micro-batch: `b t`.
+    pub n: usize,
+    pub c: usize,
+    /// Channels of the local heads (C / TP).
+    pub cl: usize,
+    pub heads: usize,
+    /// MLP hidden width held here (4C / TP).
+    pub fl: usize,
+    /// Rows of the residual stream held here: `n / TP` under sequence parallelism, else `n`.
+    pub ns: usize,
 }
 
-impl Act {
-    pub const ALL: [Act; 24] = [
-        Act::Encoded,
-        Act::Ln1,
-        Act::Ln1Mean,
-        Act::Ln1Rstd,
-        Act::Qkv,
-        Act::Atty,
-        Act::AttLse,
-        Act::Res2,
-        Act::Ln2,
-        Act::Ln2Mean,
-        Act::Ln2Rstd,
-        Act::Fch,
-        Act::FchGelu,
-        Act::Res3,
-        Act::Lnf,
-        Act::LnfMean,
-        Act::LnfRstd,
-        Act::Logits,
-        Act::Losses,
-        Act::DRes,
-        Act::DLn,
-        Act::DAtty,
-        Act::DQkv,
-        Act::DFch,
-    ];
-
-    /// Elements per token.
-    pub fn width(self, c: &GptConfig) -> usize {
-        let ch = c.channels;
-        match self {
-            Act::Ln1Mean
-            | Act::Ln1Rstd
-            | Act::Ln2Mean
-            | Act::Ln2Rstd
-            | Act::LnfMean
-            | Act::LnfRstd
-            | Act::Losses => 1,
-            Act::AttLse => c.num_heads,
-            Act::Qkv | Act::DQkv => 3 * ch,
-            Act::Fch | Act::FchGelu | Act::DFch => 4 * ch,
-            Act::Logits => c.padded_vocab_size,
-            _ => ch,
-        }
-    }
-
-    /// Whether each layer has its own copy (saved for the backward pass).
-    pub fn per_layer(self) -> bool {
-        matches!(
-            self,
-            Act::Ln1
-                | Act::Ln1Mean
-                | Act::Ln1Rstd
-                | Act::Qkv
-                | Act::Atty
-                | Act::AttLse
-                | Act::Res2
-                | Act::Ln2
-                | Act::Ln2Mean
-                | Act::Ln2Rstd
-                | Act::Fch
-                | Act::FchGelu
-                | Act::Res3
-        )
-    }
-
-    /// Whether only training needs it.
-    pub fn is_gradient(self) -> bool {
-        matches!(self, Act::DRes | Act::DLn | Act::DAtty | Act::DQkv | Act::DFch)
-    }
+/// What a layer's forward saves for its backward (local widths).
+pub(super) struct LayerActs {
+    pub ln1: Buffer<f32>,
+    pub ln1_mean: Buffer<f32>,
+    pub ln1_rstd: Buffer<f32>,
+    /// `[n, 3 C/TP]`
+    pub qkv: Buffer<f32>,
+    /// Attention output `[n, C/TP]` and log-sum-exp `[b, NH/TP, t]`; `None` under selective
+    /// recomputation.
+    pub atty: Option<Buffer<f32>>,
+    pub lse: Option<Buffer<f32>>,
+    /// Residual stream after attention `[ns, C]`.
+    pub res2: Buffer<f32>,
+    pub ln2: Buffer<f32>,
+    pub ln2_mean: Buffer<f32>,
+    pub ln2_rstd: Buffer<f32>,
+    /// `[n, 4C/TP]` before and after GeLU.
+    pub fch: Buffer<f32>,
+    pub fch_gelu: Buffer<f32>,
+    /// Residual stream leaving the layer `[ns, C]`.
+    pub res3: Buffer<f32>,
 }
 
-/// Offsets of every [`Act`] in the arena, for up to `tokens` tokens per pass.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ActivationLayout {
-    config: GptConfig,
-    tokens: usize,
-    offsets: [usize; Act::ALL.len()],
-    total: usize,
-}
-
-impl ActivationLayout {
-    pub fn new(config: GptConfig, tokens: usize, training: bool) -> Self {
-        let mut offsets = [usize::MAX; Act::ALL.len()];
-        let mut total = 0;
-        for (i, a) in Act::ALL.iter().enumerate() {
-            if a.is_gradient() && !training {
-                continue;
-            }
-            offsets[i] = total;
-            let layers = if a.per_layer() { config.num_layers } else { 1 };
-            total += layers * tokens * a.width(&config);
-        }
-        Self { config, tokens, offsets, total }
-    }
-
-    pub fn len(&self) -> usize {
-        self.total
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.total == 0
-    }
-
-    pub fn has(&self, a: Act) -> bool {
-        self.offsets[a as usize] != usize::MAX
-    }
-
-    /// The range holding `a` for the first `ntok` tokens of `layer` (0 for unstacked tensors).
-    pub fn range(&self, a: Act, layer: usize, ntok: usize) -> Range<usize> {
-        assert!(self.has(a), "{a:?} is not in an inference arena");
-        assert!(ntok <= self.tokens, "{ntok} tokens exceed the arena's {}", self.tokens);
-        let per = self.tokens * a.width(&self.config);
-        let start = self.offsets[a as usize] + if a.per_layer() { layer * per } else { 0 };
-        start..start + ntok * a.width(&self.config)
-    }
-}
-
-/// Everything one forward/backward pass of up to `batch x seq` tokens needs on the device,
-/// allocated once.
-pub struct Workspace {
-    pub(super) layout: ActivationLayout,
-    pub(super) acts: Buffer<f32>,
-    pub(super) tokens: Buffer<u32>,
-    pub(super) targets: Buffer<u32>,
-    pub(super) batch: usize,
-    pub(super) seq: usize,
-    /// The shape of the last forward pass.
-    pub(super) current: Option<(usize, usize)>,
-    /// Whether the logits hold the loss gradient of the current pass.
-    pub(super) dlogits_ready: bool,
-}
-
-impl Workspace {
-    /// A workspace for batches of up to `batch` sequences of `seq` tokens; `training` adds the
-    /// backward pass's scratch.
-    pub fn new(
-        device: &Device,
-        config: &GptConfig,
-        batch: usize,
-        seq: usize,
-        training: bool,
-    ) -> Result<Self, ModelError> {
-        if batch == 0 || seq == 0 {
-            return Err(ModelError::EmptyBatch { batch, seq });
-        }
-        if seq > config.max_seq_len {
-            return Err(ModelError::SeqTooLong { seq, max: config.max_seq_len });
-        }
-        let layout = ActivationLayout::new(*config, batch * seq, training);
+impl LayerActs {
+    pub(super) fn new(device: &Device, d: Dims, keep_attention: bool) -> Result<Self> {
+        let z = |len: usize| Buffer::zeros(device, len);
         Ok(Self {
-            acts: Buffer::zeros(device, layout.len())?,
-            tokens: Buffer::zeros(device, batch * seq)?,
-            targets: Buffer::zeros(device, batch * seq)?,
-            layout,
-            batch,
-            seq,
-            current: None,
-            dlogits_ready: false,
+            ln1: z(d.ns * d.c)?,
+            ln1_mean: z(d.ns)?,
+            ln1_rstd: z(d.ns)?,
+            qkv: z(d.n * 3 * d.cl)?,
+            atty: keep_attention.then(|| z(d.n * d.cl)).transpose()?,
+            lse: keep_attention.then(|| z(d.b * d.heads * d.t)).transpose()?,
+            res2: z(d.ns * d.c)?,
+            ln2: z(d.ns * d.c)?,
+            ln2_mean: z(d.ns)?,
+            ln2_rstd: z(d.ns)?,
+            fch: z(d.n * d.fl)?,
+            fch_gelu: z(d.n * d.fl)?,
+            res3: z(d.ns * d.c)?,
         })
     }
 
-    pub fn batch(&self) -> usize {
-        self.batch
+    /// Elements held.
+    pub(super) fn len(&self) -> usize {
+        let opt = |b: &Option<Buffer<f32>>| b.as_ref().map_or(0, |b| b.len());
+        self.ln1.len()
+            + self.ln1_mean.len()
+            + self.ln1_rstd.len()
+            + self.qkv.len()
+            + opt(&self.atty)
+            + opt(&self.lse)
+            + self.res2.len()
+            + self.ln2.len()
+            + self.ln2_mean.len()
+            + self.ln2_rstd.len()
+            + self.fch.len()
+            + self.fch_gelu.len()
+            + self.res3.len()
+    }
+}
+
+/// The LM head's saved tensors (last stage).
+pub(super) struct HeadActs {
+    pub lnf: Buffer<f32>,
+    pub mean: Buffer<f32>,
+    pub rstd: Buffer<f32>,
+    /// `[n, Vp/TP]`; overwritten with its gradient by the loss.
+    pub logits: Buffer<f32>,
+    /// Per-token losses `[n]` and the targets on the device (read by the cross-entropy kernel
+    /// at TP = 1; the vocab-parallel cross-entropy reads the host's).
+    pub losses: Buffer<f32>,
+    pub targets: Buffer<u32>,
+    /// Whether the logits hold the loss gradient of the current micro-batch.
+    pub dlogits_ready: bool,
+}
+
+/// Everything one in-flight micro-batch keeps between its forward and its backward.
+pub struct MicroActs {
+    /// The stage's input `[ns, C]`: the embedding (first stage) or the received activation.
+    pub input: Buffer<f32>,
+    /// Token rows (first stage): the token ids at TP = 1, else the local embedding rows.
+    pub(super) tokens: Buffer<u32>,
+    /// Saved per layer, or under full recomputation empty.
+    pub(super) layers: Vec<LayerActs>,
+    /// Under full recomputation: each layer's output only.
+    pub(super) outputs: Vec<Buffer<f32>>,
+    pub(super) head: Option<HeadActs>,
+}
+
+impl MicroActs {
+    /// Storage for one micro-batch of `ws`'s shape through `model`'s layers.
+    pub fn new(device: &Device, model: &Gpt, ws: &Workspace) -> Result<Self> {
+        let d = ws.dims;
+        let keep_layers = model.recompute() != Recompute::Full;
+        let keep_attention = model.recompute() == Recompute::None;
+        let layers = model.layout().layers.clone();
+        let (layers, outputs) = if keep_layers {
+            (layers.map(|_| LayerActs::new(device, d, keep_attention)).collect::<Result<_>>()?, Vec::new())
+        } else {
+            let outputs =
+                layers.map(|_| Buffer::zeros(device, d.ns * d.c)).collect::<std::result::Result<_, _>>()?;
+            (Vec::new(), outputs)
+        };
+        let head = model
+            .layout()
+            .place
+            .is_last_stage()
+            .then(|| -> Result<HeadActs> {
+                Ok(HeadActs {
+                    lnf: Buffer::zeros(device, d.ns * d.c)?,
+                    mean: Buffer::zeros(device, d.ns)?,
+                    rstd: Buffer::zeros(device, d.ns)?,
+                    logits: Buffer::zeros(device, d.n * model.vocab().local)?,
+                    losses: Buffer::zeros(device, d.n)?,
+                    targets: Buffer::zeros(device, d.n)?,
+                    dlogits_ready: false,
+                })
+            })
+            .transpose()?;
+        Ok(MicroActs {
+            input: Buffer::zeros(device, d.ns * d.c)?,
+            tokens: Buffer::zeros(device, d.n)?,
+            layers,
+            outputs,
+            head,
+        })
     }
 
-    pub fn seq(&self) -> usize {
-        self.seq
-    }
-
-    pub fn is_training(&self) -> bool {
-        self.layout.has(Act::DRes)
-    }
-
-    /// Bytes held on the device.
+    /// Bytes held for this micro-batch.
     pub fn bytes(&self) -> usize {
-        self.acts.len() * 4 + self.tokens.len() * 8
+        let head = self.head.as_ref().map_or(0, |h| {
+            h.lnf.len() + h.mean.len() + h.rstd.len() + h.logits.len() + h.losses.len() + h.targets.len()
+        });
+        let outputs: usize = self.outputs.iter().map(|o| o.len()).sum();
+        4 * (self.input.len()
+            + self.tokens.len()
+            + self.layers.iter().map(LayerActs::len).sum::<usize>()
+            + outputs
+            + head)
+    }
+
+    /// The stage's output (the last layer's residual stream).
+    pub fn output(&self) -> &Buffer<f32> {
+        match self.layers.last() {
+            Some(l) => &l.res3,
+            None => self.outputs.last().unwrap_or(&self.input),
+        }
+    }
+}
+
+/// Buffers shared by all micro-batches: projections, gradients, recomputation space.
+pub(super) struct Scratch {
+    /// A row-parallel product's `[n, c]` output (partial sums under sequence parallelism;
+    /// unused at TP = 1, where the product adds onto the residual stream directly).
+    pub proj: Buffer<f32>,
+    /// Sequence parallelism's buffers of whole rows, see [`SpScratch`].
+    pub sp: Option<SpScratch>,
+    /// Gradient of the residual stream `[ns, C]`; on entry to the backward, of the stage's
+    /// output.
+    pub dres: Buffer<f32>,
+    pub dln: Buffer<f32>,
+    pub datty: Buffer<f32>,
+    pub dqkv: Buffer<f32>,
+    pub dfch: Buffer<f32>,
+    /// Attention output and log-sum-exp under selective recomputation.
+    pub atty: Buffer<f32>,
+    pub lse: Buffer<f32>,
+    /// The layer being recomputed (full recomputation).
+    pub layer: Option<LayerActs>,
+    /// TP > 1, first stage: local embedding rows plus one zero row for tokens held elsewhere,
+    /// and its gradient.
+    pub wte_ext: Option<Buffer<f32>>,
+    pub dwte_ext: Option<Buffer<f32>>,
+    /// Zeros standing in for the position table on tensor-parallel ranks other than 0, so
+    /// that the all-reduce adds it once.
+    pub zero_wpe: Option<Buffer<f32>>,
+}
+
+/// Sequence parallelism: buffers of whole rows beside the local ones — the product's
+/// reduce-scattered rows, a LayerNorm output gathered for the next product, the residual
+/// gradient gathered for a row-parallel backward, a column-parallel input gradient before its
+/// reduce-scatter, and one LayerNorm's weight and bias gradients (`2c`) before their sum over
+/// TP.
+pub(super) struct SpScratch {
+    pub proj_local: Buffer<f32>,
+    pub ln_full: Buffer<f32>,
+    pub dres_full: Buffer<f32>,
+    pub dln_full: Buffer<f32>,
+    pub dln_params: Buffer<f32>,
+}
+
+impl SpScratch {
+    fn len(&self) -> usize {
+        self.proj_local.len()
+            + self.ln_full.len()
+            + self.dres_full.len()
+            + self.dln_full.len()
+            + self.dln_params.len()
+    }
+}
+
+/// One rank's pass geometry (`b x t` tokens per micro-batch) and the scratch its
+/// micro-batches share.
+pub struct Workspace {
+    pub(super) dims: Dims,
+    pub(super) scratch: Scratch,
+}
+
+impl Workspace {
+    /// A workspace for micro-batches of `b` sequences of `t` tokens through `model`.
+    pub fn new(device: &Device, model: &Gpt, b: usize, t: usize) -> Result<Self> {
+        let config = model.config();
+        if b == 0 || t == 0 {
+            return Err(ModelError::EmptyBatch { batch: b, seq: t });
+        }
+        if t > config.max_seq_len {
+            return Err(ModelError::SeqTooLong { seq: t, max: config.max_seq_len });
+        }
+        let place = model.layout().place;
+        let (c, tp) = (config.channels, place.tp);
+        let sp = model.sequence_parallel();
+        if sp && t % tp != 0 {
+            return Err(ModelError::State {
+                what: format!(
+                    "--sequence-parallel splits the sequence over --tensor-model-parallel-size {tp}: \
+                     --seq-length {t} is not divisible by it"
+                ),
+            });
+        }
+        let n = b.checked_mul(t).ok_or(ModelError::EmptyBatch { batch: b, seq: t })?;
+        let ns = if sp { n / tp } else { n };
+        let dims = Dims { b, t, n, c, cl: c / tp, heads: config.num_heads / tp, fl: 4 * c / tp, ns };
+        let local_vocab = model.vocab().local;
+        let z = |len: usize| Buffer::<f32>::zeros(device, len);
+        let first = place.is_first_stage();
+        let scratch = Scratch {
+            proj: z(if tp > 1 { n * c } else { 0 })?,
+            sp: sp
+                .then(|| -> std::result::Result<SpScratch, RuntimeError> {
+                    Ok(SpScratch {
+                        proj_local: z(ns * c)?,
+                        ln_full: z(n * c)?,
+                        dres_full: z(n * c)?,
+                        dln_full: z(n * c)?,
+                        dln_params: z(2 * c)?,
+                    })
+                })
+                .transpose()?,
+            dres: z(ns * c)?,
+            dln: z(ns * c)?,
+            datty: z(n * dims.cl)?,
+            dqkv: z(n * 3 * dims.cl)?,
+            dfch: z(n * dims.fl)?,
+            atty: z(if model.recompute() == Recompute::None { 0 } else { n * dims.cl })?,
+            lse: z(if model.recompute() == Recompute::None { 0 } else { b * dims.heads * t })?,
+            layer: (model.recompute() == Recompute::Full)
+                .then(|| LayerActs::new(device, dims, true))
+                .transpose()?,
+            wte_ext: (first && tp > 1).then(|| z((local_vocab + 1) * c)).transpose()?,
+            dwte_ext: (first && tp > 1).then(|| z((local_vocab + 1) * c)).transpose()?,
+            zero_wpe: (first && place.tp_rank != 0).then(|| z(config.max_seq_len * c)).transpose()?,
+        };
+        Ok(Self { dims, scratch })
+    }
+
+    /// Sequences per micro-batch.
+    pub fn batch(&self) -> usize {
+        self.dims.b
+    }
+
+    /// Tokens per sequence.
+    pub fn seq(&self) -> usize {
+        self.dims.t
+    }
+
+    /// Elements of one micro-batch's activation as a pipeline stage sends it: `n / TP` rows of
+    /// `c` under sequence parallelism, else `n`.
+    pub fn activation_len(&self) -> usize {
+        self.dims.ns * self.dims.c
+    }
+
+    /// Bytes of the shared scratch buffers.
+    pub fn bytes(&self) -> usize {
+        let s = &self.scratch;
+        let opt = |b: &Option<Buffer<f32>>| b.as_ref().map_or(0, |b| b.len());
+        let layer = s.layer.as_ref().map_or(0, LayerActs::len);
+        4 * (s.proj.len()
+            + s.dres.len()
+            + s.dln.len()
+            + s.datty.len()
+            + s.dqkv.len()
+            + s.dfch.len()
+            + s.atty.len()
+            + s.lse.len()
+            + layer
+            + opt(&s.wte_ext)
+            + opt(&s.dwte_ext)
+            + opt(&s.zero_wpe)
+            + s.sp.as_ref().map_or(0, SpScratch::len))
+    }
+
+    /// The gradient of the stage's input after a backward pass.
+    pub fn input_grad(&self) -> &Buffer<f32> {
+        &self.scratch.dres
     }
 }

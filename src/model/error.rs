@@ -2,6 +2,7 @@ use trident_runtime::RuntimeError;
 
 use super::ConfigError;
 use crate::ops::OpsError;
+use crate::parallel::{ParallelError, PeerEcho};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
@@ -11,6 +12,9 @@ pub enum ModelError {
     Ops(#[from] OpsError),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// A collective of the tensor-parallel group failed.
+    #[error(transparent)]
+    Parallel(#[from] ParallelError),
     #[error("sequence length {seq} is longer than the model's {max} positions; lower --seq-length or use a model with more positions")]
     SeqTooLong { seq: usize, max: usize },
     #[error("a batch needs at least one sequence of at least one token (got {batch} x {seq})")]
@@ -27,4 +31,10 @@ pub enum ModelError {
     State { what: String },
     #[error("the parameters have {got} elements, the model needs {expected}")]
     ParamCount { got: usize, expected: usize },
+}
+
+impl PeerEcho for ModelError {
+    fn is_peer_echo(&self) -> bool {
+        matches!(self, ModelError::Parallel(e) if e.is_peer_echo())
+    }
 }

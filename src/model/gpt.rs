@@ -1,63 +1,133 @@
-//! GPT-2: pre-LayerNorm blocks, learned positions, tied embeddings, GeLU MLP. Parameters and
-//! their gradients are one buffer each in [`ParamLayout`] order; activations live in a
-//! [`Workspace`]. Every step calls `ops`, so the model runs on any device.
-
-use std::ops::Range;
+//! The GPT as one rank holds it: GPT-2 (pre-LayerNorm blocks, learned positions, tied
+//! embeddings, GeLU MLP) split as Megatron-LM splits it, the layers of one pipeline stage on
+//! one tensor-parallel rank. At TP = PP = 1 that share is the whole model, every collective is
+//! a no-op, and the code below is the single-rank model; there is no other.
+//!
+//! The embedding is vocab parallel (lookup of the local rows, then g), and the LM head is a
+//! column-parallel product with the local embedding rows (f before it) feeding the
+//! vocab-parallel cross-entropy; at TP = 1 both are the plain embedding and the fused
+//! softmax cross-entropy kernel. LayerNorm inputs and gradients are the same on every
+//! tensor-parallel rank, so the replicated LayerNorm parameters stay identical.
+//!
+//! Sequence parallelism (Korthikanti et al. 2022) splits what lies between the
+//! tensor-parallel products — the residual stream, the LayerNorms, the pipeline transfers —
+//! over the TP ranks by rows: rank `r` holds rows `r * n/TP ..` of the micro-batch's `n = b t`
+//! token rows (Megatron-LM's `[s, b, h]` layout makes that a split of the sequence; in our
+//! `[b, t, h]` one it is the same contiguous block of rows, the same cost and memory). Then f
+//! is an all-gather of the LayerNorm output (its backward a reduce-scatter) and g a
+//! reduce-scatter of the row-parallel product (its backward an all-gather). Each rank's
+//! LayerNorm weight gradients come from its own rows only, so they are summed over TP.
 
 use trident_runtime::{Buffer, Device};
 
-use super::activations::{Act as A, Workspace};
-use super::pass::{Backward, Forward, Linears, LN1, LN2, LNF};
-use super::{gpt2_init, GptConfig, ModelError, ParamLayout, ParamTensor as P};
+use super::activations::{Dims, MicroActs, Workspace};
+use super::layer::{gathered, layer_backward, layer_forward, layernorm_backward, Weights};
+use super::vocab::{vocab_parallel_cross_entropy, VocabShard};
+use super::{gpt2_init, GptConfig, ModelError, ParamLayout, ParamTensor, ShardLayout, ShardPlace};
 use crate::ops::{self, OpsContext};
-
-pub struct Gpt {
-    config: GptConfig,
-    layout: ParamLayout,
-    params: Buffer<f32>,
-    grads: Buffer<f32>,
-}
+use crate::parallel::{on_host, Recompute, TpGroup};
 
 type Result<T> = std::result::Result<T, ModelError>;
 
+/// One rank's share of the model: its parameters and their gradients, one buffer each in
+/// [`ShardLayout`] order.
+pub struct Gpt {
+    layout: ShardLayout,
+    params: Buffer<f32>,
+    grads: Buffer<f32>,
+    vocab: VocabShard,
+    recompute: Recompute,
+    sequence_parallel: bool,
+}
+
+/// Called with each layer as soon as its gradients are complete for the micro-batch (the
+/// data-parallel buckets start reducing then).
+pub type LayerDone<'a> = dyn FnMut(usize, &Buffer<f32>) -> Result<()> + 'a;
+
 impl Gpt {
-    /// A freshly initialised model (GPT-2 initialisation, seeded).
-    pub fn new(device: &Device, config: GptConfig, seed: u64) -> Result<Self> {
+    /// The share of `full` (a whole model's parameters in [`ParamLayout`] order) that the rank
+    /// at `layout.place` holds. Sequence parallelism applies only at TP > 1.
+    pub fn new(
+        device: &Device,
+        layout: ShardLayout,
+        full: &[f32],
+        recompute: Recompute,
+        sequence_parallel: bool,
+    ) -> Result<Self> {
+        let config = layout.config;
         config.validate()?;
-        let layout = ParamLayout::new(config);
-        let params = gpt2_init(&layout, seed);
-        Self::from_params(device, config, &params)
+        let expected = ParamLayout::new(config).len();
+        if full.len() != expected {
+            return Err(ModelError::ParamCount { got: full.len(), expected });
+        }
+        let place = layout.place;
+        let local = config.padded_vocab_size / place.tp;
+        let vocab = VocabShard { start: place.tp_rank * local, local, vocab: config.vocab_size };
+        let params = Buffer::from_slice(device, &layout.extract(full))?;
+        let grads = Buffer::zeros(device, layout.len())?;
+        let sequence_parallel = sequence_parallel && place.tp > 1;
+        Ok(Self { layout, params, grads, vocab, recompute, sequence_parallel })
     }
 
-    /// A model holding `params` (in [`ParamLayout`] order).
+    /// The whole model on one rank, holding `params` (in [`ParamLayout`] order).
     pub fn from_params(device: &Device, config: GptConfig, params: &[f32]) -> Result<Self> {
         config.validate()?;
-        let layout = ParamLayout::new(config);
-        if params.len() != layout.len() {
-            return Err(ModelError::ParamCount { got: params.len(), expected: layout.len() });
-        }
-        Ok(Self {
-            config,
-            params: Buffer::from_slice(device, params)?,
-            grads: Buffer::zeros(device, layout.len())?,
-            layout,
-        })
+        let layout = ShardLayout::new(config, ShardPlace::SINGLE);
+        Self::new(device, layout, params, Recompute::None, false)
+    }
+
+    /// A freshly initialised whole model on one rank (GPT-2 initialisation, seeded).
+    pub fn init(device: &Device, config: GptConfig, seed: u64) -> Result<Self> {
+        config.validate()?;
+        Self::from_params(device, config, &gpt2_init(&ParamLayout::new(config), seed))
     }
 
     pub fn config(&self) -> &GptConfig {
-        &self.config
+        &self.layout.config
     }
 
-    pub fn layout(&self) -> &ParamLayout {
+    pub fn layout(&self) -> &ShardLayout {
         &self.layout
     }
 
+    pub fn vocab(&self) -> VocabShard {
+        self.vocab
+    }
+
+    pub fn recompute(&self) -> Recompute {
+        self.recompute
+    }
+
+    /// Whether the residual stream is split over the tensor-parallel ranks.
+    pub fn sequence_parallel(&self) -> bool {
+        self.sequence_parallel
+    }
+
+    /// Parameters held by this rank.
     pub fn num_params(&self) -> usize {
         self.layout.len()
     }
 
     pub fn params(&self) -> &Buffer<f32> {
         &self.params
+    }
+
+    /// A whole model's (TP = PP = 1) `values` — its parameters, gradients or anything else
+    /// in [`ShardLayout`] order — in llm.c's [`ParamLayout`] order.
+    pub fn to_param_layout(&self, values: &Buffer<f32>) -> Result<Vec<f32>> {
+        let place = self.layout.place;
+        if place.tp != 1 || place.pp != 1 {
+            return Err(ModelError::State {
+                what: format!("a share of tensor-parallel size {} over {} stages is not a whole model", place.tp, place.pp),
+            });
+        }
+        let mut full = vec![0.0; ParamLayout::new(self.layout.config).len()];
+        self.layout.insert(&values.to_vec()?, &mut full);
+        Ok(full)
+    }
+
+    pub fn params_mut(&mut self) -> &mut Buffer<f32> {
+        &mut self.params
     }
 
     pub fn grads(&self) -> &Buffer<f32> {
@@ -77,71 +147,118 @@ impl Gpt {
         Ok(self.grads.view_mut(..)?.fill_zero()?)
     }
 
-    /// Runs the model on `tokens` (`[b, t]`, row-major), leaving the logits in `ws`.
+    fn weights(&self) -> Weights<'_> {
+        Weights { params: &self.params, layout: &self.layout }
+    }
+
+    /// The first stage's embedding of `tokens` (`[b, t]`, row-major) into `acts.input`:
+    /// `wte[token] + wpe[position]`, summed over TP (each rank looks up the rows it holds).
+    pub fn embed(
+        &self,
+        ctx: &OpsContext,
+        tp: &mut TpGroup,
+        ws: &mut Workspace,
+        acts: &mut MicroActs,
+        tokens: &[u32],
+    ) -> Result<()> {
+        let Dims { b, t, n, c, .. } = ws.dims;
+        if tokens.len() != n {
+            return Err(ModelError::TokenCount {
+                what: "the embedding",
+                got: tokens.len(),
+                batch: b,
+                seq: t,
+            });
+        }
+        if let Some(position) = tokens.iter().position(|&x| x as usize >= self.vocab.vocab) {
+            let (token, vocab) = (tokens[position], self.vocab.vocab);
+            return Err(ModelError::TokenOutOfRange { token, position, vocab });
+        }
+        let w = self.weights();
+        let s = &mut ws.scratch;
+        let Some(wte_ext) = s.wte_ext.as_mut() else {
+            // TP = 1: every row is here.
+            acts.tokens.copy_from_slice(tokens)?;
+            let (wte, wpe) = (w.p(ParamTensor::Wte, 0)?, w.p(ParamTensor::Wpe, 0)?);
+            let mut out = acts.input.view_mut(..)?;
+            return Ok(ops::encoder_forward(ctx, &mut out, acts.tokens.view(..)?, wte, wpe, b, t, c)?);
+        };
+        acts.tokens.copy_from_slice(&self.vocab.map_tokens(tokens))?;
+        let local_rows = self.vocab.local * c;
+        wte_ext.view_mut(..local_rows)?.copy_from(&w.p(ParamTensor::Wte, 0)?)?;
+        let wpe = match &s.zero_wpe {
+            Some(z) => z.view(..)?,
+            None => w.p(ParamTensor::Wpe, 0)?,
+        };
+        let (tokens, wte_ext) = (acts.tokens.view(..)?, wte_ext.view(..)?);
+        match &s.sp {
+            // The lookup of every row, then g as a reduce-scatter onto this rank's rows.
+            Some(_) => {
+                let mut full = s.proj.view_mut(..)?;
+                ops::encoder_forward(ctx, &mut full, tokens, wte_ext, wpe, b, t, c)?;
+                Ok(tp.reduce_scatter_rows(&full.as_view(), &mut acts.input.view_mut(..)?)?)
+            }
+            None => {
+                let mut out = acts.input.view_mut(..)?;
+                ops::encoder_forward(ctx, &mut out, tokens, wte_ext, wpe, b, t, c)?;
+                Ok(tp.all_reduce_view(&mut out)?)
+            }
+        }
+    }
+
+    /// The forward pass of the stage's layers over `acts.input`. On the last stage also the
+    /// logits and, with `targets`, the loss (returned: the mean over the micro-batch's tokens)
+    /// and, with `dloss = Some(g)`, the logits' gradient: `g` times the gradient of the summed
+    /// per-token losses, ready for [`backward`](Self::backward) (for a mean over `k`
+    /// micro-batches of `b x t` tokens on `d` data-parallel ranks, `g = 1 / (k d b t)`).
     pub fn forward(
         &self,
         ctx: &OpsContext,
+        tp: &mut TpGroup,
         ws: &mut Workspace,
-        tokens: &[u32],
-        b: usize,
-        t: usize,
-    ) -> Result<()> {
-        if b == 0 || t == 0 {
-            return Err(ModelError::EmptyBatch { batch: b, seq: t });
-        }
-        if t > self.config.max_seq_len {
-            return Err(ModelError::SeqTooLong { seq: t, max: self.config.max_seq_len });
-        }
-        if b > ws.batch || t > ws.seq {
-            return Err(ModelError::BatchTooLarge { batch: b, seq: t, cap_batch: ws.batch, cap_seq: ws.seq });
-        }
-        if tokens.len() != b * t {
-            return Err(ModelError::TokenCount { what: "forward", got: tokens.len(), batch: b, seq: t });
-        }
-        if let Some(position) = tokens.iter().position(|&x| x as usize >= self.config.vocab_size) {
-            let (token, vocab) = (tokens[position], self.config.vocab_size);
-            return Err(ModelError::TokenOutOfRange { token, position, vocab });
-        }
-        let nl = self.config.num_layers;
-        let Linears { qkv, attn_proj, fc, fc_proj, lm_head } = Linears::of(&self.config);
-        ws.current = Some((b, t));
-        ws.dlogits_ready = false;
-        ws.tokens.view_mut(..b * t)?.copy_from_slice(tokens)?;
-        let mut f = Forward::new(ctx, &self.config, &self.layout, &self.params, ws)?;
-
-        f.encoder((A::Encoded, 0))?;
-        for l in 0..nl {
-            let res_in = if l == 0 { (A::Encoded, 0) } else { (A::Res3, l - 1) };
-            // Attention block.
-            f.layernorm(LN1, l, res_in)?;
-            f.linear(qkv, l, (A::Qkv, l), (A::Ln1, l))?;
-            f.attention((A::Atty, l), (A::AttLse, l), (A::Qkv, l))?;
-            f.linear_onto(attn_proj, l, (A::Res2, l), (A::Atty, l), res_in)?;
-            // MLP block.
-            f.layernorm(LN2, l, (A::Res2, l))?;
-            f.linear(fc, l, (A::Fch, l), (A::Ln2, l))?;
-            f.gelu((A::FchGelu, l), (A::Fch, l))?;
-            f.linear_onto(fc_proj, l, (A::Res3, l), (A::FchGelu, l), (A::Res2, l))?;
-        }
-        f.layernorm(LNF, 0, (A::Res3, nl - 1))?;
-        f.linear(lm_head, 0, (A::Logits, 0), (A::Lnf, 0))?;
-        Ok(())
-    }
-
-    /// Cross-entropy of the last forward pass against `targets`; returns the mean loss over its
-    /// tokens. With `dloss = Some(g)` the logits are replaced by `g` times the gradient of the
-    /// summed per-token losses, ready for [`backward`](Self::backward) (for a mean over `k`
-    /// micro-batches of `b x t` tokens, `g = 1 / (k b t)`).
-    pub fn loss(
-        &self,
-        ctx: &OpsContext,
-        ws: &mut Workspace,
-        targets: &[u32],
+        acts: &mut MicroActs,
+        targets: Option<&[u32]>,
         dloss: Option<f32>,
-    ) -> Result<f32> {
-        let (b, t) =
-            ws.current.ok_or_else(|| ModelError::State { what: "loss() before forward()".into() })?;
-        let n = b * t;
+    ) -> Result<Option<f32>> {
+        let w = self.weights();
+        let (d, s) = (ws.dims, &mut ws.scratch);
+        for (i, l) in self.layout.layers.clone().enumerate() {
+            if acts.layers.is_empty() {
+                let mut la = s.layer.take().expect("full recomputation has a layer scratch");
+                let x = if i == 0 { &acts.input } else { &acts.outputs[i - 1] };
+                let r = layer_forward(ctx, tp, &w, d, s, l, x, &mut la);
+                if r.is_ok() {
+                    acts.outputs[i].view_mut(..)?.copy_from(&la.res3.view(..)?)?;
+                }
+                s.layer = Some(la);
+                r?;
+            } else {
+                let (before, rest) = acts.layers.split_at_mut(i);
+                let x = if i == 0 { &acts.input } else { &before[i - 1].res3 };
+                layer_forward(ctx, tp, &w, d, s, l, x, &mut rest[0])?;
+            }
+        }
+        if !self.layout.place.is_last_stage() {
+            return Ok(None);
+        }
+        let Dims { b, t, n, c, ns, .. } = d;
+        let out = match acts.layers.last() {
+            Some(l) => l.res3.view(..)?,
+            None => acts.outputs.last().expect("a stage has layers").view(..)?,
+        };
+        let head = acts.head.as_mut().expect("the last stage keeps the head's activations");
+        head.dlogits_ready = false;
+        let (lw, lb) = (w.p(ParamTensor::LnfW, 0)?, w.p(ParamTensor::LnfB, 0)?);
+        let (mut lnf, mut mean, mut rstd) =
+            (head.lnf.view_mut(..)?, head.mean.view_mut(..)?, head.rstd.view_mut(..)?);
+        ops::layernorm_forward(ctx, &mut lnf, &mut mean, &mut rstd, out, lw, lb, ns, c)?;
+        // f (identity; under sequence parallelism the all-gather of the rows), then the
+        // column-parallel product with the local vocabulary rows.
+        let lnf = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), lnf.as_view())?;
+        let mut logits = head.logits.view_mut(..)?;
+        let wte = w.p(ParamTensor::Wte, 0)?;
+        ops::matmul_forward(ctx, &mut logits, lnf, wte, None, n, c, self.vocab.local)?;
+        let Some(targets) = targets else { return Ok(None) };
         if targets.len() != n {
             return Err(ModelError::TokenCount {
                 what: "loss targets",
@@ -150,96 +267,200 @@ impl Gpt {
                 seq: t,
             });
         }
-        if dloss.is_some() && !ws.is_training() {
-            return Err(ModelError::State { what: "a loss gradient needs a training workspace".into() });
+        let vocab = self.vocab;
+        if tp.size == 1 {
+            // The fused softmax cross-entropy on the device, over the padded rows.
+            head.targets.copy_from_slice(targets)?;
+            let (v, vp) = (vocab.vocab, vocab.local);
+            let (mut losses, targets) = (head.losses.view_mut(..)?, head.targets.view(..)?);
+            ops::softmax_cross_entropy(ctx, &mut logits, &mut losses, targets, n, v, vp, dloss)?;
+        } else {
+            ctx.device().synchronize()?;
+            let mut losses = vec![0.0f32; n];
+            on_host(&mut logits, |h| {
+                vocab_parallel_cross_entropy(tp, vocab, h, &mut losses, targets, dloss)
+            })?;
+            head.losses.copy_from_slice(&losses)?;
         }
-        if ws.dlogits_ready {
-            return Err(ModelError::State {
-                what: "the logits already hold the loss gradient; run forward() again".into(),
-            });
-        }
-        ws.targets.view_mut(..n)?.copy_from_slice(targets)?;
-        let lay = &ws.layout;
-        let [mut logits, mut losses] =
-            ws.acts.views_mut([lay.range(A::Logits, 0, n), lay.range(A::Losses, 0, n)])?;
-        let (v, vp) = (self.config.vocab_size, self.config.padded_vocab_size);
-        ops::softmax_cross_entropy(ctx, &mut logits, &mut losses, ws.targets.view(..n)?, n, v, vp, dloss)?;
-        ws.dlogits_ready = dloss.is_some();
-        let losses = losses.as_view().to_vec()?;
-        Ok((losses.iter().map(|&x| x as f64).sum::<f64>() / n as f64) as f32)
+        head.dlogits_ready = dloss.is_some();
+        let losses = head.losses.to_vec()?;
+        Ok(Some((losses.iter().map(|&x| x as f64).sum::<f64>() / n as f64) as f32))
     }
 
-    /// The logits (first `vocab_size` entries) of sequence `row` at position `pos` of the last
-    /// forward pass.
-    pub fn logits_at(&self, ws: &Workspace, row: usize, pos: usize) -> Result<Vec<f32>> {
-        let (b, t) =
-            ws.current.ok_or_else(|| ModelError::State { what: "logits_at() before forward()".into() })?;
-        if row >= b || pos >= t || ws.dlogits_ready {
+    /// The logits (first `vocab_size` entries) of sequence `row` at position `pos` of the
+    /// last forward pass through `acts` (a whole model's: TP = 1, last stage).
+    pub fn logits_at(&self, ws: &Workspace, acts: &MicroActs, row: usize, pos: usize) -> Result<Vec<f32>> {
+        let Dims { b, t, .. } = ws.dims;
+        let head = match &acts.head {
+            Some(head) if self.layout.place.tp == 1 && !head.dlogits_ready => head,
+            _ => {
+                return Err(ModelError::State {
+                    what: "logits_at() needs the logits of a forward pass of the whole vocabulary".into(),
+                })
+            }
+        };
+        if row >= b || pos >= t {
             return Err(ModelError::State {
                 what: format!("no logits for row {row}, position {pos} of a {b} x {t} pass"),
             });
         }
-        let vp = self.config.padded_vocab_size;
-        let start = ws.layout.range(A::Logits, 0, b * t).start + (row * t + pos) * vp;
-        Ok(ws.acts.view(start..start + self.config.vocab_size)?.to_vec()?)
+        let start = (row * t + pos) * self.vocab.local;
+        Ok(head.logits.view(start..start + self.vocab.vocab)?.to_vec()?)
     }
 
-    /// Accumulates the gradient of the loss into the parameter gradients (`+=`, so that
-    /// micro-batches add up; see [`zero_grads`](Self::zero_grads)).
-    pub fn backward(&mut self, ctx: &OpsContext, ws: &mut Workspace) -> Result<()> {
-        backward_pass(&self.config, &self.layout, &self.params, &mut self.grads, ctx, ws)
+    /// Inference on a whole model (TP = PP = 1): the logits over the real vocabulary of every
+    /// position of `tokens` (`[b, t]`, row-major), as `[b, t, vocab_size]`.
+    pub fn logits(&self, ctx: &OpsContext, tokens: &[u32], b: usize, t: usize) -> Result<Vec<f32>> {
+        let ws = &mut Workspace::new(ctx.device(), self, b, t)?;
+        let acts = &mut MicroActs::new(ctx.device(), self, ws)?;
+        let tp = &mut TpGroup::single();
+        self.embed(ctx, tp, ws, acts, tokens)?;
+        self.forward(ctx, tp, ws, acts, None, None)?;
+        let mut out = Vec::with_capacity(b * t * self.vocab.vocab);
+        for row in 0..b {
+            for pos in 0..t {
+                out.extend(self.logits_at(ws, acts, row, pos)?);
+            }
+        }
+        Ok(out)
     }
 
-    /// As [`backward`](Self::backward), into `grads` (in [`ParamLayout`] order) instead of the
-    /// model's own gradients: each of several workspaces that share the parameters can then
-    /// run its backward pass at the same time.
-    pub fn backward_into(&self, ctx: &OpsContext, ws: &mut Workspace, grads: &mut Buffer<f32>) -> Result<()> {
+    /// The backward pass of the micro-batch in `acts`, accumulating (`+=`) into the model's
+    /// gradients; see [`backward_into`](Self::backward_into).
+    pub fn backward(
+        &mut self,
+        ctx: &OpsContext,
+        tp: &mut TpGroup,
+        ws: &mut Workspace,
+        acts: &mut MicroActs,
+        dout: Option<&[f32]>,
+        layer_done: &mut LayerDone,
+    ) -> Result<()> {
+        let w = Weights { params: &self.params, layout: &self.layout };
+        backward_pass(&w, self.vocab, ctx, tp, ws, acts, dout, &mut self.grads, layer_done)
+    }
+
+    /// The backward pass of the micro-batch in `acts`, accumulating (`+=`, so that
+    /// micro-batches add up) into `grads` (in [`ShardLayout`] order): several workspaces that
+    /// share the parameters can then run their backward passes at the same time. On the last
+    /// stage it starts from the logits' gradient the forward pass left; elsewhere `dout` is
+    /// the gradient of the stage's output. Leaves the gradient of the stage's input in
+    /// [`Workspace::input_grad`]. `layer_done(l, grads)` runs as soon as layer `l`'s gradients
+    /// are complete for this micro-batch.
+    #[allow(clippy::too_many_arguments)]
+    pub fn backward_into(
+        &self,
+        ctx: &OpsContext,
+        tp: &mut TpGroup,
+        ws: &mut Workspace,
+        acts: &mut MicroActs,
+        dout: Option<&[f32]>,
+        grads: &mut Buffer<f32>,
+        layer_done: &mut LayerDone,
+    ) -> Result<()> {
         if grads.len() != self.layout.len() {
             return Err(ModelError::ParamCount { got: grads.len(), expected: self.layout.len() });
         }
-        backward_pass(&self.config, &self.layout, &self.params, grads, ctx, ws)
-    }
-    /// Element range of a tensor (for per-tensor optimizer settings).
-    pub fn tensor_range(&self, t: P) -> Range<usize> {
-        self.layout.range(t)
+        backward_pass(&self.weights(), self.vocab, ctx, tp, ws, acts, dout, grads, layer_done)
     }
 }
 
-/// The backward pass of `Gpt` over `ws`, accumulating into `grads`.
+/// See [`Gpt::backward_into`].
+#[allow(clippy::too_many_arguments)]
 fn backward_pass(
-    config: &GptConfig,
-    layout: &ParamLayout,
-    params: &Buffer<f32>,
-    grads: &mut Buffer<f32>,
+    w: &Weights,
+    vocab: VocabShard,
     ctx: &OpsContext,
+    tp: &mut TpGroup,
     ws: &mut Workspace,
+    acts: &mut MicroActs,
+    dout: Option<&[f32]>,
+    grads: &mut Buffer<f32>,
+    layer_done: &mut LayerDone,
 ) -> Result<()> {
-    if !ws.dlogits_ready || !ws.is_training() {
-        return Err(ModelError::NoLossGradient);
+    let d = ws.dims;
+    let Dims { b, t, n, c, ns, .. } = d;
+    let s = &mut ws.scratch;
+    let place = w.layout.place;
+    if place.is_last_stage() {
+        let head = acts.head.as_mut().expect("the last stage keeps the head's activations");
+        if !head.dlogits_ready {
+            return Err(ModelError::NoLossGradient);
+        }
+        head.dlogits_ready = false;
+        // The LM head: column parallel over the vocabulary, then f's all-reduce.
+        let mut dwte = grads.view_mut(w.layout.range(ParamTensor::Wte, 0))?;
+        let dlogits = head.logits.view(..)?;
+        let (ln_full, dln_full) = match &mut s.sp {
+            Some(sp) => (Some(&mut sp.ln_full), Some(&mut sp.dln_full)),
+            None => (None, None),
+        };
+        let lnf = gathered(tp, ln_full, head.lnf.view(..)?)?;
+        let wte = w.p(ParamTensor::Wte, 0)?;
+        // The input gradient's partial sums go to whole rows under sequence parallelism.
+        let mut dln_full = dln_full;
+        let partial = match dln_full.as_deref_mut() {
+            Some(full) => full,
+            None => &mut s.dln,
+        };
+        let mut dln = partial.view_mut(..)?;
+        ops::matmul_backward(ctx, &mut dln, &mut dwte, None, dlogits, lnf, wte, n, c, vocab.local)?;
+        match dln_full {
+            Some(full) => tp.reduce_scatter_rows(&full.view(..)?, &mut s.dln.view_mut(..)?)?,
+            None => tp.all_reduce_view(&mut s.dln.view_mut(..)?)?,
+        }
+        s.dres.view_mut(..)?.fill_zero()?;
+        let (mean, rstd) = (&head.mean, &head.rstd);
+        let lnf_t = (ParamTensor::LnfW, ParamTensor::LnfB, 0);
+        let x = match acts.layers.last() {
+            Some(l) => &l.res3,
+            None => acts.outputs.last().expect("a stage has layers"),
+        };
+        layernorm_backward(ctx, tp, grads, w, lnf_t, s, x, mean, rstd, ns, c)?;
+    } else {
+        let dout = dout.ok_or_else(|| ModelError::State {
+            what: "an inner pipeline stage's backward needs the gradient of its output".into(),
+        })?;
+        s.dres.copy_from_slice(dout)?;
     }
-    let nl = config.num_layers;
-    let Linears { qkv, attn_proj, fc, fc_proj, lm_head } = Linears::of(config);
-    let mut g = Backward::new(Forward::new(ctx, config, layout, params, ws)?, grads);
-    // DRes is the residual stream's gradient: the LayerNorms and projections add onto it.
-    g.zero((A::DRes, 0))?;
-
-    // LM head (tied with the token embedding) and the final LayerNorm.
-    g.linear(lm_head, 0, (A::DLn, 0), (A::Logits, 0), (A::Lnf, 0))?;
-    g.layernorm(LNF, 0, (A::DRes, 0), (A::DLn, 0), (A::Res3, nl - 1))?;
-    for l in (0..nl).rev() {
-        let res_in = if l == 0 { (A::Encoded, 0) } else { (A::Res3, l - 1) };
-        // MLP block: DRes is the gradient of both the MLP output and the residual.
-        g.linear(fc_proj, l, (A::DFch, 0), (A::DRes, 0), (A::FchGelu, l))?;
-        g.gelu((A::DFch, 0), (A::Fch, l))?;
-        g.linear(fc, l, (A::DLn, 0), (A::DFch, 0), (A::Ln2, l))?;
-        g.layernorm(LN2, l, (A::DRes, 0), (A::DLn, 0), (A::Res2, l))?;
-        // Attention block.
-        g.linear(attn_proj, l, (A::DAtty, 0), (A::DRes, 0), (A::Atty, l))?;
-        g.attention((A::DQkv, 0), (A::DAtty, 0), (A::Qkv, l), (A::Atty, l), (A::AttLse, l))?;
-        g.linear(qkv, l, (A::DLn, 0), (A::DQkv, 0), (A::Ln1, l))?;
-        g.layernorm(LN1, l, (A::DRes, 0), (A::DLn, 0), res_in)?;
+    for (i, l) in w.layout.layers.clone().enumerate().rev() {
+        if acts.layers.is_empty() {
+            let mut la = s.layer.take().expect("full recomputation has a layer scratch");
+            let x = if i == 0 { &acts.input } else { &acts.outputs[i - 1] };
+            // Full recomputation: rerun the layer (with its collectives), then differentiate.
+            let r = layer_forward(ctx, tp, w, d, s, l, x, &mut la)
+                .and_then(|()| layer_backward(ctx, tp, w, grads, d, s, l, x, &la));
+            s.layer = Some(la);
+            r?;
+        } else {
+            let x = if i == 0 { &acts.input } else { &acts.layers[i - 1].res3 };
+            layer_backward(ctx, tp, w, grads, d, s, l, x, &acts.layers[i])?;
+        }
+        layer_done(l, grads)?;
     }
-    g.encoder((A::DRes, 0))?;
-    ws.dlogits_ready = false;
+    if place.is_first_stage() {
+        let wte = w.layout.range(ParamTensor::Wte, 0);
+        let wpe = w.layout.range(ParamTensor::Wpe, 0);
+        // Under sequence parallelism, g's backward: every row's gradient, gathered.
+        let dres = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.dres_full), s.dres.view(..)?)?;
+        let tokens = acts.tokens.view(..)?;
+        match s.dwte_ext.as_mut() {
+            None => {
+                // TP = 1: every token's row is here.
+                let [mut dwte, mut dwpe] = grads.views_mut([wte, wpe])?;
+                ops::encoder_backward(ctx, &mut dwte, &mut dwpe, dres, tokens, b, t, c)?;
+            }
+            Some(dwte_ext) => {
+                let local_rows = vocab.local * c;
+                // Accumulate on top of the local rows; the extra row collects tokens other
+                // ranks hold.
+                dwte_ext.view_mut(..local_rows)?.copy_from(&grads.view(wte.clone())?)?;
+                dwte_ext.view_mut(local_rows..)?.fill_zero()?;
+                let mut dwpe = grads.view_mut(wpe)?;
+                ops::encoder_backward(ctx, &mut dwte_ext.view_mut(..)?, &mut dwpe, dres, tokens, b, t, c)?;
+                grads.view_mut(wte)?.copy_from(&dwte_ext.view(..local_rows)?)?;
+            }
+        }
+    }
     Ok(())
 }

@@ -1,22 +1,26 @@
-//! The GPT-2 model: configuration, parameter layout, initialisation, activation arena, forward
-//! and backward.
+//! The GPT-2 model, written once: configuration, parameter layouts (the whole model's and one
+//! rank's share), initialisation, the transformer layer as the tensor-parallel layer (a group
+//! of one is the single-rank case), the activations a pass keeps, and sampling.
 
 pub mod activations;
 pub mod config;
 mod error;
 mod gpt;
 pub mod init;
+mod layer;
 pub mod layout;
-mod pass;
 pub mod sample;
+mod shard;
+pub mod vocab;
 
-pub use activations::{Act, ActivationLayout, Workspace};
+pub use activations::{MicroActs, Workspace};
 pub use config::{ConfigError, GptConfig};
 pub use error::ModelError;
-pub use gpt::Gpt;
+pub use gpt::{Gpt, LayerDone};
 pub use init::gpt2_init;
 pub use layout::{ParamLayout, ParamTensor};
 pub use sample::{generate, pick_token, SamplingParams};
+pub use shard::{LocalTensor, ShardLayout, ShardPlace};
 
 #[cfg(test)]
 mod tests;

@@ -1,8 +1,9 @@
 //! Autoregressive generation with temperature and top-k sampling.
 
 use super::init::NormalRng;
-use super::{Gpt, ModelError, Workspace};
+use super::{Gpt, MicroActs, ModelError, Workspace};
 use crate::ops::OpsContext;
+use crate::parallel::TpGroup;
 
 /// How the next token is chosen from the logits.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -39,26 +40,50 @@ pub fn pick_token(logits: &[f32], params: SamplingParams, u: f64) -> u32 {
 }
 
 /// Appends up to `max_new` tokens to `prompt`, stopping early after `stop` when given. Each
-/// token runs the model over the last `ws.seq()` tokens of the context.
+/// token runs `model` (a whole model: TP = PP = 1) over the last `window` tokens of the
+/// context (at most the model's positions).
 #[allow(clippy::too_many_arguments)]
 pub fn generate(
     model: &Gpt,
     ctx: &OpsContext,
-    ws: &mut Workspace,
+    window: usize,
     prompt: &[u32],
     max_new: usize,
     params: SamplingParams,
     rng: &mut NormalRng,
     stop: Option<u32>,
 ) -> Result<Vec<u32>, ModelError> {
-    if prompt.is_empty() {
-        return Err(ModelError::EmptyBatch { batch: 1, seq: 0 });
+    if prompt.is_empty() || window == 0 {
+        return Err(ModelError::EmptyBatch { batch: 1, seq: prompt.len().min(window) });
     }
+    let place = model.layout().place;
+    if place.tp != 1 || place.pp != 1 {
+        return Err(ModelError::State {
+            what: format!(
+                "sampling needs the whole model on one rank, not a share of tensor-parallel size {} and {} \
+                 pipeline stages; load the checkpoint on one rank",
+                place.tp, place.pp
+            ),
+        });
+    }
+    let window = window.min(model.config().max_seq_len);
+    let device = ctx.device();
+    let mut tp = TpGroup::single();
+    // One workspace per context length (they grow until the window is full).
+    let mut passes: Option<(Workspace, MicroActs)> = None;
     let mut tokens = prompt.to_vec();
     for _ in 0..max_new {
-        let window = &tokens[tokens.len().saturating_sub(ws.seq())..];
-        model.forward(ctx, ws, window, 1, window.len())?;
-        let logits = model.logits_at(ws, 0, window.len() - 1)?;
+        let context = &tokens[tokens.len().saturating_sub(window)..];
+        let t = context.len();
+        if passes.as_ref().is_none_or(|(ws, _)| ws.seq() != t) {
+            let ws = Workspace::new(device, model, 1, t)?;
+            let acts = MicroActs::new(device, model, &ws)?;
+            passes = Some((ws, acts));
+        }
+        let (ws, acts) = passes.as_mut().expect("made above");
+        model.embed(ctx, &mut tp, ws, acts, context)?;
+        model.forward(ctx, &mut tp, ws, acts, None, None)?;
+        let logits = model.logits_at(ws, acts, 0, t - 1)?;
         let next = pick_token(&logits, params, rng.next_unit());
         tokens.push(next);
         if Some(next) == stop {

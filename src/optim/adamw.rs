@@ -1,7 +1,15 @@
+//! AdamW over the range of parameters a rank owns: all of its share of the model, or under
+//! ZeRO-1 (`--use-distributed-optimizer`) its 1/DP part of that share. One optimizer, one
+//! update function; ZeRO-1 is only a smaller range.
+
+use std::ops::Range;
+
 use trident_runtime::{Buffer, Device};
 
-use crate::model::{Gpt, ParamTensor};
+use crate::model::ShardLayout;
 use crate::ops::{self, AdamWParams, OpsContext, OpsError};
+
+type Result<T> = std::result::Result<T, OpsError>;
 
 /// AdamW's hyper-parameters (the learning rate comes per step from the schedule).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -9,7 +17,8 @@ pub struct AdamWConfig {
     pub beta1: f32,
     pub beta2: f32,
     pub eps: f32,
-    /// Applied to the tensors where [`ParamTensor::decays`] holds.
+    /// Applied to the tensors where [`ParamTensor::decays`](crate::model::ParamTensor::decays)
+    /// holds.
     pub weight_decay: f32,
 }
 
@@ -20,71 +29,99 @@ impl Default for AdamWConfig {
     }
 }
 
-/// AdamW with its moment buffers on the model's device.
+/// AdamW state (both moments, on the model's device) for the local parameter range `owned`.
 pub struct AdamW {
     pub config: AdamWConfig,
+    /// The part of the local parameter buffer this rank updates.
+    pub owned: Range<usize>,
     m: Buffer<f32>,
     v: Buffer<f32>,
     step: u64,
+    /// `(range within owned, decays)` per tensor piece.
+    pieces: Vec<(Range<usize>, bool)>,
 }
 
 impl AdamW {
-    pub fn new(device: &Device, num_params: usize, config: AdamWConfig) -> Result<Self, OpsError> {
+    /// State for the parameters `owned` of the local buffer laid out as `layout`, zero
+    /// moments, no step taken.
+    pub fn new(
+        device: &Device,
+        layout: &ShardLayout,
+        owned: Range<usize>,
+        config: AdamWConfig,
+    ) -> Result<Self> {
+        let pieces = layout
+            .tensors()
+            .iter()
+            .filter_map(|t| {
+                let start = t.range.start.max(owned.start);
+                let end = t.range.end.min(owned.end);
+                (start < end).then(|| (start - owned.start..end - owned.start, t.tensor.decays()))
+            })
+            .collect();
         Ok(Self {
             config,
-            m: Buffer::zeros(device, num_params)?,
-            v: Buffer::zeros(device, num_params)?,
+            m: Buffer::zeros(device, owned.len())?,
+            v: Buffer::zeros(device, owned.len())?,
+            owned,
             step: 0,
+            pieces,
         })
     }
 
-    /// Steps taken so far.
+    /// Bytes of optimizer state.
+    pub fn bytes(&self) -> usize {
+        (self.m.len() + self.v.len()) * 4
+    }
+
     pub fn steps(&self) -> u64 {
         self.step
     }
 
-    /// First and second moments (for checkpoints).
-    pub fn moments(&self) -> (&Buffer<f32>, &Buffer<f32>) {
-        (&self.m, &self.v)
+    /// The moments of the owned range (for checkpoints).
+    pub fn moments(&self) -> Result<(Vec<f32>, Vec<f32>)> {
+        Ok((self.m.to_vec()?, self.v.to_vec()?))
     }
 
-    /// Restores the moments and step count from a checkpoint.
-    pub fn restore(&mut self, m: &[f32], v: &[f32], step: u64) -> Result<(), OpsError> {
+    /// Restores the owned range's moments and the step count from a checkpoint.
+    pub fn restore(&mut self, m: &[f32], v: &[f32], step: u64) -> Result<()> {
         self.m.copy_from_slice(m)?;
         self.v.copy_from_slice(v)?;
         self.step = step;
         Ok(())
     }
 
-    /// One update of every parameter with learning rate `lr`, gradients multiplied by
-    /// `grad_scale` first (clipping). Weight decay only where the tensor decays.
+    /// One update of `params[owned]` with learning rate `lr`, from `grads` (the owned range's
+    /// gradients, starting at `grads_offset`) multiplied by `grad_scale` first (clipping).
+    /// Weight decay only where the tensor decays.
     pub fn step(
         &mut self,
         ctx: &OpsContext,
-        model: &mut Gpt,
+        params: &mut Buffer<f32>,
+        grads: &Buffer<f32>,
+        grads_offset: usize,
         lr: f32,
         grad_scale: f32,
-    ) -> Result<(), OpsError> {
+    ) -> Result<()> {
         self.step += 1;
-        let layout = model.layout().clone();
-        let (params, grads) = model.params_and_grads();
-        for t in ParamTensor::ALL {
-            let range = layout.range(t);
+        for (r, decays) in &self.pieces {
             let hp = AdamWParams {
                 lr,
                 beta1: self.config.beta1,
                 beta2: self.config.beta2,
                 eps: self.config.eps,
-                weight_decay: if t.decays() { self.config.weight_decay } else { 0.0 },
+                weight_decay: if *decays { self.config.weight_decay } else { 0.0 },
                 grad_scale,
                 step: self.step,
             };
+            let p = self.owned.start + r.start..self.owned.start + r.end;
+            let g = grads_offset + r.start..grads_offset + r.end;
             ops::adamw_update(
                 ctx,
-                &mut params.view_mut(range.clone())?,
-                grads.view(range.clone())?,
-                &mut self.m.view_mut(range.clone())?,
-                &mut self.v.view_mut(range)?,
+                &mut params.view_mut(p)?,
+                grads.view(g)?,
+                &mut self.m.view_mut(r.clone())?,
+                &mut self.v.view_mut(r.clone())?,
                 &hp,
             )?;
         }

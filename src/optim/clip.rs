@@ -1,12 +1,3 @@
-use trident_runtime::Buffer;
-
-use crate::ops::{self, OpsContext, OpsError};
-
-/// The global L2 norm of all gradients.
-pub fn grad_norm(ctx: &OpsContext, grads: &Buffer<f32>) -> Result<f32, OpsError> {
-    Ok(ops::sum_of_squares(ctx, grads.view(..)?)?.sqrt() as f32)
-}
-
 /// The factor that brings a gradient of norm `norm` down to `max_norm` (Megatron-LM's
 /// `max_norm / (norm + 1e-6)`), or 1 when it is already within it or clipping is off
 /// (`max_norm <= 0`).

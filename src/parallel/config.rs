@@ -1,7 +1,6 @@
 //! The parallel layout of a run and Megatron-LM's checks on it.
 
 use super::{ParallelError, Result};
-use crate::model::GptConfig;
 
 /// How much of each parallelism a run uses, and its options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,6 +16,17 @@ pub struct ParallelConfig {
     /// the residual stream split over the tensor-parallel ranks by rows, all-gather and
     /// reduce-scatter in place of the tensor-parallel all-reduces. Off at TP = 1.
     pub sequence_parallel: bool,
+}
+
+/// What the grid has to divide of a model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModelShape {
+    /// Attention heads (split over TP).
+    pub heads: usize,
+    /// Transformer layers (split over PP).
+    pub layers: usize,
+    /// The padded vocabulary (split over TP, a multiple of 128 per TP rank).
+    pub padded_vocab: usize,
 }
 
 /// Activation recomputation (`--recompute-granularity`).
@@ -76,20 +86,21 @@ impl ParallelConfig {
         128 * self.tp
     }
 
-    /// Checks the model and batch against the layout; returns the micro-batches per step
-    /// (global batch / (micro-batch x DP)).
-    pub fn validate(&self, model: &GptConfig, micro_batch: usize, global_batch: usize) -> Result<usize> {
+    /// Checks the model (its heads, layers and padded vocabulary) and the batch against the
+    /// layout; returns the micro-batches per step (global batch / (micro-batch x DP)).
+    pub fn validate(&self, model: ModelShape, micro_batch: usize, global_batch: usize) -> Result<usize> {
         if micro_batch == 0 || global_batch == 0 {
             return Err(ParallelError::Zero { what: "--micro-batch-size and --global-batch-size" });
         }
-        if model.num_heads % self.tp != 0 {
-            return Err(ParallelError::HeadsNotDivisible { heads: model.num_heads, tp: self.tp });
+        if model.heads % self.tp != 0 {
+            return Err(ParallelError::HeadsNotDivisible { heads: model.heads, tp: self.tp });
         }
-        if model.num_layers % self.pp != 0 {
-            return Err(ParallelError::LayersNotDivisible { layers: model.num_layers, pp: self.pp });
+        if model.layers % self.pp != 0 {
+            return Err(ParallelError::LayersNotDivisible { layers: model.layers, pp: self.pp });
         }
-        if model.padded_vocab_size % self.vocab_multiple() != 0 {
-            return Err(ParallelError::PaddedVocab { padded: model.padded_vocab_size, tp: self.tp });
+        // At TP = 1 any padding works (the vocabulary is not split).
+        if self.tp > 1 && model.padded_vocab % self.vocab_multiple() != 0 {
+            return Err(ParallelError::PaddedVocab { padded: model.padded_vocab, tp: self.tp });
         }
         if global_batch % (micro_batch * self.dp) != 0 {
             return Err(ParallelError::GlobalBatch { global: global_batch, micro: micro_batch, dp: self.dp });
@@ -108,16 +119,17 @@ mod tests {
         assert!(err.to_string().contains("not a multiple of 4"), "{err}");
         let p = ParallelConfig::from_world(8, 2, 2).unwrap();
         assert_eq!(p.dp, 2);
-        let model = GptConfig::new(16, 50, 4, 4, 32, 256).unwrap();
-        assert_eq!(p.validate(&model, 2, 8).unwrap(), 2);
-        let err = p.validate(&model, 2, 6).unwrap_err();
+        let shape = |heads, layers, padded_vocab| ModelShape { heads, layers, padded_vocab };
+        let model = shape(4, 4, 256);
+        assert_eq!(p.validate(model, 2, 8).unwrap(), 2);
+        let err = p.validate(model, 2, 6).unwrap_err();
         assert!(err.to_string().contains("not divisible by --micro-batch-size 2"), "{err}");
-        let three_heads = GptConfig::new(16, 50, 4, 3, 30, 256).unwrap();
-        assert!(p.validate(&three_heads, 2, 8).unwrap_err().to_string().contains("heads 3"));
-        let three_layers = GptConfig::new(16, 50, 3, 4, 32, 256).unwrap();
-        assert!(p.validate(&three_layers, 2, 8).unwrap_err().to_string().contains("layers 3"));
-        let pad128 = GptConfig::new(16, 50, 4, 4, 32, 128).unwrap();
-        assert!(matches!(p.validate(&pad128, 2, 8), Err(ParallelError::PaddedVocab { .. })));
+        let three_heads = shape(3, 4, 256);
+        assert!(p.validate(three_heads, 2, 8).unwrap_err().to_string().contains("heads 3"));
+        let three_layers = shape(4, 3, 256);
+        assert!(p.validate(three_layers, 2, 8).unwrap_err().to_string().contains("layers 3"));
+        let pad128 = shape(4, 4, 128);
+        assert!(matches!(p.validate(pad128, 2, 8), Err(ParallelError::PaddedVocab { .. })));
         assert_eq!("selective".parse::<Recompute>(), Ok(Recompute::Selective));
         assert!("some".parse::<Recompute>().is_err());
     }

@@ -1,9 +1,5 @@
 use trident_collectives::CommError;
 
-use crate::data::DataError;
-use crate::model::ModelError;
-use crate::ops::OpsError;
-
 #[derive(Debug, thiserror::Error)]
 pub enum ParallelError {
     #[error(
@@ -31,15 +27,7 @@ pub enum ParallelError {
     #[error(transparent)]
     Comm(Box<CommError>),
     #[error(transparent)]
-    Model(Box<ModelError>),
-    #[error(transparent)]
-    Ops(Box<OpsError>),
-    #[error(transparent)]
-    Data(Box<DataError>),
-    #[error(transparent)]
     Runtime(Box<trident_runtime::RuntimeError>),
-    #[error("the loss became {loss} at iteration {iter}; lower --lr or set --clip-grad")]
-    NonFinite { loss: f32, iter: u64 },
     #[error("a rank thread panicked: {0}")]
     Panicked(String),
 }
@@ -55,12 +43,6 @@ macro_rules! boxed_from {
     )*};
 }
 
-boxed_from!(
-    Comm(CommError),
-    Model(ModelError),
-    Ops(OpsError),
-    Data(DataError),
-    Runtime(trident_runtime::RuntimeError)
-);
+boxed_from!(Comm(CommError), Runtime(trident_runtime::RuntimeError));
 
 pub type Result<T> = std::result::Result<T, ParallelError>;

@@ -2,13 +2,16 @@
 //! lets collectives run on device views.
 
 use trident_collectives::{Communicator, RankGrid, ReduceOp};
-use trident_runtime::{View, ViewMut};
+use trident_runtime::{RuntimeError, View, ViewMut};
 
 use super::{ParallelConfig, Result, ShardPlace};
 
 /// Runs `f` on the view's elements in host memory: in place on `Cpu` and `Emu`, through a
 /// host copy on `Cuda`.
-pub fn on_host<R>(view: &mut ViewMut<f32>, f: impl FnOnce(&mut [f32]) -> Result<R>) -> Result<R> {
+pub fn on_host<R, E: From<RuntimeError>>(
+    view: &mut ViewMut<f32>,
+    f: impl FnOnce(&mut [f32]) -> std::result::Result<R, E>,
+) -> std::result::Result<R, E> {
     if let Some(host) = view.host_mut() {
         return f(host);
     }
@@ -26,6 +29,11 @@ pub struct TpGroup {
 }
 
 impl TpGroup {
+    /// The group of one rank: no communicator, every collective a no-op.
+    pub fn single() -> Self {
+        Self { comm: None, rank: 0, size: 1 }
+    }
+
     pub fn new(comm: Communicator) -> Self {
         let (rank, size) = (comm.rank(), comm.size());
         Self { comm: (size > 1).then_some(comm), rank, size }

@@ -1,42 +1,29 @@
-//! Megatron-LM's 3D parallelism for the GPT: tensor (TP), pipeline (PP) and data (DP)
-//! parallelism over one rank grid (TP fastest, then DP, then PP).
+//! Megatron-LM's 3D parallelism as a grid of ranks: tensor (TP), pipeline (PP) and data (DP)
+//! parallelism (TP fastest, then DP, then PP), and what the trainer needs of it. Nothing here
+//! knows the model: the layer code (`model`) calls the groups' collectives, and a group of one
+//! makes each of them a no-op.
 //!
-//! - [`ShardLayout`]: which part of each parameter a rank holds.
-//! - [`StageModel`]: a stage's forward and backward on one TP rank, with the f/g operators of
-//!   column- and row-parallel layers and the vocab-parallel embedding and cross-entropy.
+//! - [`ParallelConfig`]: the sizes of the three parallelisms and their options, checked as
+//!   Megatron-LM checks them.
+//! - [`RankGroups`], [`TpGroup`], [`PipeGroup`]: the communicators a rank uses.
 //! - [`Schedule`]: the 1F1B pipeline schedule as data, which training runs and [`simulate`]
 //!   times.
-//! - [`PipelineTrainer`]: a step: schedule, data-parallel gradient buckets reduced while the
-//!   backward runs ([`DpWorker`]), optional ZeRO-1, global-norm clipping, AdamW.
-//! - [`checkpoint`]: checkpoints of any grid in the grid-independent single-rank layout;
-//!   any grid resumes them.
+//! - [`DpWorker`]: data-parallel gradient buckets reduced on a thread while the backward runs.
 //! - [`run_ranks`]: ranks as threads; processes come from any launcher through
 //!   `Communicator::from_env`.
 
-pub mod checkpoint;
 mod config;
 mod error;
 mod grad_sync;
 mod groups;
-mod optimizer;
-pub mod run;
+mod place;
 pub mod schedule;
-mod shard;
-mod stage;
 mod threads;
-mod trainer;
-pub mod vocab;
 
-pub use config::{ParallelConfig, Recompute};
+pub use config::{ModelShape, ParallelConfig, Recompute};
 pub use error::{ParallelError, Result};
 pub use grad_sync::{BucketPaths, DpWorker, Pending};
 pub use groups::{on_host, PipeGroup, RankGroups, TpGroup};
-pub use optimizer::ShardedAdamW;
+pub use place::ShardPlace;
 pub use schedule::{simulate, Action, Schedule, Timeline};
-pub use shard::{LocalTensor, ShardLayout, ShardPlace};
-pub use stage::{MicroActs, StageModel};
-pub use threads::run_ranks;
-pub use trainer::{MemoryReport, PipelineTrainer, StageTiming};
-
-#[cfg(test)]
-mod tests;
+pub use threads::{run_ranks, PeerEcho};

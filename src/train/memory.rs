@@ -11,7 +11,7 @@
 //! - the token shards the data loaders read whole (set by the caller, [`MemoryNeed::data`]);
 //! - a fixed margin for the ops' scratch (GEMM packing) and the process itself.
 
-use crate::model::{Act, GptConfig};
+use crate::model::GptConfig;
 
 /// Scratch of the ops and the process beside the buffers counted: GEMM packing buffers, thread
 /// stacks, the allocator's slack.
@@ -241,23 +241,40 @@ impl MemoryNeed {
 /// logits over the vocabulary) divided over `tp` ranks; plus 8 bytes per token of inputs and
 /// targets.
 fn arena_bytes(config: &GptConfig, layers: usize, tokens: u64, tp: u64) -> Result<u64, MemoryError> {
+    let (c, nh, vp) = (config.channels as u64, config.num_heads as u64, config.padded_vocab_size as u64);
+    // (elements per token, once per layer, split over TP) of every activation the model
+    // allocates (`model::activations`): a layer's saved tensors, then the stage's input, the
+    // head's tensors and the backward's scratch.
+    let tensors: [(u64, bool, bool); 24] = [
+        (c, true, false),     // ln1
+        (1, true, false),     // ln1 mean
+        (1, true, false),     // ln1 rstd
+        (3 * c, true, true),  // qkv
+        (c, true, true),      // attention output
+        (nh, true, true),     // log-sum-exp
+        (c, true, false),     // res2
+        (c, true, false),     // ln2
+        (1, true, false),     // ln2 mean
+        (1, true, false),     // ln2 rstd
+        (4 * c, true, true),  // fch
+        (4 * c, true, true),  // fch after GeLU
+        (c, true, false),     // res3
+        (c, false, false),    // the stage's input (embedding)
+        (c, false, false),    // lnf
+        (1, false, false),    // lnf mean
+        (1, false, false),    // lnf rstd
+        (vp, false, true),    // logits
+        (1, false, false),    // losses
+        (c, false, false),    // dres
+        (c, false, false),    // dln
+        (c, false, true),     // datty
+        (3 * c, false, true), // dqkv
+        (4 * c, false, true), // dfch
+    ];
     let mut elems = 0u64;
-    for a in Act::ALL {
-        let split = matches!(
-            a,
-            Act::Qkv
-                | Act::DQkv
-                | Act::Atty
-                | Act::DAtty
-                | Act::AttLse
-                | Act::Fch
-                | Act::FchGelu
-                | Act::DFch
-                | Act::Logits
-        );
-        let width = a.width(config) as u64;
+    for (width, per_layer, split) in tensors {
         let width = if split { width.div_ceil(tp) } else { width };
-        let stacked = if a.per_layer() { layers as u64 } else { 1 };
+        let stacked = if per_layer { layers as u64 } else { 1 };
         let n = mul(
             mul(stacked, tokens, "the activations", BATCH_FLAGS)?,
             width,
@@ -305,10 +322,36 @@ fn mem_available(meminfo: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ActivationLayout, ParamLayout};
+    use crate::model::{gpt2_init, ParamLayout};
+    use crate::train::{DecayStyle, LrSchedule, TrainSettings, Trainer};
 
     fn config(layers: usize, hidden: usize) -> GptConfig {
         GptConfig::new(64, 256, layers, 4, hidden, 128).unwrap()
+    }
+
+    /// What a one-rank trainer of `c` holds, from its own report of the buffers it allocated.
+    fn allocated(
+        c: GptConfig,
+        micro_batch: usize,
+        seq_len: usize,
+        lanes: usize,
+    ) -> crate::train::MemoryReport {
+        let settings = TrainSettings {
+            micro_batch,
+            global_batch: micro_batch,
+            seq_len,
+            schedule: LrSchedule {
+                max_lr: 1e-3,
+                min_lr: 0.0,
+                warmup_iters: 0,
+                decay_iters: 1,
+                style: DecayStyle::Cosine,
+            },
+            adamw: Default::default(),
+            clip_grad: 1.0,
+        };
+        let init = gpt2_init(&ParamLayout::new(c), 1);
+        Trainer::single_with_lanes(&trident_runtime::Device::Cpu, c, &init, settings, lanes).unwrap().memory()
     }
 
     #[test]
@@ -316,23 +359,15 @@ mod tests {
         let c = config(2, 64);
         let p = ParamLayout::new(c).len() as u64;
         assert_eq!(c.checked_num_params(), Some(p as usize));
-        let need = MemoryNeed::single(&c, 5, 32, 2, true).unwrap();
-        let arena =
-            |rows: u64| ActivationLayout::new(c, (rows * 32) as usize, true).len() as u64 * 4 + rows * 32 * 8;
-        assert_eq!(need.params, 4 * p);
-        assert_eq!(need.grads, 4 * p * 3, "the model's and two shares'");
-        assert_eq!(need.optimizer, 8 * p);
-        assert_eq!(need.activations, arena(2) + arena(3));
-        assert_eq!(need.checkpoint, 12 * p);
-        let whole = MemoryNeed::single(&c, 5, 32, 1, false).unwrap();
-        assert_eq!((whole.grads, whole.activations, whole.checkpoint), (4 * p, arena(5), 0));
-        // One rank of a 1 x 1 x 1 grid holds what a single run does, less the shares.
-        let rank = MemoryNeed::parallel_rank(&c, 1, 1, 1, false, 5, 32, 1).unwrap();
-        assert_eq!((rank.params, rank.optimizer, rank.activations), (4 * p, 8 * p, arena(5)));
-        // Tensor parallelism halves what it splits; ZeRO-1 divides the moments over dp.
-        let tp2 = MemoryNeed::parallel_rank(&c, 2, 1, 2, true, 5, 32, 1).unwrap();
-        assert!(tp2.params <= rank.params / 2 + 8 && tp2.activations < rank.activations, "{tp2:?}");
-        assert_eq!(tp2.optimizer, 2 * tp2.params.div_ceil(2));
+        for (lanes, saves) in [(2, true), (1, false)] {
+            let need = MemoryNeed::single(&c, 5, 32, lanes, saves).unwrap();
+            let got = allocated(c, 5, 32, lanes);
+            assert_eq!(need.params, got.params as u64, "{lanes} lanes: parameters");
+            assert_eq!(need.grads, got.grads as u64, "{lanes} lanes: the model's gradients and the lanes'");
+            assert_eq!(need.optimizer, got.optimizer as u64, "{lanes} lanes: AdamW's moments");
+            assert_eq!(need.activations, got.activations as u64, "{lanes} lanes: activations and scratch");
+            assert_eq!(need.checkpoint, if saves { 12 * p } else { 0 });
+        }
     }
 
     #[test]

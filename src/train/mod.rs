@@ -1,14 +1,25 @@
-//! Single-rank training: the step (accumulation, clipping, AdamW), learning-rate schedules and
-//! FLOP accounting.
+//! Training, one path for every grid: the trainer ([`Trainer`]: any pipeline schedule, a single
+//! rank being a pipeline of one stage), a whole run on one rank ([`run::train_rank`]),
+//! checkpoints of any grid that any grid resumes ([`checkpoint`]), learning-rate schedules,
+//! FLOP accounting, memory estimates and stopping early.
 
+pub mod checkpoint;
+mod error;
 pub mod exit;
 mod flops;
 pub mod memory;
+pub mod run;
 mod schedule;
+mod settings;
 mod trainer;
 
+pub use error::{Result, TrainError};
 pub use exit::{ExitPolicy, ExitReason};
 pub use flops::{peak_flops, train_flops_per_token};
 pub use memory::{available_memory, MemoryError, MemoryNeed};
 pub use schedule::{DecayStyle, LrSchedule};
-pub use trainer::{BatchSource, StepStats, TrainError, TrainSettings, Trainer};
+pub use settings::{BatchSource, StepStats, TrainSettings};
+pub use trainer::{MemoryReport, StageTiming, Trainer};
+
+#[cfg(test)]
+mod tests;

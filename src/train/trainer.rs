@@ -1,269 +1,599 @@
-//! One training step: gradient accumulation over micro-batches, global-norm clipping, AdamW.
+//! The training step, one for every grid: the pipeline schedule over the step's
+//! micro-batches (a single rank is a pipeline of one stage), then the data-parallel gradient
+//! reduction (buckets reduced while the backward runs), the global gradient norm, and AdamW
+//! over the parameters this rank owns (ZeRO-1: its 1/DP share).
+//!
+//! On the Cpu device, a run of one rank splits each micro-batch into one share of rows per
+//! core ("lanes"), each with its own activations and gradients: a core then runs whole
+//! forward and backward passes instead of meeting the others at the end of every op, and an
+//! idle core still takes work from a busy one's ops. The lanes' gradients are summed into the
+//! model's at the end of the step. The split is fixed by the core count, so a run is
+//! deterministic on a given machine.
 
 use std::ops::Range;
+use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
-use trident_runtime::{Buffer, Device, DeviceKind, RuntimeError, ViewMut};
+use trident_collectives::{CommConfig, Communicator, ReduceOp};
+use trident_runtime::{Buffer, Device, DeviceKind, ViewMut};
 
-use crate::data::{Batch, DataError, DataLoader};
-use crate::model::{Gpt, ModelError, Workspace};
-use crate::ops::{OpsContext, OpsError};
-use crate::optim::{clip_scale, grad_norm, AdamW, AdamWConfig};
+use super::{BatchSource, Result, StepStats, TrainError, TrainSettings};
+use crate::data::Batch;
+use crate::model::{Gpt, GptConfig, MicroActs, ParamTensor, ShardLayout, Workspace};
+use crate::ops::{self, OpsContext};
+use crate::optim::{clip_scale, AdamW};
+use crate::parallel::schedule::{Action, Schedule};
+use crate::parallel::{
+    on_host, BucketPaths, DpWorker, ModelShape, ParallelConfig, Pending, RankGroups, TpGroup,
+};
 
-use super::LrSchedule;
-
-/// Where batches come from: the data loader, or anything else that yields `[b, t]` inputs and
-/// next-token targets.
-pub trait BatchSource {
-    fn next_batch(&mut self) -> Result<Batch, DataError>;
+/// Bytes one rank holds, by kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryReport {
+    pub params: usize,
+    pub grads: usize,
+    pub optimizer: usize,
+    pub activations: usize,
 }
 
-impl BatchSource for DataLoader {
-    fn next_batch(&mut self) -> Result<Batch, DataError> {
-        DataLoader::next_batch(self)
+impl std::fmt::Display for MemoryReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mib = |b: usize| b as f64 / (1 << 20) as f64;
+        write!(
+            f,
+            "parameters {:.2} MiB, gradients {:.2} MiB, optimizer state {:.2} MiB, activations {:.2} MiB",
+            mib(self.params),
+            mib(self.grads),
+            mib(self.optimizer),
+            mib(self.activations)
+        )
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum TrainError {
-    #[error(transparent)]
-    Model(#[from] ModelError),
-    #[error(transparent)]
-    Ops(#[from] OpsError),
-    #[error(transparent)]
-    Data(#[from] DataError),
-    #[error(transparent)]
-    Runtime(#[from] RuntimeError),
-    #[error("--global-batch-size {global} is not a multiple of --micro-batch-size {micro}")]
-    BatchSizes { global: usize, micro: usize },
-    #[error("the data gave a {got_b} x {got_t} batch, the trainer expects {b} x {t}")]
-    BatchShape { got_b: usize, got_t: usize, b: usize, t: usize },
-    #[error("the loss became {loss} at iteration {iter}; lower --lr or set --clip-grad")]
-    NonFinite { loss: f32, iter: u64 },
+/// How a stage spent its steps: computing, or waiting (the pipeline bubble and transfers).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StageTiming {
+    pub busy: Duration,
+    /// Time from the first to the last action of the schedule.
+    pub wall: Duration,
 }
 
-/// Settings of the optimisation (the model's shape lives in its config).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct TrainSettings {
-    pub micro_batch: usize,
-    pub global_batch: usize,
-    pub seq_len: usize,
-    pub schedule: LrSchedule,
-    pub adamw: AdamWConfig,
-    /// Global gradient-norm limit; 0 turns clipping off.
-    pub clip_grad: f32,
-}
-
-impl TrainSettings {
-    /// Micro-batches per step.
-    pub fn accumulation_steps(&self) -> Result<usize, TrainError> {
-        if self.micro_batch == 0 || self.global_batch % self.micro_batch != 0 || self.global_batch == 0 {
-            return Err(TrainError::BatchSizes { global: self.global_batch, micro: self.micro_batch });
+impl StageTiming {
+    pub fn idle_fraction(&self) -> f64 {
+        if self.wall.is_zero() {
+            return 0.0;
         }
-        Ok(self.global_batch / self.micro_batch)
+        1.0 - self.busy.as_secs_f64() / self.wall.as_secs_f64()
     }
 }
 
-/// What one step did.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct StepStats {
-    /// Mean loss over the step's tokens.
-    pub loss: f32,
-    /// Global gradient norm before clipping.
-    pub grad_norm: f32,
-    pub lr: f32,
+/// ZeRO-1 bookkeeping: the local buffer padded to a multiple of DP, and this rank's share.
+struct Zero {
+    padded: usize,
+    shard: Buffer<f32>,
 }
 
-pub struct Trainer {
-    pub ctx: OpsContext,
-    pub model: Gpt,
-    pub optimizer: AdamW,
-    pub settings: TrainSettings,
-    lanes: Lanes,
-    /// Steps taken (the next step's 0-based iteration).
-    pub iter: u64,
-}
-
-/// How a micro-batch runs through the model.
-enum Lanes {
-    /// All its rows through one workspace, each op using every core.
-    Whole(Box<Workspace>),
-    /// On the Cpu device with several cores, the rows are split into one share per core and
-    /// the shares run side by side, each with its own activations and gradients; the shares'
-    /// gradients are then summed into the first share's buffer, which becomes the model's. A
-    /// core then runs whole forward and backward passes instead of meeting the others at the
-    /// end of every op, and an idle core still takes work from a busy one's ops. The split is fixed by the core count, so a run
-    /// is deterministic on a given machine.
-    Shares(Vec<Share>),
-}
-
-struct Share {
+/// One share of a micro-batch's rows with its own pass state (see the module's docs).
+struct Lane {
     rows: Range<usize>,
-    workspace: Workspace,
+    tp: TpGroup,
+    ws: Workspace,
+    acts: MicroActs,
     grads: Buffer<f32>,
     /// Whether `grads` is known to hold zeros, so the next step need not clear it.
     zeroed: bool,
 }
 
-impl Share {
-    /// Runs every share's rows of `batch` side by side and returns the mean loss over the
-    /// batch. With `dloss`, each share's backward pass adds its gradients into its own buffer.
-    fn mean_loss(
-        shares: &mut [Share],
-        model: &Gpt,
-        ctx: &OpsContext,
-        batch: &Batch,
-        t: usize,
-        dloss: Option<f32>,
-    ) -> Result<f64, TrainError> {
-        let sums = shares.par_iter_mut().map(|s| -> Result<f64, TrainError> {
-            let (tokens, rows) = (s.rows.start * t..s.rows.end * t, s.rows.len());
-            model.forward(ctx, &mut s.workspace, &batch.inputs[tokens.clone()], rows, t)?;
-            let loss = model.loss(ctx, &mut s.workspace, &batch.targets[tokens], dloss)?;
-            if dloss.is_some() {
-                model.backward_into(ctx, &mut s.workspace, &mut s.grads)?;
-            }
-            Ok(loss as f64 * rows as f64)
-        });
-        Ok(sums.collect::<Result<Vec<_>, _>>()?.iter().sum::<f64>() / batch.batch_size as f64)
-    }
-}
-
-impl Lanes {
-    fn new(device: &Device, model: &Gpt, b: usize, t: usize, shares: usize) -> Result<Self, TrainError> {
-        let shares = shares.min(b);
-        if device.kind() != DeviceKind::Cpu || shares < 2 {
-            return Ok(Lanes::Whole(Box::new(Workspace::new(device, model.config(), b, t, true)?)));
-        }
-        (0..shares)
-            .map(|i| {
-                let rows = i * b / shares..(i + 1) * b / shares;
-                let workspace = Workspace::new(device, model.config(), rows.len(), t, true)?;
-                let grads = Buffer::zeros(device, model.num_params())?;
-                Ok(Share { rows, workspace, grads, zeroed: true })
-            })
-            .collect::<Result<_, TrainError>>()
-            .map(Lanes::Shares)
-    }
+/// One rank's trainer.
+pub struct Trainer {
+    pub ctx: OpsContext,
+    pub model: Gpt,
+    pub groups: RankGroups,
+    pub dp: DpWorker,
+    pub schedule: Schedule,
+    pub optimizer: AdamW,
+    /// Per rank: `micro_batch` is each rank's, `global_batch` the whole step's.
+    pub settings: TrainSettings,
+    pub par: ParallelConfig,
+    pub iter: u64,
+    pub timing: StageTiming,
+    /// The pass state of the micro-batches in flight (`None` with lanes, which hold their own).
+    ws: Option<Workspace>,
+    slots: Vec<MicroActs>,
+    /// Row shares of each micro-batch (Cpu, one rank); empty otherwise.
+    lanes: Vec<Lane>,
+    /// Per slot: the received gradient of the stage's output.
+    grad_in: Vec<Vec<f32>>,
+    /// Local range of each of the stage's layers: the data-parallel buckets.
+    layer_blocks: Vec<std::ops::Range<usize>>,
+    zero: Option<Zero>,
 }
 
 impl Trainer {
-    /// A trainer that, on the Cpu device, splits each micro-batch into one share of rows per
-    /// core.
-    pub fn new(ctx: OpsContext, model: Gpt, settings: TrainSettings) -> Result<Self, TrainError> {
-        Self::with_row_shares(ctx, model, settings, rayon::current_num_threads())
-    }
-
-    /// A trainer that splits each micro-batch into up to `shares` shares of rows run side by
-    /// side (on the Cpu device; see [`new`](Self::new), which takes one share per core).
-    pub fn with_row_shares(
-        ctx: OpsContext,
-        model: Gpt,
+    /// A trainer for this rank, starting from `full` (the whole model's parameters in llm.c
+    /// order, the same on every rank).
+    pub fn new(
+        device: &Device,
+        config: GptConfig,
+        full: &[f32],
+        par: ParallelConfig,
         settings: TrainSettings,
-        shares: usize,
-    ) -> Result<Self, TrainError> {
-        settings.accumulation_steps()?;
-        let device = ctx.device().clone();
-        let lanes = Lanes::new(&device, &model, settings.micro_batch, settings.seq_len, shares)?;
-        let optimizer = AdamW::new(&device, model.num_params(), settings.adamw)?;
-        Ok(Self { ctx, model, optimizer, settings, lanes, iter: 0 })
+        groups: RankGroups,
+    ) -> Result<Self> {
+        Self::with_lanes(device, config, full, par, settings, groups, rayon::current_num_threads())
     }
 
-    /// One optimizer step over `global_batch / micro_batch` micro-batches from `data`.
-    pub fn step(&mut self, data: &mut dyn BatchSource) -> Result<StepStats, TrainError> {
-        let accum = self.settings.accumulation_steps()?;
-        let (b, t) = (self.settings.micro_batch, self.settings.seq_len);
-        let dloss = 1.0 / (accum * b * t) as f32;
-        let mut loss = 0.0f64;
-        let norm = match &mut self.lanes {
-            Lanes::Whole(ws) => {
-                self.model.zero_grads()?;
-                for _ in 0..accum {
-                    let batch = checked_batch(&self.settings, data)?;
-                    self.model.forward(&self.ctx, ws, &batch.inputs, b, t)?;
-                    loss += self.model.loss(&self.ctx, ws, &batch.targets, Some(dloss))? as f64;
-                    self.model.backward(&self.ctx, ws)?;
-                }
-                None
-            }
-            Lanes::Shares(shares) => {
-                for share in shares.iter_mut().filter(|s| !s.zeroed) {
-                    // Split across the cores: one core alone cannot saturate the memory bus.
-                    host_mut(&mut share.grads.view_mut(..)?)
-                        .par_chunks_mut(1 << 16)
-                        .for_each(|c| c.fill(0.0));
-                }
-                shares.iter_mut().for_each(|s| s.zeroed = false);
-                for _ in 0..accum {
-                    let batch = checked_batch(&self.settings, data)?;
-                    let (model, ctx) = (&self.model, &self.ctx);
-                    loss += Share::mean_loss(shares, model, ctx, &batch, t, Some(dloss))?;
-                }
-                // The other shares drain into the first, which then trades buffers with the
-                // model: its gradient is the sum, and the share takes the model's old buffer
-                // (cleared at the next step).
-                let (first, rest) = shares.split_first_mut().expect("at least two shares");
-                let mut rest_views =
-                    rest.iter_mut().map(|s| s.grads.view_mut(..)).collect::<Result<Vec<_>, _>>()?;
-                let mut parts: Vec<&mut [f32]> = rest_views.iter_mut().map(|v| host_mut(v)).collect();
-                let sumsq = crate::ops::cpu::drain_into(host_mut(&mut first.grads.view_mut(..)?), &mut parts);
-                drop(rest_views);
-                rest.iter_mut().for_each(|s| s.zeroed = true);
-                std::mem::swap(self.model.grads_mut(), &mut first.grads);
-                Some(sumsq.sqrt() as f32)
-            }
+    /// The trainer of a run on one rank (no tensor, pipeline or data parallelism).
+    pub fn single(device: &Device, config: GptConfig, full: &[f32], settings: TrainSettings) -> Result<Self> {
+        Self::single_with_lanes(device, config, full, settings, rayon::current_num_threads())
+    }
+
+    /// As [`single`](Self::single), splitting each micro-batch into up to `lanes` shares of
+    /// rows on the Cpu device (1: the whole micro-batch through one pass, as a GPU runs it).
+    pub fn single_with_lanes(
+        device: &Device,
+        config: GptConfig,
+        full: &[f32],
+        settings: TrainSettings,
+        lanes: usize,
+    ) -> Result<Self> {
+        let mut world = Communicator::inproc_world(1, CommConfig::from_env()?)?.remove(0);
+        let par = ParallelConfig::from_world(1, 1, 1)?;
+        let groups = RankGroups::new(&mut world, &par)?;
+        Self::with_lanes(device, config, full, par, settings, groups, lanes)
+    }
+
+    fn with_lanes(
+        device: &Device,
+        config: GptConfig,
+        full: &[f32],
+        par: ParallelConfig,
+        settings: TrainSettings,
+        groups: RankGroups,
+        lanes: usize,
+    ) -> Result<Self> {
+        let shape = ModelShape {
+            heads: config.num_heads,
+            layers: config.num_layers,
+            padded_vocab: config.padded_vocab_size,
         };
-        let loss = (loss / accum as f64) as f32;
+        let micro_batches = par.validate(shape, settings.micro_batch, settings.global_batch)?;
+        let ctx = OpsContext::new(device)?;
+        let layout = ShardLayout::new(config, groups.place);
+        let model = Gpt::new(device, layout.clone(), full, par.recompute, par.sequence_parallel)?;
+        let (b, t) = (settings.micro_batch, settings.seq_len);
+        let ws = Workspace::new(device, &model, b, t)?;
+        let schedule = Schedule::one_f_one_b(par.pp, micro_batches);
+        let stage = groups.place.stage;
+        let lanes = lanes.min(b);
+        let lanes = if device.kind() == DeviceKind::Cpu && par.world_size() == 1 && lanes > 1 {
+            (0..lanes)
+                .map(|i| {
+                    let rows = i * b / lanes..(i + 1) * b / lanes;
+                    let ws = Workspace::new(device, &model, rows.len(), t)?;
+                    let acts = MicroActs::new(device, &model, &ws)?;
+                    let grads = Buffer::zeros(device, model.num_params())?;
+                    Ok(Lane { rows, tp: TpGroup::single(), ws, acts, grads, zeroed: true })
+                })
+                .collect::<Result<Vec<_>>>()?
+        } else {
+            Vec::new()
+        };
+        // With lanes, the micro-batch's activations live in them.
+        let in_flight = if lanes.is_empty() { schedule.in_flight(stage) } else { 0 };
+        let slots = (0..in_flight)
+            .map(|_| MicroActs::new(device, &model, &ws))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let n_act = ws.activation_len();
+        let ws = lanes.is_empty().then_some(ws);
+        // Received gradients of the stage's output: inner stages only.
+        let grad_in =
+            if groups.place.is_last_stage() { Vec::new() } else { vec![vec![0.0; n_act]; slots.len()] };
+        let (len, dp, dp_rank) = (layout.len(), par.dp, groups.dp_rank);
+        let owned = super::checkpoint::owned_range(len, dp, dp_rank, par.distributed_optimizer);
+        let zero = if par.distributed_optimizer {
+            let padded = len.div_ceil(dp) * dp;
+            Some(Zero { padded, shard: Buffer::zeros(device, padded / dp)? })
+        } else {
+            None
+        };
+        let optimizer = AdamW::new(device, &layout, owned, settings.adamw)?;
+        let mut groups = groups;
+        let dp_comm = groups.dp.take().expect("the groups hold the data-parallel communicator");
+        let mut dp = DpWorker::new(dp_comm);
+        let layer_blocks: Vec<_> = layout.layers.clone().map(|l| layout.layer_block(l)).collect();
+        if par.dp > 1 && zero.is_none() {
+            // The buckets, in the order the backward hands them over: bucket i is layer
+            // block i (local layer order), then the stage block (when the stage has one).
+            let stage_block = layout.stage_block();
+            let lens: Vec<usize> = layer_blocks
+                .iter()
+                .chain(Some(&stage_block).filter(|b| !b.is_empty()))
+                .map(|b| b.len())
+                .collect();
+            dp.register_buckets(&lens)?;
+        }
+        Ok(Self {
+            ctx,
+            model,
+            groups,
+            dp,
+            schedule,
+            optimizer,
+            settings,
+            par,
+            iter: 0,
+            timing: StageTiming::default(),
+            ws,
+            slots,
+            lanes,
+            grad_in,
+            layer_blocks,
+            zero,
+        })
+    }
+
+    /// How this rank's data-parallel gradient buckets were reduced so far.
+    pub fn dp_bucket_paths(&self) -> BucketPaths {
+        self.dp.bucket_paths()
+    }
+
+    /// What this rank holds.
+    pub fn memory(&self) -> MemoryReport {
+        let lanes: usize = self.lanes.iter().map(|l| l.acts.bytes() + l.ws.bytes()).sum();
+        let act: usize = self.slots.iter().map(MicroActs::bytes).sum::<usize>()
+            + self.ws.as_ref().map_or(0, Workspace::bytes)
+            + lanes
+            + self.grad_in.iter().map(|g| g.len() * 4).sum::<usize>();
+        let lane_grads: usize = self.lanes.iter().map(|l| l.grads.len() * 4).sum();
+        MemoryReport {
+            params: self.model.params().len() * 4,
+            grads: self.model.grads().len() * 4
+                + lane_grads
+                + self.zero.as_ref().map_or(0, |z| z.shard.len() * 4),
+            optimizer: self.optimizer.bytes(),
+            activations: act,
+        }
+    }
+
+    fn slot(&self, micro_batch: usize) -> usize {
+        micro_batch % self.slots.len()
+    }
+
+    /// One optimizer step over this step's micro-batches from `data` (this rank's share).
+    pub fn step(&mut self, data: &mut dyn BatchSource) -> Result<StepStats> {
+        let m = self.schedule.micro_batches;
+        let (b, t) = (self.settings.micro_batch, self.settings.seq_len);
+        let batches = (0..m).map(|_| self.checked_batch(data)).collect::<Result<Vec<_>>>()?;
+        let dloss = 1.0 / (m * b * self.par.dp * t) as f32;
+        if self.lanes.is_empty() {
+            self.model.zero_grads()?;
+        } else {
+            for lane in self.lanes.iter_mut().filter(|l| !l.zeroed) {
+                // Split across the cores: one core alone cannot saturate the memory bus.
+                host_mut(&mut lane.grads.view_mut(..)?).par_chunks_mut(1 << 16).for_each(|c| c.fill(0.0));
+                lane.zeroed = true;
+            }
+        }
+        let overlap = self.par.dp > 1 && self.zero.is_none();
+        let mut pending: Vec<Pending> = Vec::new();
+        let mut loss_sum = 0.0f64;
+        let stage = self.groups.place.stage;
+        let (prev, next) = (stage.wrapping_sub(1), stage + 1);
+        let actions = self.schedule.actions[stage].clone();
+        let blocks_start = self.model.layout().layers.start;
+        let started = Instant::now();
+        let mut busy = Duration::ZERO;
+        for action in actions {
+            match action {
+                Action::Forward(i) if !self.lanes.is_empty() => {
+                    // A pipeline of one stage runs each backward right after its forward:
+                    // the lanes do both at once.
+                    let t0 = Instant::now();
+                    loss_sum +=
+                        lanes_pass(&mut self.lanes, &self.model, &self.ctx, &batches[i], t, Some(dloss))?;
+                    busy += t0.elapsed();
+                }
+                Action::Backward(_) if !self.lanes.is_empty() => {}
+                Action::Forward(i) => {
+                    let t0 = Instant::now();
+                    let s = self.slot(i);
+                    let acts = &mut self.slots[s];
+                    let tp = &mut self.groups.tp;
+                    let ws = self.ws.as_mut().expect("a pipeline without lanes has a workspace");
+                    if self.groups.place.is_first_stage() {
+                        self.model.embed(&self.ctx, tp, ws, acts, &batches[i].inputs)?;
+                    }
+                    let targets = Some(&batches[i].targets[..]);
+                    if let Some(loss) = self.model.forward(&self.ctx, tp, ws, acts, targets, Some(dloss))? {
+                        loss_sum += loss as f64;
+                    }
+                    busy += t0.elapsed();
+                }
+                Action::Backward(i) => {
+                    let t0 = Instant::now();
+                    let s = self.slot(i);
+                    let last_micro_batch = i + 1 == m;
+                    let (blocks, dp) = (&self.layer_blocks, &self.dp);
+                    // Each layer's gradients go to the DP thread as soon as the last
+                    // micro-batch's backward is past it.
+                    let mut hook = |layer: usize,
+                                    grads: &Buffer<f32>|
+                     -> std::result::Result<(), crate::model::ModelError> {
+                        if overlap && last_micro_batch {
+                            let bucket = layer - blocks_start;
+                            let range = blocks[bucket].clone();
+                            pending.push(dp.all_reduce_registered(
+                                bucket,
+                                range.clone(),
+                                grads.view(range)?,
+                            )?);
+                        }
+                        Ok(())
+                    };
+                    let dout = (!self.groups.place.is_last_stage()).then(|| &self.grad_in[s][..]);
+                    let ws = self.ws.as_mut().expect("a pipeline without lanes has a workspace");
+                    let (tp, acts) = (&mut self.groups.tp, &mut self.slots[s]);
+                    self.model.backward(&self.ctx, tp, ws, acts, dout, &mut hook)?;
+                    busy += t0.elapsed();
+                }
+                Action::RecvForward(i) => {
+                    let s = self.slot(i);
+                    let pipe = &mut self.groups.pipe;
+                    on_host(&mut self.slots[s].input.view_mut(..)?, |h| {
+                        pipe.exchange(None, Some((h, prev)))
+                    })?;
+                }
+                Action::SendForward(i) => {
+                    let out = self.slots[self.slot(i)].output().to_vec()?;
+                    self.groups.pipe.exchange(Some((&out, next)), None)?;
+                }
+                Action::SendForwardRecvBackward { send, recv } => {
+                    let out = self.slots[self.slot(send)].output().to_vec()?;
+                    let r = self.slot(recv);
+                    self.groups.pipe.exchange(Some((&out, next)), Some((&mut self.grad_in[r], next)))?;
+                }
+                Action::RecvBackward(i) => {
+                    let r = self.slot(i);
+                    self.groups.pipe.exchange(None, Some((&mut self.grad_in[r], next)))?;
+                }
+                Action::SendBackward(_) => {
+                    let g = self
+                        .ws
+                        .as_ref()
+                        .expect("a pipeline of stages has a workspace")
+                        .input_grad()
+                        .to_vec()?;
+                    self.groups.pipe.exchange(Some((&g, prev)), None)?;
+                }
+                Action::SendBackwardRecvForward { send: _, recv } => {
+                    let g = self
+                        .ws
+                        .as_ref()
+                        .expect("a pipeline of stages has a workspace")
+                        .input_grad()
+                        .to_vec()?;
+                    let s = self.slot(recv);
+                    let pipe = &mut self.groups.pipe;
+                    on_host(&mut self.slots[s].input.view_mut(..)?, |h| {
+                        pipe.exchange(Some((&g, prev)), Some((h, prev)))
+                    })?;
+                }
+            }
+        }
+        self.timing.busy += busy;
+        self.timing.wall += started.elapsed();
+        let lanes_norm_sq = self.drain_lanes()?;
+
+        let sq = match lanes_norm_sq {
+            Some(sq) => sq,
+            None => self.reduce_gradients(pending)?,
+        };
+        let loss = loss_sum / m as f64;
+        // Sum of squares (ZeRO: each DP rank holds a different share) and the loss over DP.
+        let mut dp_vals = [if self.zero.is_some() { sq } else { 0.0 }, loss];
+        if self.par.dp > 1 {
+            let mut v = dp_vals;
+            v = self.dp.run(move |c| c.all_reduce(&mut v, ReduceOp::Sum).map(|()| v))?;
+            dp_vals = v;
+        }
+        let mut norm_sq = [if self.zero.is_some() { dp_vals[0] } else { sq }];
+        self.groups.tp.all_reduce_f64(&mut norm_sq)?;
+        let mut pp_vals = [norm_sq[0], dp_vals[1] / self.par.dp as f64];
+        self.groups.pipe.all_reduce_f64(&mut pp_vals)?;
+        let (norm, loss) = (pp_vals[0].sqrt() as f32, pp_vals[1] as f32);
         if !loss.is_finite() {
             return Err(TrainError::NonFinite { loss, iter: self.iter });
         }
-        let norm = match norm {
-            Some(norm) => norm,
-            None => grad_norm(&self.ctx, self.model.grads())?,
-        };
         let lr = self.settings.schedule.lr(self.iter);
-        self.optimizer.step(&self.ctx, &mut self.model, lr, clip_scale(norm, self.settings.clip_grad))?;
+        let scale = clip_scale(norm, self.settings.clip_grad);
+        match &self.zero {
+            None => {
+                let (params, grads) = self.model.params_and_grads();
+                self.optimizer.step(&self.ctx, params, grads, 0, lr, scale)?
+            }
+            Some(z) => {
+                self.optimizer.step(&self.ctx, self.model.params_mut(), &z.shard, 0, lr, scale)?;
+                self.all_gather_params()?;
+            }
+        }
         self.iter += 1;
         Ok(StepStats { loss, grad_norm: norm, lr })
     }
 
-    /// Mean loss over `iters` micro-batches of `data`, without touching the gradients.
-    pub fn evaluate(&mut self, data: &mut dyn BatchSource, iters: usize) -> Result<f32, TrainError> {
-        let (b, t) = (self.settings.micro_batch, self.settings.seq_len);
-        let mut total = 0.0f64;
-        for _ in 0..iters.max(1) {
-            let batch = checked_batch(&self.settings, data)?;
-            let (model, ctx) = (&self.model, &self.ctx);
-            total += match &mut self.lanes {
-                Lanes::Whole(ws) => {
-                    model.forward(ctx, ws, &batch.inputs, b, t)?;
-                    model.loss(ctx, ws, &batch.targets, None)? as f64
-                }
-                Lanes::Shares(shares) => Share::mean_loss(shares, model, ctx, &batch, t, None)?,
-            };
+    /// With lanes: their gradients summed into the model's (the first lane's buffer, holding
+    /// the sum, trades places with the model's, which that lane clears at the next step);
+    /// returns the squared norm of the sum. Without lanes: `None`.
+    fn drain_lanes(&mut self) -> Result<Option<f64>> {
+        let Some((first, rest)) = self.lanes.split_first_mut() else { return Ok(None) };
+        let mut rest_views =
+            rest.iter_mut().map(|l| l.grads.view_mut(..)).collect::<std::result::Result<Vec<_>, _>>()?;
+        let mut parts: Vec<&mut [f32]> = rest_views.iter_mut().map(|v| host_mut(v)).collect();
+        let sumsq = ops::cpu::drain_into(host_mut(&mut first.grads.view_mut(..)?), &mut parts);
+        drop(rest_views);
+        rest.iter_mut().for_each(|l| l.zeroed = true);
+        std::mem::swap(self.model.grads_mut(), &mut first.grads);
+        first.zeroed = false;
+        Ok(Some(sumsq))
+    }
+
+    /// Finishes the gradients: the layer buckets already in flight, the tied embedding summed
+    /// between the first and last stage, the rest over DP (ZeRO-1: reduce-scattered). Returns
+    /// this rank's share of the squared gradient norm.
+    fn reduce_gradients(&mut self, pending: Vec<Pending>) -> Result<f64> {
+        let place = self.groups.place;
+        if place.pp > 1 && (place.is_first_stage() || place.is_last_stage()) {
+            let wte = self.model.layout().range(ParamTensor::Wte, 0);
+            let pipe = &mut self.groups.pipe;
+            on_host(&mut self.model.grads_mut().view_mut(wte)?, |h| pipe.sum_first_last(h))?;
         }
-        Ok((total / iters.max(1) as f64) as f32)
+        let dp = self.par.dp;
+        if let Some(z) = &mut self.zero {
+            let mut all = self.model.grads().to_vec()?;
+            all.resize(z.padded, 0.0);
+            let share = z.padded / dp;
+            let shard = self.dp.run(move |c| {
+                let mut out = vec![0.0f32; share];
+                c.reduce_scatter(&all, &mut out, ReduceOp::Sum).map(|()| out)
+            })?;
+            let owned = self.optimizer.owned.clone();
+            z.shard.view_mut(..owned.len())?.copy_from_slice(&shard[..owned.len()])?;
+            let z = self.zero.as_ref().expect("ZeRO-1 is on");
+            return self.squared_norm_of(&z.shard, owned);
+        }
+        if dp > 1 {
+            let mut all = pending;
+            let block = self.model.layout().stage_block();
+            if !block.is_empty() {
+                let bucket = self.layer_blocks.len();
+                all.push(self.dp.all_reduce_registered(
+                    bucket,
+                    block.clone(),
+                    self.model.grads().view(block)?,
+                )?);
+            }
+            for p in all {
+                p.wait(self.model.grads_mut())?;
+            }
+        }
+        self.squared_norm_of(self.model.grads(), 0..self.model.layout().len())
+    }
+
+    /// Sum of squares of the gradients in local range `owned` (held in `grads` from 0) that
+    /// count on this rank.
+    fn squared_norm_of(&self, grads: &Buffer<f32>, owned: std::ops::Range<usize>) -> Result<f64> {
+        let layout = self.model.layout();
+        let mut sum = 0.0;
+        for t in layout.tensors() {
+            let start = t.range.start.max(owned.start);
+            let end = t.range.end.min(owned.end);
+            if start < end && layout.counts_in_norm(t) {
+                sum += ops::sum_of_squares(&self.ctx, grads.view(start - owned.start..end - owned.start)?)?;
+            }
+        }
+        Ok(sum)
+    }
+
+    /// ZeRO-1: every DP rank's updated share back to all of them.
+    fn all_gather_params(&mut self) -> Result<()> {
+        let z = self.zero.as_ref().expect("ZeRO-1 is on");
+        let (padded, len) = (z.padded, self.model.layout().len());
+        let share = padded / self.par.dp;
+        let owned = self.optimizer.owned.clone();
+        let mut mine = vec![0.0f32; share];
+        mine[..owned.len()].copy_from_slice(&self.model.params().view(owned)?.to_vec()?);
+        let all = self.dp.run(move |c| {
+            let mut out = vec![0.0f32; padded];
+            c.all_gather(&mine, &mut out).map(|()| out)
+        })?;
+        self.model.params_mut().copy_from_slice(&all[..len])?;
+        Ok(())
+    }
+
+    /// Mean loss over `iters` micro-batches of `data` (forward only, stage after stage), the
+    /// same on every rank.
+    pub fn evaluate(&mut self, data: &mut dyn BatchSource, iters: usize) -> Result<f32> {
+        let iters = iters.max(1);
+        let place = self.groups.place;
+        let (prev, next) = (place.stage.wrapping_sub(1), place.stage + 1);
+        let mut total = 0.0f64;
+        for _ in 0..iters {
+            let batch = self.checked_batch(data)?;
+            if !self.lanes.is_empty() {
+                total +=
+                    lanes_pass(&mut self.lanes, &self.model, &self.ctx, &batch, self.settings.seq_len, None)?;
+                continue;
+            }
+            let acts = &mut self.slots[0];
+            let ws = self.ws.as_mut().expect("a pipeline without lanes has a workspace");
+            let (tp, pipe) = (&mut self.groups.tp, &mut self.groups.pipe);
+            if place.is_first_stage() {
+                self.model.embed(&self.ctx, tp, ws, acts, &batch.inputs)?;
+            } else {
+                on_host(&mut acts.input.view_mut(..)?, |h| pipe.exchange(None, Some((h, prev))))?;
+            }
+            if let Some(loss) = self.model.forward(&self.ctx, tp, ws, acts, Some(&batch.targets), None)? {
+                total += loss as f64;
+            }
+            if !place.is_last_stage() {
+                let out = acts.output().to_vec()?;
+                pipe.exchange(Some((&out, next)), None)?;
+            }
+        }
+        let mut mean = [total / iters as f64];
+        if self.par.dp > 1 {
+            let mut v = mean;
+            v = self.dp.run(move |c| c.all_reduce(&mut v, ReduceOp::Sum).map(|()| v))?;
+            mean = [v[0] / self.par.dp as f64];
+        }
+        self.groups.pipe.all_reduce_f64(&mut mean)?;
+        Ok(mean[0] as f32)
+    }
+
+    fn checked_batch(&self, data: &mut dyn BatchSource) -> Result<Batch> {
+        let batch = data.next_batch()?;
+        let (b, t) = (self.settings.micro_batch, self.settings.seq_len);
+        let tokens = b * t;
+        if batch.batch_size != b
+            || batch.seq_len != t
+            || batch.inputs.len() != tokens
+            || batch.targets.len() != tokens
+        {
+            return Err(TrainError::BatchShape { got_b: batch.batch_size, got_t: batch.seq_len, b, t });
+        }
+        Ok(batch)
+    }
+
+    /// This rank's parameters (its share, in [`ShardLayout`] order).
+    pub fn local_params(&self) -> Result<Vec<f32>> {
+        Ok(self.model.params().to_vec()?)
     }
 }
 
-fn checked_batch(settings: &TrainSettings, data: &mut dyn BatchSource) -> Result<Batch, TrainError> {
-    let batch = data.next_batch()?;
-    let (b, t) = (settings.micro_batch, settings.seq_len);
-    let tokens = b * t;
-    if batch.batch_size != b
-        || batch.seq_len != t
-        || batch.inputs.len() != tokens
-        || batch.targets.len() != tokens
-    {
-        return Err(TrainError::BatchShape { got_b: batch.batch_size, got_t: batch.seq_len, b, t });
-    }
-    Ok(batch)
+/// Runs every lane's rows of `batch` side by side and returns the mean loss over the batch.
+/// With `dloss`, each lane's backward pass adds its gradients into its own buffer.
+fn lanes_pass(
+    lanes: &mut [Lane],
+    model: &Gpt,
+    ctx: &OpsContext,
+    batch: &Batch,
+    t: usize,
+    dloss: Option<f32>,
+) -> Result<f64> {
+    let sums = lanes.par_iter_mut().map(|l| -> Result<f64> {
+        let tokens = l.rows.start * t..l.rows.end * t;
+        let (tp, ws, acts) = (&mut l.tp, &mut l.ws, &mut l.acts);
+        model.embed(ctx, tp, ws, acts, &batch.inputs[tokens.clone()])?;
+        let loss = model.forward(ctx, tp, ws, acts, Some(&batch.targets[tokens]), dloss)?;
+        if dloss.is_some() {
+            model.backward_into(ctx, tp, ws, acts, None, &mut l.grads, &mut |_, _| Ok(()))?;
+        }
+        Ok(loss.expect("a single rank is the last stage") as f64 * l.rows.len() as f64)
+    });
+    Ok(sums.collect::<Result<Vec<_>>>()?.iter().sum::<f64>() / batch.batch_size as f64)
 }
 
 /// The host memory of a view of a Cpu buffer.
 fn host_mut<'a>(view: &'a mut ViewMut<'_, f32>) -> &'a mut [f32] {
     view.host_mut().expect("Cpu buffers live in host memory")
 }
-
-#[cfg(test)]
-mod tests;

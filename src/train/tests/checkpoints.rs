@@ -6,14 +6,14 @@ use std::sync::Arc;
 use serde_json::json;
 use trident_runtime::Device;
 
-use super::super::checkpoint::{padded_vocab_for, repad_params, repad_vocab, SavePlan};
-use super::super::run::{train_rank, RankData, RankResult, RunSpec};
-use super::super::{run_ranks, ParallelConfig};
-use super::{data, settings, SEQ, VOCAB};
+use super::grids::{data, settings, SEQ, VOCAB};
 use crate::checkpoint::{step_dir, Checkpoint};
 use crate::data::{DataLoader, DataOrder};
-use crate::model::{gpt2_init, Gpt, GptConfig, ParamLayout};
-use crate::ops::OpsContext;
+use crate::model::{gpt2_init, GptConfig, ParamLayout};
+use crate::parallel::ModelShape;
+use crate::parallel::{run_ranks, ParallelConfig};
+use crate::train::checkpoint::{padded_vocab_for, repad_params, repad_vocab, restore, SavePlan};
+use crate::train::run::{train_rank, RankData, RankResult, RunSpec};
 use crate::train::Trainer;
 
 const GLOBAL: usize = 8;
@@ -152,19 +152,15 @@ fn other_grids_resume_with_the_losses_of_their_own_uninterrupted_run() {
 }
 
 #[test]
-fn the_single_rank_trainer_resumes_a_parallel_checkpoint() {
+fn one_rank_resumes_a_parallel_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let (ck, saving) = saved_run(dir.path());
-    // What `trident train --load` does on one rank: the same files, read by the other trainer.
+    // One rank with row shares on the Cpu, as `trident train --load` runs it there.
     let device = Device::Cpu;
     let s = settings(GLOBAL, GLOBAL);
-    let model = Gpt::from_params(&device, ck.config, &ck.params).unwrap();
-    let mut trainer = Trainer::with_row_shares(OpsContext::new(&device).unwrap(), model, s, 1).unwrap();
-    trainer.iter = ck.step;
-    let o = ck.optimizer.as_ref().unwrap();
-    trainer.optimizer.restore(&o.m, &o.v, ck.state["adam_steps"].as_u64().unwrap()).unwrap();
+    let mut trainer = Trainer::single_with_lanes(&device, ck.config, &ck.params, s, 2).unwrap();
     let mut loader = DataLoader::new(data(SEED), GLOBAL, SEQ, SEED, true).unwrap();
-    loader.restore(ck.loader.unwrap()).unwrap();
+    restore(&mut trainer, &mut loader, &ck).unwrap();
     for (i, want) in saving[SAVED_AT as usize..].iter().enumerate() {
         let got = trainer.step(&mut loader).unwrap();
         let step = SAVED_AT as usize + i + 1;
@@ -179,6 +175,8 @@ fn a_grid_that_does_not_divide_the_saved_model_is_refused_by_name() {
     // 4 heads do not split over 8 tensor-parallel ranks.
     let mut par = ParallelConfig::from_world(8, 8, 1).unwrap();
     par.distributed_optimizer = false;
-    let e = par.validate(&ck.config, 1, GLOBAL).unwrap_err().to_string();
+    let c = ck.config;
+    let shape = ModelShape { heads: c.num_heads, layers: c.num_layers, padded_vocab: c.padded_vocab_size };
+    let e = par.validate(shape, 1, GLOBAL).unwrap_err().to_string();
     assert!(e.contains("--num-attention-heads 4 is not divisible by --tensor-model-parallel-size 8"), "{e}");
 }

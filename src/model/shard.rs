@@ -16,26 +16,8 @@
 
 use std::ops::Range;
 
-use crate::model::{GptConfig, ParamLayout, ParamTensor};
-
-/// Where a rank sits: its tensor-parallel index and pipeline stage.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ShardPlace {
-    pub tp_rank: usize,
-    pub tp: usize,
-    pub stage: usize,
-    pub pp: usize,
-}
-
-impl ShardPlace {
-    pub fn is_first_stage(&self) -> bool {
-        self.stage == 0
-    }
-
-    pub fn is_last_stage(&self) -> bool {
-        self.stage + 1 == self.pp
-    }
-}
+use super::{GptConfig, ParamLayout, ParamTensor};
+pub use crate::parallel::ShardPlace;
 
 /// One tensor of the local buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]

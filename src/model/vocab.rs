@@ -3,8 +3,11 @@
 
 use trident_collectives::ReduceOp;
 
-use super::{Result, TpGroup};
+use super::ModelError;
 use crate::ops::cpu::math::{exp, max, simd, sum_exp};
+use crate::parallel::TpGroup;
+
+type Result<T> = std::result::Result<T, ModelError>;
 
 /// The rows of the vocabulary a rank holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,7 +57,7 @@ pub fn vocab_parallel_cross_entropy(
     let (n, local, valid) = (targets.len(), shard.local, shard.valid());
     if let Some(position) = targets.iter().position(|&x| x as usize >= shard.vocab) {
         let (token, vocab) = (targets[position], shard.vocab);
-        return Err(crate::model::ModelError::TokenOutOfRange { token, position, vocab }.into());
+        return Err(ModelError::TokenOutOfRange { token, position, vocab });
     }
     let rows = || logits.chunks_exact(local);
     let mut row_max: Vec<f32> = rows()
@@ -108,7 +111,7 @@ mod tests {
         let mut rng = NormalRng::new(seed);
         let logits: Vec<f32> = (0..n * padded).map(|_| (3.0 * rng.next_normal()) as f32).collect();
         let targets: Vec<u32> = (0..n).map(|i| [3, 130, 199, 127, 128][i]).collect();
-        let results = run_ranks(2, |world| {
+        let results = run_ranks(2, |world| -> Result<_> {
             let mut tp = TpGroup::new(world);
             let shard = VocabShard { start: tp.rank * 128, local: 128, vocab };
             let mut mine: Vec<f32> =

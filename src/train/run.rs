@@ -7,15 +7,12 @@ use trident_collectives::{Communicator, ReduceOp};
 use trident_runtime::Device;
 
 use super::checkpoint::{self, SavePlan};
-use super::{
-    BucketPaths, MemoryReport, ParallelConfig, PipelineTrainer, RankGroups, Result, ShardLayout, ShardPlace,
-    StageTiming,
-};
+use super::exit::{self, ExitPolicy, ExitReason};
+use super::{MemoryReport, Result, StageTiming, StepStats, TrainSettings, Trainer};
 use crate::checkpoint::Checkpoint;
 use crate::data::{DataLoader, DataOrder, TokenSet};
-use crate::model::{GptConfig, ParamLayout};
-use crate::train::exit::{self, ExitPolicy, ExitReason};
-use crate::train::{StepStats, TrainSettings};
+use crate::model::{GptConfig, ParamLayout, ShardLayout, ShardPlace};
+use crate::parallel::{BucketPaths, ParallelConfig, RankGroups};
 
 /// What every rank of a run is given.
 #[derive(Clone, Debug)]
@@ -78,8 +75,8 @@ pub fn train_rank(
     spec: &RunSpec,
     init: &[f32],
     data: RankData,
-    on_start: &mut dyn FnMut(&PipelineTrainer),
-    on_step: &mut dyn FnMut(&PipelineTrainer, &StepStats, Option<f32>),
+    on_start: &mut dyn FnMut(&Trainer),
+    on_step: &mut dyn FnMut(&Trainer, &StepStats, Option<f32>),
 ) -> Result<RankResult> {
     let groups = RankGroups::new(world, &spec.par)?;
     let (rank, place, dp_rank) = (groups.rank, groups.place, groups.dp_rank);
@@ -96,11 +93,18 @@ pub fn train_rank(
         })
         .transpose()?;
     let grid = groups.grid;
-    let mut trainer = PipelineTrainer::new(device, spec.config, init, spec.par, *s, groups)?;
+    let mut trainer = Trainer::new(device, spec.config, init, spec.par, *s, groups)?;
     if let Some(ck) = &spec.resume {
         checkpoint::restore(&mut trainer, &mut loader, ck)?;
     }
     on_start(&trainer);
+    if trainer.iter >= spec.iters {
+        // Nothing to train (a checkpoint at or past --train-iters, or none asked for): --save
+        // still writes where the run stands.
+        if let Some(plan) = &spec.save {
+            checkpoint::save(world, &grid, &trainer, &loader, plan)?;
+        }
+    }
     let (mut steps, mut val_losses, mut stopped) = (Vec::new(), Vec::new(), None);
     while trainer.iter < spec.iters {
         let stats = trainer.step(&mut loader)?;

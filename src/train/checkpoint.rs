@@ -1,4 +1,4 @@
-//! Checkpoints of parallel runs, in the layout single-rank runs write ([`crate::checkpoint`]):
+//! Checkpoints of runs on any grid, in the grid-independent format of [`crate::checkpoint`]:
 //! whole logical tensors and AdamW moments in llm.c order, the step, the data position. No field
 //! depends on the grid, so a run saved on any (TP, PP, DP, ZeRO-1) grid resumes on any other,
 //! or on one rank, and `trident sample` and the exports read it as they read any checkpoint.
@@ -24,10 +24,10 @@ use std::ops::Range;
 use serde_json::json;
 use trident_collectives::{Communicator, RankGrid};
 
-use super::{ParallelError, PipelineTrainer, Result, ShardLayout, ShardPlace};
+use super::{Result, TrainError, Trainer};
 use crate::checkpoint::{step_dir, AdamWMoments, Checkpoint};
 use crate::data::{DataLoader, DataOrder, LoaderState};
-use crate::model::{GptConfig, ParamLayout, ParamTensor};
+use crate::model::{GptConfig, ParamLayout, ParamTensor, ShardLayout, ShardPlace};
 
 /// Tag of the transfers to world rank 0 (sends between two ranks arrive in order).
 const TAG: u32 = 0x5A7E;
@@ -81,15 +81,15 @@ fn position_of(w: &[f64; 6]) -> [u64; 3] {
 pub fn save(
     world: &mut Communicator,
     grid: &RankGrid,
-    trainer: &PipelineTrainer,
+    trainer: &Trainer,
     loader: &DataLoader,
     plan: &SavePlan,
 ) -> Result<()> {
-    let config = trainer.model.layout.config;
+    let config = trainer.model.layout().config;
     let zero = trainer.par.distributed_optimizer;
     let me = world.rank();
     let coords = grid.coords(me);
-    let params = trainer.model.params.to_vec()?;
+    let params = trainer.model.params().to_vec()?;
     let (m, v) = trainer.optimizer.moments()?;
     let position = position_words(&loader.state());
     if me != 0 {
@@ -107,7 +107,7 @@ pub fn save(
         world.broadcast(&mut ok, 0)?;
         return match ok[0] {
             1.0 => Ok(()),
-            _ => Err(ParallelError::Unsupported(
+            _ => Err(TrainError::Checkpoint(
                 "rank 0 could not write the checkpoint (its message says why); nothing after the \
                  previous checkpoint was saved"
                     .into(),
@@ -192,16 +192,16 @@ pub fn save(
     let path = step_dir(&plan.dir, trainer.iter);
     let written = ck.save(&path);
     world.broadcast(&mut [if written.is_ok() { 1.0f64 } else { 0.0 }], 0)?;
-    written.map_err(|e| ParallelError::Unsupported(format!("saving a checkpoint to {}: {e}", path.display())))
+    written.map_err(|e| TrainError::Checkpoint(format!("saving a checkpoint to {}: {e}", path.display())))
 }
 
 /// Puts this rank of a resumed run where checkpoint `ck` left off: the step, its share of the
 /// moments, the step count of AdamW, and the data position. The parameters came in as the
 /// trainer's initial values (`ck.params`).
-pub fn restore(trainer: &mut PipelineTrainer, loader: &mut DataLoader, ck: &Checkpoint) -> Result<()> {
-    let layout = &trainer.model.layout;
+pub fn restore(trainer: &mut Trainer, loader: &mut DataLoader, ck: &Checkpoint) -> Result<()> {
+    let layout = trainer.model.layout().clone();
     if ck.config != layout.config {
-        return Err(ParallelError::Unsupported(format!(
+        return Err(TrainError::Checkpoint(format!(
             "the checkpoint's model ({:?}) is not this run's ({:?}); pad it with repad_vocab first",
             ck.config, layout.config
         )));
@@ -221,7 +221,7 @@ pub fn restore(trainer: &mut PipelineTrainer, loader: &mut DataLoader, ck: &Chec
             ck.state.get("dp_loader_positions").and_then(|p| serde_json::from_value(p.clone()).ok());
         let saved_dp = positions.as_ref().map_or(1, Vec::len);
         if saved_dp != dp {
-            return Err(ParallelError::Unsupported(format!(
+            return Err(TrainError::Checkpoint(format!(
                 "the checkpoint was saved with --data-order llmc on {saved_dp} data-parallel replicas, \
                  and llm.c's order is drawn per replica: resume it with data-parallel size {saved_dp}, \
                  or train with --data-order trident, whose position any grid resumes"
@@ -258,7 +258,7 @@ pub fn repad_vocab(ck: &mut Checkpoint, padded: usize) -> Result<()> {
 /// row is not zero (`what` names the buffer).
 pub fn repad_params(config: &GptConfig, values: &[f32], padded: usize, what: &str) -> Result<Vec<f32>> {
     if padded < config.vocab_size {
-        return Err(ParallelError::Unsupported(format!(
+        return Err(TrainError::Checkpoint(format!(
             "a padded vocabulary of {padded} rows cannot hold the model's {} tokens",
             config.vocab_size
         )));
@@ -268,7 +268,7 @@ pub fn repad_params(config: &GptConfig, values: &[f32], padded: usize, what: &st
     let wte = from.range(ParamTensor::Wte);
     let kept = wte.start + config.vocab_size * config.channels;
     if values[kept..wte.end].iter().any(|&x| x != 0.0) && padded < config.padded_vocab_size {
-        return Err(ParallelError::Unsupported(format!(
+        return Err(TrainError::Checkpoint(format!(
             "the {what} have non-zero padded embedding rows, which a vocabulary padded to {padded} \
              rows cannot keep"
         )));

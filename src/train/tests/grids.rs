@@ -1,17 +1,20 @@
-//! Equivalence with the single-rank trainer: same losses per step, same final parameters.
+//! The equivalence suite: every grid equals the single-rank run (the same trainer on a grid of
+//! one rank, which tests/llmc_parity.rs holds to llm.c): the same losses per step, the same
+//! final parameters.
 
 use trident_runtime::Device;
 
-use super::run::{assemble, train_rank, RankData, RankResult, RunSpec};
-use super::{run_ranks, ParallelConfig, Recompute, ShardLayout};
 use crate::data::{DataLoader, TokenSet};
-use crate::model::{gpt2_init, init::NormalRng, Gpt, GptConfig, ParamLayout, ParamTensor};
-use crate::ops::OpsContext;
+use crate::model::{
+    gpt2_init, init::NormalRng, GptConfig, ParamLayout, ParamTensor, ShardLayout, ShardPlace,
+};
 use crate::optim::AdamWConfig;
+use crate::parallel::{run_ranks, ParallelConfig, Recompute};
+use crate::train::run::{assemble, train_rank, RankData, RankResult, RunSpec};
 use crate::train::{DecayStyle, LrSchedule, TrainSettings, Trainer};
 
-const VOCAB: usize = 50;
-const SEQ: usize = 8;
+pub(super) const VOCAB: usize = 50;
+pub(super) const SEQ: usize = 8;
 const MICRO: usize = 2;
 const STEPS: u64 = 5;
 
@@ -20,13 +23,13 @@ fn config() -> GptConfig {
     GptConfig::new(SEQ, VOCAB, 4, 4, 32, 512).unwrap()
 }
 
-fn data(seed: u64) -> TokenSet {
+pub(super) fn data(seed: u64) -> TokenSet {
     let mut r = NormalRng::new(seed);
     let tokens = (0..6000).map(|_| (r.next_u64() % VOCAB as u64) as u16).collect();
     TokenSet::from_tokens("random", tokens, VOCAB).unwrap()
 }
 
-fn settings(micro_batch: usize, global_batch: usize) -> TrainSettings {
+pub(super) fn settings(micro_batch: usize, global_batch: usize) -> TrainSettings {
     TrainSettings {
         micro_batch,
         global_batch,
@@ -49,14 +52,13 @@ fn settings(micro_batch: usize, global_batch: usize) -> TrainSettings {
 fn reference(seed: u64, dp: usize, micro_batches: usize, init: &[f32]) -> Reference {
     let device = Device::Cpu;
     let s = settings(MICRO * dp, MICRO * dp * micro_batches);
-    let model = Gpt::from_params(&device, config(), init).unwrap();
-    let mut trainer = Trainer::with_row_shares(OpsContext::new(&device).unwrap(), model, s, 1).unwrap();
+    let mut trainer = Trainer::single_with_lanes(&device, config(), init, s, 1).unwrap();
     let mut loader = DataLoader::new(data(seed), MICRO * dp, SEQ, seed, true).unwrap();
     let stats =
         (0..STEPS).map(|_| trainer.step(&mut loader).unwrap()).map(|s| (s.loss, s.grad_norm)).collect();
     let mut val = DataLoader::new(data(seed + 1), MICRO * dp, SEQ, seed, false).unwrap();
     let val_loss = trainer.evaluate(&mut val, EVAL_ITERS).unwrap();
-    (stats, trainer.model.params().to_vec().unwrap(), val_loss)
+    (stats, trainer.model.to_param_layout(trainer.model.params()).unwrap(), val_loss)
 }
 
 /// Per-step (loss, gradient norm), final parameters, final validation loss.
@@ -258,13 +260,13 @@ fn sequence_parallelism_matches_and_divides_the_residual_activations() {
     assert!(b < a, "sequence parallelism holds fewer activation bytes: {b} vs {a}");
     // The exact saving (one stage, so one micro-batch slot), in floats of n = b t rows of c,
     // of which this rank keeps ns = n / TP: per layer ln1, res2, ln2, res3 and their four
-    // statistics; the stage's input, the received gradient, the head's lnf and statistics,
-    // the residual and LayerNorm gradient scratch. Sequence parallelism adds the
+    // statistics; the stage's input, the head's lnf and statistics, the residual and
+    // LayerNorm gradient scratch (the last stage receives no gradient of its output). Sequence parallelism adds the
     // reduce-scattered product (ns c), three whole-row buffers (3 n c) and one LayerNorm's
     // weight and bias gradients (2 c).
     let (n, c, layers, tp) = (MICRO * SEQ, 32, 4, 4);
     let ns = n / tp;
-    let kept_less = (n - ns) * (layers * (4 * c + 4) + c + c + (c + 2) + 2 * c);
+    let kept_less = (n - ns) * (layers * (4 * c + 4) + c + (c + 2) + 2 * c);
     let added = ns * c + 3 * n * c + 2 * c;
     assert_eq!(a - b, 4 * (kept_less - added), "activation bytes {a} -> {b}");
 }
@@ -296,8 +298,8 @@ fn tensor_parallelism_halves_matrix_parameters() {
         [ParamTensor::QkvW, ParamTensor::AttnProjW, ParamTensor::FcW, ParamTensor::FcProjW, ParamTensor::Wte];
     for tp in [2, 4] {
         for tp_rank in 0..tp {
-            let one = ShardLayout::new(full, super::ShardPlace { tp_rank: 0, tp: 1, stage: 0, pp: 1 });
-            let split = ShardLayout::new(full, super::ShardPlace { tp_rank, tp, stage: 0, pp: 1 });
+            let one = ShardLayout::new(full, ShardPlace { tp_rank: 0, tp: 1, stage: 0, pp: 1 });
+            let split = ShardLayout::new(full, ShardPlace { tp_rank, tp, stage: 0, pp: 1 });
             for t in matrices {
                 assert_eq!(split.range(t, 0).len() * tp, one.range(t, 0).len(), "{t:?} over TP {tp}");
             }
@@ -316,5 +318,3 @@ fn emu_runs_the_kernels_in_parallel_and_matches_cpu() {
         assert_equivalent(&format!("emu tp {tp} pp {pp} dp {dp}"), seed, &results, &reference);
     }
 }
-
-mod checkpoints;

@@ -1,9 +1,13 @@
+//! The single rank's trainer: row shares ("lanes") on the Cpu train like the whole batch and
+//! deterministically; bad batches are refused without leaving anything behind.
+
 use trident_runtime::Device;
 
-use super::*;
+use crate::data::{Batch, DataError};
 use crate::model::init::NormalRng;
-use crate::model::GptConfig;
-use crate::train::{DecayStyle, LrSchedule};
+use crate::model::{gpt2_init, GptConfig, ParamLayout};
+use crate::optim::AdamWConfig;
+use crate::train::{BatchSource, DecayStyle, LrSchedule, TrainError, TrainSettings, Trainer};
 
 /// Seeded random tokens: every source made with the same seed serves the same batches.
 struct RandomTokens {
@@ -28,7 +32,7 @@ const T: usize = 16;
 /// A Cpu trainer over `micro_batches` micro-batches of B x T a step, with `shares` row shares,
 /// its learning rate decaying over `iters` steps.
 fn trainer(shares: usize, micro_batches: usize, config: GptConfig, iters: u64) -> Trainer {
-    let model = Gpt::new(&Device::Cpu, config, SEED).unwrap();
+    let init = gpt2_init(&ParamLayout::new(config), SEED);
     let settings = TrainSettings {
         micro_batch: B,
         global_batch: micro_batches * B,
@@ -43,7 +47,7 @@ fn trainer(shares: usize, micro_batches: usize, config: GptConfig, iters: u64) -
         adamw: AdamWConfig::default(),
         clip_grad: 1.0,
     };
-    Trainer::with_row_shares(OpsContext::new(&Device::Cpu).unwrap(), model, settings, shares).unwrap()
+    Trainer::single_with_lanes(&Device::Cpu, config, &init, settings, shares).unwrap()
 }
 
 /// Losses of four steps (two micro-batches each) and the final parameters, with each

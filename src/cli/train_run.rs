@@ -1,5 +1,6 @@
-//! `trident train` on several ranks: threads of this process (`--world-size N`) or one
-//! process per rank under a launcher (`trident launch`, torchrun, srun, mpirun).
+//! `trident train`'s run, on every grid: one rank, ranks as threads of this process
+//! (`--world-size N`), or one process per rank under a launcher (`trident launch`, torchrun,
+//! srun, mpirun). Every rank runs [`train_rank`]; rank 0 reports.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -12,30 +13,23 @@ use serde_json::json;
 
 use super::common::{data_spec, Start};
 use super::train::TrainArgs;
+use crate::checkpoint::step_dir;
 use crate::data::Dataset;
 use crate::metrics::{IterMetrics, MetricsWriter};
-use crate::model::{gpt2_init, GptConfig, ParamLayout};
-use crate::parallel::checkpoint::{self, SavePlan};
-use crate::parallel::run::{train_rank, RankData, RankResult, RunSpec};
-use crate::parallel::{run_ranks, ParallelConfig, ParallelError, Schedule};
+use crate::model::{
+    generate, gpt2_init, init::NormalRng, Gpt, GptConfig, ModelError, ParamLayout, SamplingParams,
+};
+use crate::ops::OpsContext;
+use crate::parallel::{run_ranks, ModelShape, ParallelConfig, Schedule};
 use crate::plot::plot_metrics;
 use crate::progress::Progress;
-use crate::train::TrainSettings;
+use crate::train::checkpoint::{self, SavePlan};
+use crate::train::run::{assemble, train_rank, RankData, RankResult, RunSpec};
+use crate::train::{peak_flops, train_flops_per_token, TrainError, TrainSettings, Trainer};
 
 /// Whether a launcher started this process as one rank of a job.
 pub fn launched() -> bool {
     ["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"].iter().any(|v| std::env::var(v).is_ok())
-}
-
-/// Whether the flags ask for the parallel trainer.
-pub fn wanted(args: &TrainArgs) -> bool {
-    args.world_size > 1
-        || args.tensor_model_parallel_size > 1
-        || args.pipeline_model_parallel_size > 1
-        || args.use_distributed_optimizer
-        || args.recompute_granularity.is_some()
-        || args.sequence_parallel
-        || launched()
 }
 
 pub fn run(
@@ -73,19 +67,35 @@ pub fn run(
         eprintln!("note: --sequence-parallel has no effect with --tensor-model-parallel-size 1");
     }
     let global_batch = args.global_batch_size.unwrap_or(settings.micro_batch * par.dp);
-    let micro_batches = par.validate(&config, settings.micro_batch, global_batch)?;
+    let shape = ModelShape {
+        heads: config.num_heads,
+        layers: config.num_layers,
+        padded_vocab: config.padded_vocab_size,
+    };
+    let micro_batches = par.validate(shape, settings.micro_batch, global_batch)?;
     let settings = TrainSettings { global_batch, ..settings };
     if device.is_host() {
-        let mut need = crate::train::MemoryNeed::parallel_rank(
-            &config,
-            par.tp,
-            par.pp,
-            par.dp,
-            par.distributed_optimizer,
-            settings.micro_batch,
-            settings.seq_len,
-            micro_batches,
-        )?;
+        let mut need = if world_size == 1 {
+            // One rank on the Cpu splits each micro-batch into one share of rows per core.
+            let lanes = if device.kind() == trident_runtime::DeviceKind::Cpu {
+                rayon::current_num_threads()
+            } else {
+                1
+            };
+            let saves = args.save.is_some();
+            crate::train::MemoryNeed::single(&config, settings.micro_batch, settings.seq_len, lanes, saves)?
+        } else {
+            crate::train::MemoryNeed::parallel_rank(
+                &config,
+                par.tp,
+                par.pp,
+                par.dp,
+                par.distributed_optimizer,
+                settings.micro_batch,
+                settings.seq_len,
+                micro_batches,
+            )?
+        };
         need.data = dataset.train.resident_shard_bytes().saturating_add(dataset.val.resident_shard_bytes());
         // Rank threads of this process, or this node's launched processes, share the memory.
         let local_ranks = if launched() {
@@ -94,7 +104,7 @@ pub fn run(
             world_size as u64
         };
         if let Some((available, source)) = crate::train::available_memory() {
-            need.check(local_ranks, available, source, true)?;
+            need.check(local_ranks, available, source, world_size > 1)?;
         }
     }
     // A checkpoint of any grid resumes here; an embedding padded for another tensor-parallel
@@ -138,13 +148,20 @@ pub fn run(
     // Under a launcher every process reads the flags; only rank 0 describes the run.
     let describes = !launched() || std::env::var("RANK").map_or(true, |r| r == "0");
     if describes {
+        let ranks = if world_size == 1 {
+            "on one rank".to_string()
+        } else {
+            format!("on {world_size} ranks (tensor {} x pipeline {} x data {})", par.tp, par.pp, par.dp)
+        };
         eprintln!(
-        "trident train: {} parameters on {world_size} ranks (tensor {} x pipeline {} x data {}), {} on {}; \
+        "trident train: {} parameters ({} layers, hidden {}, {} heads, vocab {} padded to {}) {ranks}, {} on {}; \
          micro-batch {} x {} tokens, {micro_batches} micro-batches per step, global batch {global_batch}{}{}{}",
         ParamLayout::new(config).len(),
-        par.tp,
-        par.pp,
-        par.dp,
+        config.num_layers,
+        config.channels,
+        config.num_heads,
+        config.vocab_size,
+        config.padded_vocab_size,
         dataset.train.name(),
         device.kind(),
         settings.micro_batch,
@@ -169,7 +186,21 @@ pub fn run(
         None => (None, Vec::new()),
     };
     let started = Instant::now();
-    let rank_main = |mut world: Communicator| -> Result<RankResult, ParallelError> {
+    if start_iter >= iters && describes {
+        let at =
+            if start_iter == 0 { "the initial weights".to_string() } else { format!("step {start_iter}") };
+        match &args.save {
+            Some(dir) => eprintln!(
+                "--train-iters {iters}: no step to take from {at}; saving it to {}",
+                step_dir(dir, start_iter).display()
+            ),
+            None => eprintln!(
+                "--train-iters {iters}: no step to take from {at} and no --save: nothing is written; \
+                 raise --train-iters to train"
+            ),
+        }
+    }
+    let rank_main = |mut world: Communicator| -> Result<RankResult, TrainError> {
         // Launched ranks each parse their own flags: before any work, every rank checks that
         // the others train the same thing, so that a different --lr or --seed on one rank is
         // refused naming the flag instead of silently diverging.
@@ -178,8 +209,13 @@ pub fn run(
         let mut progress = is_reporter.then(|| Progress::new(start_iter, spec.iters));
         let mut history = if is_reporter { history.clone() } else { Vec::new() };
         let last = std::cell::Cell::new(Instant::now());
-        let mut on_start = |t: &crate::parallel::PipelineTrainer| {
+        let one_rank = world.size() == 1;
+        let mut on_start = |t: &Trainer| {
             let g = &t.groups;
+            if one_rank {
+                last.set(Instant::now());
+                return;
+            }
             eprintln!(
                 "rank {} (tensor {}, data {}, stage {}): {}",
                 g.rank,
@@ -190,9 +226,7 @@ pub fn run(
             );
             last.set(Instant::now());
         };
-        let mut on_step = |t: &crate::parallel::PipelineTrainer,
-                           s: &crate::train::StepStats,
-                           val_loss: Option<f32>| {
+        let mut on_step = |t: &Trainer, s: &crate::train::StepStats, val_loss: Option<f32>| {
             let Some(p) = progress.as_mut() else { return };
             let now = Instant::now();
             let tokens_per_s = tokens_per_step / now.duration_since(last.get()).as_secs_f64().max(1e-9);
@@ -242,11 +276,38 @@ pub fn run(
         run_ranks(world_size, rank_main)?
     };
     let elapsed = started.elapsed().as_secs_f64();
-    report(&results, &schedule, tokens_per_step, elapsed);
+    report(&results, &schedule, tokens_per_step, elapsed, (&config, settings.seq_len), &device);
+    if let (Some(task), true) = (&dataset.addition, results.len() == world_size) {
+        // The whole model is here (every rank was a thread of this process).
+        let model = Gpt::from_params(&device, config, &assemble(config, &results))?;
+        let ctx = OpsContext::new(&device)?;
+        let mut rng = NormalRng::new(args.seed);
+        let greedy = SamplingParams { temperature: 0.0, top_k: 0 };
+        let mut failure: Option<ModelError> = None;
+        let window = settings.seq_len;
+        let acc = task.score(100, args.seed, |prompt| {
+            generate(&model, &ctx, window, prompt, task.answer_len() + 1, greedy, &mut rng, None)
+                .unwrap_or_else(|e| {
+                    failure.get_or_insert(e);
+                    Vec::new()
+                })
+        });
+        if let Some(e) = failure {
+            return Err(e.into());
+        }
+        println!("addition accuracy on 100 held-out problems: {:.1}%", 100.0 * acc.fraction());
+    }
     Ok(())
 }
 
-fn report(results: &[RankResult], schedule: &Schedule, tokens_per_step: f64, elapsed: f64) {
+fn report(
+    results: &[RankResult],
+    schedule: &Schedule,
+    tokens_per_step: f64,
+    elapsed: f64,
+    (config, seq_len): (&GptConfig, usize),
+    device: &Device,
+) {
     let Some(first) = results.iter().find(|r| r.rank == 0).or(results.first()) else { return };
     if let Some(reason) = first.stopped {
         println!(
@@ -258,11 +319,19 @@ fn report(results: &[RankResult], schedule: &Schedule, tokens_per_step: f64, ela
     let iters = first.steps.len();
     if let Some(last) = first.steps.last() {
         if results.iter().any(|r| r.rank == 0) {
+            let tokens_per_s = iters as f64 * tokens_per_step / elapsed.max(1e-9);
+            let n_params = ParamLayout::new(*config).len();
+            let flops = train_flops_per_token(config, n_params, seq_len) * tokens_per_s;
+            // The ranks of this process share its device: the peak is the device's, once.
+            let mfu = peak_flops(device).map_or("n/a (no peak known for this device)".to_string(), |peak| {
+                format!("{:.1}% of an estimated {:.0} GFLOP/s peak", 100.0 * flops / peak, peak / 1e9)
+            });
             println!(
-                "trained {iters} iterations in {elapsed:.1} s: final loss {:.4}{}, {:.0} tokens/s",
+                "trained {iters} iterations in {elapsed:.1} s: final loss {:.4}{}, {tokens_per_s:.0} tokens/s, \
+                 {:.1} GFLOP/s model FLOPs, MFU {mfu}",
                 last.loss,
                 first.val_losses.last().map_or(String::new(), |(_, v)| format!(", val loss {v:.4}")),
-                iters as f64 * tokens_per_step / elapsed.max(1e-9)
+                flops / 1e9
             );
         }
     }

@@ -1,0 +1,362 @@
+//! One transformer layer on one tensor-parallel rank, forward and backward, with the
+//! tensor-parallel collectives where Megatron-LM puts them. A tensor-parallel group of one
+//! makes every collective a no-op, and then the row-parallel products add straight onto the
+//! residual stream (the fused residual projection); otherwise the sum over the group has to
+//! come first.
+//!
+//! Per layer (f: identity forward, all-reduce backward; g: all-reduce forward, identity
+//! backward):
+//!
+//! ```text
+//! x -> LN1 -> f -> QKV (column parallel) -> attention (local heads) -> proj (row parallel) -> g -> + x
+//!   -> LN2 -> f -> FC (column parallel) -> GeLU -> FC proj (row parallel) -> g -> + res
+//! ```
+//!
+//! Shapes (local widths): x, LN outputs, residuals `[ns, C]`; qkv `[n, 3C/TP]`; attention
+//! output `[n, C/TP]`; MLP hidden `[n, 4C/TP]` (`n = b t`, `ns = n / TP` under sequence
+//! parallelism, else `n`).
+
+use trident_runtime::{Buffer, View};
+
+use super::activations::{Dims, LayerActs, Scratch, SpScratch};
+use super::{ModelError, ParamTensor, ShardLayout};
+use crate::ops::{self, OpsContext};
+use crate::parallel::{on_host, TpGroup};
+
+type Result<T> = std::result::Result<T, ModelError>;
+
+/// The parameters, read by tensor and layer.
+pub(super) struct Weights<'a> {
+    pub params: &'a Buffer<f32>,
+    pub layout: &'a ShardLayout,
+}
+
+impl Weights<'_> {
+    pub fn p(&self, t: ParamTensor, layer: usize) -> Result<View<'_, f32>> {
+        Ok(self.params.view(self.layout.range(t, layer))?)
+    }
+}
+
+/// The attention output and log-sum-exp: the layer's own, or under selective recomputation
+/// the shared scratch.
+pub(super) fn attention_buffers<'a>(
+    atty: &'a mut Option<Buffer<f32>>,
+    lse: &'a mut Option<Buffer<f32>>,
+    s_atty: &'a mut Buffer<f32>,
+    s_lse: &'a mut Buffer<f32>,
+) -> (&'a mut Buffer<f32>, &'a mut Buffer<f32>) {
+    match (atty.as_mut(), lse.as_mut()) {
+        (Some(x), Some(y)) => (x, y),
+        _ => (s_atty, s_lse),
+    }
+}
+
+/// `local`'s rows from every tensor-parallel rank gathered into `full` (sequence parallelism's
+/// f forward and g backward), or, without sequence parallelism, `local` itself.
+pub(super) fn gathered<'a>(
+    tp: &mut TpGroup,
+    full: Option<&'a mut Buffer<f32>>,
+    local: View<'a, f32>,
+) -> Result<View<'a, f32>> {
+    match full {
+        Some(full) => {
+            tp.all_gather_rows(&local, &mut full.view_mut(..)?)?;
+            let full: &'a Buffer<f32> = full;
+            Ok(full.view(..)?)
+        }
+        None => Ok(local),
+    }
+}
+
+/// Row-parallel linear layer forward: the local product over this rank's input columns, the
+/// bias added on tensor-parallel rank 0 only, then g: the sum over the group, all-reduced in
+/// `s.proj` or, under sequence parallelism, reduce-scattered onto this rank's rows in
+/// `proj_local`. Returns the buffer that holds the result.
+#[allow(clippy::too_many_arguments)]
+fn row_parallel_forward<'s>(
+    ctx: &OpsContext,
+    tp: &mut TpGroup,
+    (proj, proj_local): (&'s mut Buffer<f32>, Option<&'s mut Buffer<f32>>),
+    inp: View<f32>,
+    w: View<f32>,
+    bias: View<f32>,
+    n: usize,
+    ic_local: usize,
+    oc: usize,
+) -> Result<&'s Buffer<f32>> {
+    let bias = (tp.rank == 0).then_some(bias);
+    let mut out = proj.view_mut(..)?;
+    ops::matmul_forward(ctx, &mut out, inp, w, bias, n, ic_local, oc)?;
+    match proj_local {
+        Some(local) => {
+            tp.reduce_scatter_rows(&out.as_view(), &mut local.view_mut(..)?)?;
+            Ok(local)
+        }
+        None => {
+            tp.all_reduce_view(&mut out)?;
+            Ok(proj)
+        }
+    }
+}
+
+/// A row-parallel projection back onto the residual stream: `out = residual + g(inp W^T) +
+/// bias`. In a tensor-parallel group of one the product adds onto the residual in the GEMM's
+/// epilogue (no collective, no copy); otherwise the group's partial products are summed (or
+/// reduce-scattered) first. `(n, ic_local, ns)`: token rows, this rank's input columns, rows
+/// of the residual stream held here.
+#[allow(clippy::too_many_arguments)]
+fn project_onto(
+    ctx: &OpsContext,
+    tp: &mut TpGroup,
+    bufs: (&mut Buffer<f32>, Option<&mut Buffer<f32>>),
+    out: &mut Buffer<f32>,
+    inp: View<f32>,
+    (w, bias): (View<f32>, View<f32>),
+    residual: &Buffer<f32>,
+    (n, ic_local, ns): (usize, usize, usize),
+) -> Result<()> {
+    let c = out.len() / ns.max(1);
+    if tp.size == 1 {
+        let mut y = out.view_mut(..)?;
+        ops::matmul_residual_forward(ctx, &mut y, inp, w, Some(bias), residual.view(..)?, n, ic_local, c)?;
+        return Ok(());
+    }
+    let proj = row_parallel_forward(ctx, tp, bufs, inp, w, bias, n, ic_local, c)?;
+    ops::residual_forward(ctx, &mut out.view_mut(..)?, residual.view(..)?, proj.view(..)?, ns * c)?;
+    Ok(())
+}
+
+/// Column-parallel linear layer backward: local weight gradients and the input gradient's
+/// partial sums, then f's backward: the sum over the group into `dln`, all-reduced or,
+/// under sequence parallelism, computed in `dln_full` and reduce-scattered onto this rank's
+/// rows.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn column_parallel_backward(
+    ctx: &OpsContext,
+    tp: &mut TpGroup,
+    grads: &mut Buffer<f32>,
+    w: &Weights,
+    (wt, bt, l): (ParamTensor, ParamTensor, usize),
+    (dln, dln_full): (&mut Buffer<f32>, Option<&mut Buffer<f32>>),
+    dout: View<f32>,
+    inp: View<f32>,
+    (n, ic, oc_local): (usize, usize, usize),
+) -> Result<()> {
+    // The local products are a row-parallel backward's; only the reduction differs.
+    let mut dln_full = dln_full;
+    let partial = match dln_full.as_deref_mut() {
+        Some(full) => full,
+        None => &mut *dln,
+    };
+    row_parallel_backward(ctx, grads, w, (wt, bt, l), partial, dout, inp, (n, ic, oc_local))?;
+    match dln_full {
+        Some(full) => tp.reduce_scatter_rows(&full.view(..)?, &mut dln.view_mut(..)?)?,
+        None => tp.all_reduce_view(&mut dln.view_mut(..)?)?,
+    }
+    Ok(())
+}
+
+/// The scratch's LayerNorm-gather and column-gradient buffers (sequence parallelism).
+pub(super) fn sp_ln_buffers(
+    sp: &mut Option<SpScratch>,
+) -> (Option<&mut Buffer<f32>>, Option<&mut Buffer<f32>>) {
+    match sp {
+        Some(sp) => (Some(&mut sp.ln_full), Some(&mut sp.dln_full)),
+        None => (None, None),
+    }
+}
+
+/// Row-parallel linear layer backward: g's backward is the identity, so the local product
+/// gives this rank's input columns' gradient; the replicated bias gets the same gradient on
+/// every rank.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn row_parallel_backward(
+    ctx: &OpsContext,
+    grads: &mut Buffer<f32>,
+    w: &Weights,
+    (wt, bt, l): (ParamTensor, ParamTensor, usize),
+    dinp: &mut Buffer<f32>,
+    dout: View<f32>,
+    inp: View<f32>,
+    (n, ic_local, oc): (usize, usize, usize),
+) -> Result<()> {
+    let [mut dw, mut db] = grads.views_mut([w.layout.range(wt, l), w.layout.range(bt, l)])?;
+    let mut dinp = dinp.view_mut(..)?;
+    ops::matmul_backward(ctx, &mut dinp, &mut dw, Some(&mut db), dout, inp, w.p(wt, l)?, n, ic_local, oc)?;
+    Ok(())
+}
+
+/// A LayerNorm of this rank's residual rows (`ns` of them).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn layernorm_rows(
+    ctx: &OpsContext,
+    w: &Weights,
+    (wt, bt, l): (ParamTensor, ParamTensor, usize),
+    out: &mut Buffer<f32>,
+    mean: &mut Buffer<f32>,
+    rstd: &mut Buffer<f32>,
+    x: &Buffer<f32>,
+    d: Dims,
+) -> Result<()> {
+    let (mut out, mut mean, mut rstd) = (out.view_mut(..)?, mean.view_mut(..)?, rstd.view_mut(..)?);
+    ops::layernorm_forward(
+        ctx,
+        &mut out,
+        &mut mean,
+        &mut rstd,
+        x.view(..)?,
+        w.p(wt, l)?,
+        w.p(bt, l)?,
+        d.ns,
+        d.c,
+    )?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn layer_forward(
+    ctx: &OpsContext,
+    tp: &mut TpGroup,
+    w: &Weights,
+    d: Dims,
+    s: &mut Scratch,
+    l: usize,
+    x: &Buffer<f32>,
+    a: &mut LayerActs,
+) -> Result<()> {
+    let Dims { b, t, n, c, cl, heads, fl, ns, .. } = d;
+    let p = |t: ParamTensor| w.p(t, l);
+    let ln1 = (ParamTensor::Ln1W, ParamTensor::Ln1B, l);
+    layernorm_rows(ctx, w, ln1, &mut a.ln1, &mut a.ln1_mean, &mut a.ln1_rstd, x, d)?;
+    // f, then QKV: column parallel over this rank's heads.
+    let (qkvw, qkvb) = (p(ParamTensor::QkvW)?, p(ParamTensor::QkvB)?);
+    let ln = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), a.ln1.view(..)?)?;
+    ops::matmul_forward(ctx, &mut a.qkv.view_mut(..)?, ln, qkvw, Some(qkvb), n, c, 3 * cl)?;
+    let (atty, lse) = attention_buffers(&mut a.atty, &mut a.lse, &mut s.atty, &mut s.lse);
+    ops::attention_forward(
+        ctx,
+        &mut atty.view_mut(..)?,
+        &mut lse.view_mut(..)?,
+        a.qkv.view(..)?,
+        b,
+        t,
+        cl,
+        heads,
+    )?;
+    let atty = atty.view(..)?;
+    let (pw, pb) = (p(ParamTensor::AttnProjW)?, p(ParamTensor::AttnProjB)?);
+    let bufs = (&mut s.proj, s.sp.as_mut().map(|sp| &mut sp.proj_local));
+    project_onto(ctx, tp, bufs, &mut a.res2, atty, (pw, pb), x, (n, cl, ns))?;
+    let ln2 = (ParamTensor::Ln2W, ParamTensor::Ln2B, l);
+    layernorm_rows(ctx, w, ln2, &mut a.ln2, &mut a.ln2_mean, &mut a.ln2_rstd, &a.res2, d)?;
+    let (fcw, fcb) = (p(ParamTensor::FcW)?, p(ParamTensor::FcB)?);
+    let ln = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), a.ln2.view(..)?)?;
+    ops::matmul_forward(ctx, &mut a.fch.view_mut(..)?, ln, fcw, Some(fcb), n, c, fl)?;
+    ops::gelu_forward(ctx, &mut a.fch_gelu.view_mut(..)?, a.fch.view(..)?, n * fl)?;
+    let (pw, pb) = (p(ParamTensor::FcProjW)?, p(ParamTensor::FcProjB)?);
+    let bufs = (&mut s.proj, s.sp.as_mut().map(|sp| &mut sp.proj_local));
+    project_onto(ctx, tp, bufs, &mut a.res3, a.fch_gelu.view(..)?, (pw, pb), &a.res2, (n, fl, ns))?;
+    Ok(())
+}
+
+/// Backward of one layer: `s.dres` holds the gradient of the layer's output on entry and of
+/// its input `x` on return (this rank's rows under sequence parallelism).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn layer_backward(
+    ctx: &OpsContext,
+    tp: &mut TpGroup,
+    w: &Weights,
+    grads: &mut Buffer<f32>,
+    d: Dims,
+    s: &mut Scratch,
+    l: usize,
+    x: &Buffer<f32>,
+    a: &LayerActs,
+) -> Result<()> {
+    let Dims { b, t, n, c, cl, heads, fl, ns, .. } = d;
+    // MLP: FC proj (row parallel), GeLU, FC (column parallel, then f's backward), LN2.
+    let fcproj = (ParamTensor::FcProjW, ParamTensor::FcProjB, l);
+    let dres = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.dres_full), s.dres.view(..)?)?;
+    row_parallel_backward(ctx, grads, w, fcproj, &mut s.dfch, dres, a.fch_gelu.view(..)?, (n, fl, c))?;
+    ops::gelu_backward(ctx, &mut s.dfch.view_mut(..)?, a.fch.view(..)?, n * fl)?;
+    let fc = (ParamTensor::FcW, ParamTensor::FcB, l);
+    let (ln_full, dln_full) = sp_ln_buffers(&mut s.sp);
+    let ln2_rows = gathered(tp, ln_full, a.ln2.view(..)?)?;
+    let dln = (&mut s.dln, dln_full);
+    column_parallel_backward(ctx, tp, grads, w, fc, dln, s.dfch.view(..)?, ln2_rows, (n, c, fl))?;
+    let ln2 = (ParamTensor::Ln2W, ParamTensor::Ln2B, l);
+    layernorm_backward(ctx, tp, grads, w, ln2, s, &a.res2, &a.ln2_mean, &a.ln2_rstd, ns, c)?;
+    // Attention: proj (row parallel), attention over the local heads, QKV (column parallel), LN1.
+    if a.atty.is_none() {
+        // Selective recomputation: the attention output was not kept.
+        let (mut atty, mut lse) = (s.atty.view_mut(..)?, s.lse.view_mut(..)?);
+        ops::attention_forward(ctx, &mut atty, &mut lse, a.qkv.view(..)?, b, t, cl, heads)?;
+    }
+    let (atty, lse) = match (&a.atty, &a.lse) {
+        (Some(x), Some(y)) => (x, y),
+        _ => (&s.atty, &s.lse),
+    };
+    let proj = (ParamTensor::AttnProjW, ParamTensor::AttnProjB, l);
+    let dres = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.dres_full), s.dres.view(..)?)?;
+    row_parallel_backward(ctx, grads, w, proj, &mut s.datty, dres, atty.view(..)?, (n, cl, c))?;
+    let (datty, qkv) = (s.datty.view(..)?, a.qkv.view(..)?);
+    ops::attention_backward(
+        ctx,
+        &mut s.dqkv.view_mut(..)?,
+        datty,
+        qkv,
+        atty.view(..)?,
+        lse.view(..)?,
+        b,
+        t,
+        cl,
+        heads,
+    )?;
+    let qkvt = (ParamTensor::QkvW, ParamTensor::QkvB, l);
+    let (ln_full, dln_full) = sp_ln_buffers(&mut s.sp);
+    let ln1_rows = gathered(tp, ln_full, a.ln1.view(..)?)?;
+    let dln = (&mut s.dln, dln_full);
+    column_parallel_backward(ctx, tp, grads, w, qkvt, dln, s.dqkv.view(..)?, ln1_rows, (n, c, 3 * cl))?;
+    let ln1 = (ParamTensor::Ln1W, ParamTensor::Ln1B, l);
+    layernorm_backward(ctx, tp, grads, w, ln1, s, x, &a.ln1_mean, &a.ln1_rstd, ns, c)
+}
+
+/// LayerNorm backward of this rank's `n` rows from `s.dln`, accumulating into `s.dres` (the
+/// residual stream). Under sequence parallelism the weight and bias gradients of these rows
+/// are summed over the tensor-parallel group before they join the gradients.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn layernorm_backward(
+    ctx: &OpsContext,
+    tp: &mut TpGroup,
+    grads: &mut Buffer<f32>,
+    w: &Weights,
+    (wt, bt, l): (ParamTensor, ParamTensor, usize),
+    s: &mut Scratch,
+    x: &Buffer<f32>,
+    mean: &Buffer<f32>,
+    rstd: &Buffer<f32>,
+    n: usize,
+    c: usize,
+) -> Result<()> {
+    let (dy, x, mean, rstd) = (s.dln.view(..)?, x.view(..)?, mean.view(..)?, rstd.view(..)?);
+    let (wr, br) = (w.layout.range(wt, l), w.layout.range(bt, l));
+    let Some(sp) = &mut s.sp else {
+        let [mut dw, mut db] = grads.views_mut([wr, br])?;
+        let mut dres = s.dres.view_mut(..)?;
+        ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w.p(wt, l)?, mean, rstd, n, c)?;
+        return Ok(());
+    };
+    sp.dln_params.view_mut(..)?.fill_zero()?;
+    let [mut dw, mut db] = sp.dln_params.views_mut([0..c, c..2 * c])?;
+    let mut dres = s.dres.view_mut(..)?;
+    ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w.p(wt, l)?, mean, rstd, n, c)?;
+    tp.all_reduce_view(&mut sp.dln_params.view_mut(..)?)?;
+    let sums = sp.dln_params.to_vec()?;
+    for (range, part) in [(wr, &sums[..c]), (br, &sums[c..])] {
+        on_host(&mut grads.view_mut(range)?, |g| {
+            g.iter_mut().zip(part).for_each(|(g, p)| *g += p);
+            Ok::<(), ModelError>(())
+        })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,52 @@
+//! What a step is given and what it reports: the optimisation settings, the source of
+//! batches, and the step's statistics.
+
+use super::{LrSchedule, TrainError};
+use crate::data::{Batch, DataError, DataLoader};
+use crate::optim::AdamWConfig;
+
+/// Where batches come from: the data loader, or anything else that yields `[b, t]` inputs and
+/// next-token targets.
+pub trait BatchSource {
+    fn next_batch(&mut self) -> Result<Batch, DataError>;
+}
+
+impl BatchSource for DataLoader {
+    fn next_batch(&mut self) -> Result<Batch, DataError> {
+        DataLoader::next_batch(self)
+    }
+}
+
+/// Settings of the optimisation (the model's shape lives in its config).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TrainSettings {
+    /// Sequences per forward/backward pass on each rank.
+    pub micro_batch: usize,
+    /// Sequences per optimizer step, over all data-parallel ranks.
+    pub global_batch: usize,
+    pub seq_len: usize,
+    pub schedule: LrSchedule,
+    pub adamw: AdamWConfig,
+    /// Global gradient-norm limit; 0 turns clipping off.
+    pub clip_grad: f32,
+}
+
+impl TrainSettings {
+    /// Micro-batches per step on one rank without data parallelism.
+    pub fn accumulation_steps(&self) -> Result<usize, TrainError> {
+        if self.micro_batch == 0 || self.global_batch % self.micro_batch != 0 || self.global_batch == 0 {
+            return Err(TrainError::BatchSizes { global: self.global_batch, micro: self.micro_batch });
+        }
+        Ok(self.global_batch / self.micro_batch)
+    }
+}
+
+/// What one step did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepStats {
+    /// Mean loss over the step's tokens.
+    pub loss: f32,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f32,
+    pub lr: f32,
+}
