@@ -18,8 +18,8 @@ use trident::runtime::{Buffer, Device};
 
 /// The buckets of one rank at TP = PP = 1: each layer's block, then the stage block.
 fn buckets(config: GptConfig) -> Vec<std::ops::Range<usize>> {
-    let layout = ShardLayout::new(config, ShardPlace { tp_rank: 0, tp: 1, stage: 0, pp: 1 });
-    let mut b: Vec<_> = layout.layers.clone().map(|l| layout.layer_block(l)).collect();
+    let layout = ShardLayout::new(config, ShardPlace::new(0, 1, 0, 1));
+    let mut b: Vec<_> = layout.layers().map(|l| layout.layer_block(l)).collect();
     b.push(layout.stage_block());
     b
 }

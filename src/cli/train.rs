@@ -126,6 +126,11 @@ pub struct TrainArgs {
     /// Pipeline stages: layers split over them, 1F1B schedule over micro-batches.
     #[arg(long, default_value_t = 1, value_parser = flag::at_least_one)]
     pub pipeline_model_parallel_size: usize,
+    /// Interleaved 1F1B (Megatron-LM's virtual pipeline): each stage holds (layers / PP) / N
+    /// non-contiguous chunks of N layers, which shrinks the bubble to (p - 1) / (v m); needs
+    /// --pipeline-model-parallel-size 2 or more and micro-batches per step a multiple of it.
+    #[arg(long, value_parser = flag::at_least_one)]
+    pub num_layers_per_virtual_pipeline_stage: Option<usize>,
     /// ZeRO-1: shard the optimizer state over data-parallel ranks.
     #[arg(long)]
     pub use_distributed_optimizer: bool,

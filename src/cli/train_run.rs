@@ -20,7 +20,7 @@ use crate::model::{
     generate, gpt2_init, init::NormalRng, Gpt, GptConfig, ModelError, ParamLayout, SamplingParams,
 };
 use crate::ops::OpsContext;
-use crate::parallel::{run_ranks, ModelShape, ParallelConfig, Schedule};
+use crate::parallel::{run_ranks, Interleaved, ModelShape, ParallelConfig};
 use crate::plot::plot_metrics;
 use crate::progress::Progress;
 use crate::train::checkpoint::{self, SavePlan};
@@ -63,6 +63,19 @@ pub fn run(
     par.distributed_optimizer = args.use_distributed_optimizer;
     par.recompute = args.recompute_granularity.unwrap_or_default();
     par.sequence_parallel = args.sequence_parallel;
+    if let Some(per) = args.num_layers_per_virtual_pipeline_stage {
+        let per_stage = config.num_layers / par.pp;
+        if par.pp < 2 || config.num_layers % par.pp != 0 || per_stage % per != 0 {
+            bail!(
+                "--num-layers-per-virtual-pipeline-stage {per} needs --pipeline-model-parallel-size 2 or more \
+                 and must divide each stage's layers (--num-layers {} / --pipeline-model-parallel-size {} = {})",
+                config.num_layers,
+                par.pp,
+                config.num_layers as f64 / par.pp as f64
+            );
+        }
+        par.virtual_stages = per_stage / per;
+    }
     if par.sequence_parallel && par.tp == 1 {
         eprintln!("note: --sequence-parallel has no effect with --tensor-model-parallel-size 1");
     }
@@ -143,7 +156,8 @@ pub fn run(
         exit: args.exit_policy(),
     };
     let agreed = training_flags(args, &spec, dataset, &init);
-    let schedule = Schedule::one_f_one_b(par.pp, micro_batches);
+    let schedule =
+        Interleaved::new(par.pp, micro_batches, par.virtual_stages).map_err(|e| anyhow::anyhow!(e))?;
     let tokens_per_step = (global_batch * settings.seq_len) as f64;
     // Under a launcher every process reads the flags; only rank 0 describes the run.
     let describes = !launched() || std::env::var("RANK").map_or(true, |r| r == "0");
@@ -155,7 +169,7 @@ pub fn run(
         };
         eprintln!(
         "trident train: {} parameters ({} layers, hidden {}, {} heads, vocab {} padded to {}) {ranks}, {} on {}; \
-         micro-batch {} x {} tokens, {micro_batches} micro-batches per step, global batch {global_batch}{}{}{}",
+         micro-batch {} x {} tokens, {micro_batches} micro-batches per step, global batch {global_batch}{}{}{}{}",
         ParamLayout::new(config).len(),
         config.num_layers,
         config.channels,
@@ -168,6 +182,7 @@ pub fn run(
         settings.seq_len,
         if par.distributed_optimizer { ", distributed optimizer" } else { "" },
         if par.sequence_parallel && par.tp > 1 { ", sequence parallel" } else { "" },
+        if par.virtual_stages > 1 { format!(", interleaved over {} chunks per stage", par.virtual_stages) } else { String::new() },
         match par.recompute {
             crate::parallel::Recompute::None => "",
             crate::parallel::Recompute::Full => ", full recomputation",
@@ -302,7 +317,7 @@ pub fn run(
 
 fn report(
     results: &[RankResult],
-    schedule: &Schedule,
+    schedule: &Interleaved,
     tokens_per_step: f64,
     elapsed: f64,
     (config, seq_len): (&GptConfig, usize),
@@ -337,13 +352,16 @@ fn report(
     }
     if schedule.stages > 1 {
         for r in results.iter().filter(|r| r.place.tp_rank == 0 && r.dp_rank == 0) {
+            let formula =
+                if schedule.chunks > 1 { "interleaved (p-1)/(v m+p-1)" } else { "1F1B (p-1)/(m+p-1)" };
             println!(
-                "pipeline stage {}: idle {:.1}% of the schedule's time; 1F1B bubble (p-1)/(m+p-1) = {:.1}% \
-                 (p = {}, m = {})",
+                "pipeline stage {}: idle {:.1}% of the schedule's time; {formula} bubble = {:.1}% \
+                 (p = {}, v = {}, m = {})",
                 r.place.stage,
                 100.0 * r.timing.idle_fraction(),
                 100.0 * schedule.bubble_fraction(),
                 schedule.stages,
+                schedule.chunks,
                 schedule.micro_batches
             );
         }
@@ -376,6 +394,7 @@ fn training_flags(
         ("--use-distributed-optimizer", spec.par.distributed_optimizer.to_string()),
         ("--recompute-granularity", format!("{:?}", spec.par.recompute)),
         ("--sequence-parallel", spec.par.sequence_parallel.to_string()),
+        ("--num-layers-per-virtual-pipeline-stage (chunks per stage)", spec.par.virtual_stages.to_string()),
         ("--save", format!("{:?}", spec.save.as_ref().map(|p| (&p.dir, p.interval)))),
         ("--load (checkpoint step)", format!("{:?}", spec.resume.as_ref().map(|ck| ck.step))),
         ("--exit-interval", format!("{:?}", spec.exit.interval)),

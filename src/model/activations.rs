@@ -111,6 +111,8 @@ pub struct MicroActs {
     pub input: Buffer<f32>,
     /// Token rows (first stage): the token ids at TP = 1, else the local embedding rows.
     pub(super) tokens: Buffer<u32>,
+    /// The model chunk (virtual pipeline stage of this rank) the micro-batch passes through.
+    pub(super) chunk: usize,
     /// Saved per layer, or under full recomputation empty.
     pub(super) layers: Vec<LayerActs>,
     /// Under full recomputation: each layer's output only.
@@ -119,12 +121,22 @@ pub struct MicroActs {
 }
 
 impl MicroActs {
-    /// Storage for one micro-batch of `ws`'s shape through `model`'s layers.
+    /// Storage for one micro-batch of `ws`'s shape through `model`'s layers (its only chunk).
     pub fn new(device: &Device, model: &Gpt, ws: &Workspace) -> Result<Self> {
+        Self::for_chunk(device, model, ws, 0)
+    }
+
+    /// Storage for one micro-batch of `ws`'s shape through the layers of model chunk `chunk`.
+    pub fn for_chunk(device: &Device, model: &Gpt, ws: &Workspace, chunk: usize) -> Result<Self> {
         let d = ws.dims;
         let keep_layers = model.recompute() != Recompute::Full;
         let keep_attention = model.recompute() == Recompute::None;
-        let layers = model.layout().layers.clone();
+        let layers = model.layout().chunks.get(chunk).cloned().ok_or_else(|| ModelError::State {
+            what: format!(
+                "the stage holds {} model chunks, not a chunk {chunk}",
+                model.layout().chunks.len()
+            ),
+        })?;
         let (layers, outputs) = if keep_layers {
             (layers.map(|_| LayerActs::new(device, d, keep_attention)).collect::<Result<_>>()?, Vec::new())
         } else {
@@ -135,7 +147,7 @@ impl MicroActs {
         let head = model
             .layout()
             .place
-            .is_last_stage()
+            .is_last_chunk(chunk)
             .then(|| -> Result<HeadActs> {
                 Ok(HeadActs {
                     lnf: Buffer::zeros(device, d.ns * d.c)?,
@@ -149,6 +161,7 @@ impl MicroActs {
             })
             .transpose()?;
         Ok(MicroActs {
+            chunk,
             input: Buffer::zeros(device, d.ns * d.c)?,
             tokens: Buffer::zeros(device, d.n)?,
             layers,

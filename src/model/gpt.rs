@@ -118,7 +118,10 @@ impl Gpt {
         let place = self.layout.place;
         if place.tp != 1 || place.pp != 1 {
             return Err(ModelError::State {
-                what: format!("a share of tensor-parallel size {} over {} stages is not a whole model", place.tp, place.pp),
+                what: format!(
+                    "a share of tensor-parallel size {} over {} stages is not a whole model",
+                    place.tp, place.pp
+                ),
             });
         }
         let mut full = vec![0.0; ParamLayout::new(self.layout.config).len()];
@@ -162,6 +165,11 @@ impl Gpt {
         tokens: &[u32],
     ) -> Result<()> {
         let Dims { b, t, n, c, .. } = ws.dims;
+        if !self.layout.place.is_first_chunk(acts.chunk) {
+            return Err(ModelError::State {
+                what: "the embedding belongs to the first virtual pipeline stage".into(),
+            });
+        }
         if tokens.len() != n {
             return Err(ModelError::TokenCount {
                 what: "the embedding",
@@ -222,7 +230,8 @@ impl Gpt {
     ) -> Result<Option<f32>> {
         let w = self.weights();
         let (d, s) = (ws.dims, &mut ws.scratch);
-        for (i, l) in self.layout.layers.clone().enumerate() {
+        let chunk = self.layout.chunks[acts.chunk].clone();
+        for (i, l) in chunk.enumerate() {
             if acts.layers.is_empty() {
                 let mut la = s.layer.take().expect("full recomputation has a layer scratch");
                 let x = if i == 0 { &acts.input } else { &acts.outputs[i - 1] };
@@ -238,7 +247,7 @@ impl Gpt {
                 layer_forward(ctx, tp, &w, d, s, l, x, &mut rest[0])?;
             }
         }
-        if !self.layout.place.is_last_stage() {
+        if !self.layout.place.is_last_chunk(acts.chunk) {
             return Ok(None);
         }
         let Dims { b, t, n, c, ns, .. } = d;
@@ -382,7 +391,7 @@ fn backward_pass(
     let Dims { b, t, n, c, ns, .. } = d;
     let s = &mut ws.scratch;
     let place = w.layout.place;
-    if place.is_last_stage() {
+    if place.is_last_chunk(acts.chunk) {
         let head = acts.head.as_mut().expect("the last stage keeps the head's activations");
         if !head.dlogits_ready {
             return Err(ModelError::NoLossGradient);
@@ -419,11 +428,11 @@ fn backward_pass(
         layernorm_backward(ctx, tp, grads, w, lnf_t, s, x, mean, rstd, ns, c)?;
     } else {
         let dout = dout.ok_or_else(|| ModelError::State {
-            what: "an inner pipeline stage's backward needs the gradient of its output".into(),
+            what: "an inner (virtual) pipeline stage's backward needs the gradient of its output".into(),
         })?;
         s.dres.copy_from_slice(dout)?;
     }
-    for (i, l) in w.layout.layers.clone().enumerate().rev() {
+    for (i, l) in w.layout.chunks[acts.chunk].clone().enumerate().rev() {
         if acts.layers.is_empty() {
             let mut la = s.layer.take().expect("full recomputation has a layer scratch");
             let x = if i == 0 { &acts.input } else { &acts.outputs[i - 1] };
@@ -438,7 +447,7 @@ fn backward_pass(
         }
         layer_done(l, grads)?;
     }
-    if place.is_first_stage() {
+    if place.is_first_chunk(acts.chunk) {
         let wte = w.layout.range(ParamTensor::Wte, 0);
         let wpe = w.layout.range(ParamTensor::Wpe, 0);
         // Under sequence parallelism, g's backward: every row's gradient, gathered.

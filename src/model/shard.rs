@@ -50,17 +50,25 @@ const LAYER_TENSORS: [ParamTensor; 12] = [
 pub struct ShardLayout {
     pub config: GptConfig,
     pub place: ShardPlace,
-    /// Model layers this stage owns.
-    pub layers: Range<usize>,
+    /// Model layers of each chunk this stage owns (one chunk without interleaving; with it,
+    /// chunk `c` of stage `r` holds virtual stage `c p + r`'s layers).
+    pub chunks: Vec<Range<usize>>,
     tensors: Vec<LocalTensor>,
     total: usize,
 }
 
 impl ShardLayout {
-    /// The caller has checked that TP divides the heads and padded vocabulary and PP the layers.
+    /// The caller has checked that TP divides the heads and padded vocabulary and PP x the
+    /// chunks the layers. The layers of the chunks come first, chunk after chunk.
     pub fn new(config: GptConfig, place: ShardPlace) -> Self {
-        let per_stage = config.num_layers / place.pp;
-        let layers = place.stage * per_stage..(place.stage + 1) * per_stage;
+        let (p, v) = (place.pp, place.chunks.max(1));
+        let per_chunk = config.num_layers / (p * v);
+        let chunks: Vec<Range<usize>> = (0..v)
+            .map(|c| {
+                let virtual_stage = c * p + place.stage;
+                virtual_stage * per_chunk..(virtual_stage + 1) * per_chunk
+            })
+            .collect();
         let mut tensors = Vec::new();
         let mut total = 0;
         let mut push = |tensor: ParamTensor, layer: usize, total: &mut usize| {
@@ -69,7 +77,7 @@ impl ShardLayout {
             tensors.push(LocalTensor { tensor, layer, range: *total..*total + len, tp_replicated });
             *total += len;
         };
-        for layer in layers.clone() {
+        for layer in chunks.iter().flat_map(|c| c.clone()) {
             for t in LAYER_TENSORS {
                 push(t, layer, &mut total);
             }
@@ -84,7 +92,12 @@ impl ShardLayout {
             push(ParamTensor::LnfW, 0, &mut total);
             push(ParamTensor::LnfB, 0, &mut total);
         }
-        Self { config, place, layers, tensors, total }
+        Self { config, place, chunks, tensors, total }
+    }
+
+    /// Every layer this stage holds, in buffer order (chunk after chunk).
+    pub fn layers(&self) -> impl Iterator<Item = usize> + '_ {
+        self.chunks.iter().flat_map(|c| c.clone())
     }
 
     pub fn len(&self) -> usize {
@@ -231,7 +244,7 @@ mod tests {
             let mut matrix_elems = 0;
             for stage in 0..pp {
                 for tp_rank in 0..tp {
-                    let shard = ShardLayout::new(config, ShardPlace { tp_rank, tp, stage, pp });
+                    let shard = ShardLayout::new(config, ShardPlace::new(tp_rank, tp, stage, pp));
                     let local = shard.extract(&full);
                     shard.insert(&local, &mut rebuilt);
                     if stage == 0 && tp_rank == 0 {

@@ -16,6 +16,9 @@ pub struct ParallelConfig {
     /// the residual stream split over the tensor-parallel ranks by rows, all-gather and
     /// reduce-scatter in place of the tensor-parallel all-reduces. Off at TP = 1.
     pub sequence_parallel: bool,
+    /// Model chunks per pipeline stage (`v` of Megatron-LM's interleaved 1F1B schedule,
+    /// `--num-layers-per-virtual-pipeline-stage` = layers / (PP v)); 1 without interleaving.
+    pub virtual_stages: usize,
 }
 
 /// What the grid has to divide of a model.
@@ -74,6 +77,7 @@ impl ParallelConfig {
             distributed_optimizer: false,
             recompute: Recompute::None,
             sequence_parallel: false,
+            virtual_stages: 1,
         })
     }
 
@@ -97,6 +101,17 @@ impl ParallelConfig {
         }
         if model.layers % self.pp != 0 {
             return Err(ParallelError::LayersNotDivisible { layers: model.layers, pp: self.pp });
+        }
+        let v = self.virtual_stages.max(1);
+        if v > 1 {
+            let per_stage = model.layers / self.pp;
+            if self.pp < 2 || per_stage % v != 0 {
+                return Err(ParallelError::VirtualStages { layers: model.layers, pp: self.pp, chunks: v });
+            }
+            let micro_batches = global_batch / (micro_batch * self.dp).max(1);
+            if global_batch % (micro_batch * self.dp) == 0 && micro_batches % self.pp != 0 {
+                return Err(ParallelError::InterleavedMicroBatches { micro_batches, pp: self.pp });
+            }
         }
         // At TP = 1 any padding works (the vocabulary is not split).
         if self.tp > 1 && model.padded_vocab % self.vocab_multiple() != 0 {

@@ -20,6 +20,20 @@ pub enum ParallelError {
         micro * dp
     )]
     GlobalBatch { global: usize, micro: usize, dp: usize },
+    #[error(
+        "--num-layers-per-virtual-pipeline-stage {}: the interleaved schedule splits each of the \
+         --pipeline-model-parallel-size {pp} stages' {} layers into {chunks} chunks, which needs at least 2 \
+         stages and the stage's layers divisible by the chunk size",
+        *layers / (*pp * *chunks).max(1),
+        *layers / (*pp).max(1)
+    )]
+    VirtualStages { layers: usize, pp: usize, chunks: usize },
+    #[error(
+        "the interleaved schedule runs micro-batches in groups of --pipeline-model-parallel-size {pp}: \
+         {micro_batches} micro-batches per step (--global-batch-size / (--micro-batch-size x data-parallel \
+         size)) is not a multiple of {pp}"
+    )]
+    InterleavedMicroBatches { micro_batches: usize, pp: usize },
     #[error("the padded vocabulary {padded} is not a multiple of 128 x --tensor-model-parallel-size {tp}")]
     PaddedVocab { padded: usize, tp: usize },
     #[error("{0}")]

@@ -4,7 +4,7 @@
 use trident_collectives::{Communicator, RankGrid, ReduceOp};
 use trident_runtime::{RuntimeError, View, ViewMut};
 
-use super::{ParallelConfig, Result, ShardPlace};
+use super::{ParallelConfig, PipeLinks, Result, ShardPlace};
 
 /// Runs `f` on the view's elements in host memory: in place on `Cpu` and `Emu`, through a
 /// host copy on `Cuda`.
@@ -142,6 +142,8 @@ pub struct RankGroups {
     pub pipe: PipeGroup,
     /// Taken by the trainer's data-parallel thread.
     pub dp: Option<Communicator>,
+    /// The pipeline's point-to-point links (activations forward, gradients back).
+    pub links: PipeLinks,
 }
 
 impl RankGroups {
@@ -150,14 +152,23 @@ impl RankGroups {
         let grid = RankGrid::new(par.tp, par.pp, par.dp, world.size())?;
         let groups = world.parallel_groups(&grid)?;
         let c = groups.coords;
+        let mut pp = groups.pp;
+        let links = PipeLinks::new(&mut pp, par.virtual_stages > 1)?;
         Ok(Self {
             rank: world.rank(),
             grid,
-            place: ShardPlace { tp_rank: c.tp, tp: par.tp, stage: c.pp, pp: par.pp },
+            place: ShardPlace {
+                tp_rank: c.tp,
+                tp: par.tp,
+                stage: c.pp,
+                pp: par.pp,
+                chunks: par.virtual_stages.max(1),
+            },
             dp_rank: c.dp,
             tp: TpGroup::new(groups.tp),
-            pipe: PipeGroup::new(groups.pp),
+            pipe: PipeGroup::new(pp),
             dp: Some(groups.dp),
+            links,
         })
     }
 }

@@ -6,8 +6,10 @@
 //! - [`ParallelConfig`]: the sizes of the three parallelisms and their options, checked as
 //!   Megatron-LM checks them.
 //! - [`RankGroups`], [`TpGroup`], [`PipeGroup`]: the communicators a rank uses.
-//! - [`Schedule`]: the 1F1B pipeline schedule as data, which training runs and [`simulate`]
-//!   times.
+//! - [`Interleaved`]: the pipeline schedule as data (1F1B, interleaved over several model
+//!   chunks per stage or not), which training runs and [`simulate_interleaved`] times;
+//!   [`Schedule`] spells out the 1F1B transfers.
+//! - [`PipeLinks`]: the stages' point-to-point links, sending from threads.
 //! - [`DpWorker`]: data-parallel gradient buckets reduced on a thread while the backward runs.
 //! - [`run_ranks`]: ranks as threads; processes come from any launcher through
 //!   `Communicator::from_env`.
@@ -16,6 +18,7 @@ mod config;
 mod error;
 mod grad_sync;
 mod groups;
+mod pipe;
 mod place;
 pub mod schedule;
 mod threads;
@@ -24,6 +27,9 @@ pub use config::{ModelShape, ParallelConfig, Recompute};
 pub use error::{ParallelError, Result};
 pub use grad_sync::{BucketPaths, DpWorker, Pending};
 pub use groups::{on_host, PipeGroup, RankGroups, TpGroup};
+pub use pipe::PipeLinks;
 pub use place::ShardPlace;
-pub use schedule::{simulate, Action, Schedule, Timeline};
+pub use schedule::{
+    simulate, simulate_interleaved, Action, ChunkStep, ChunkTimeline, Interleaved, Schedule, Timeline,
+};
 pub use threads::{run_ranks, PeerEcho};

@@ -1,6 +1,7 @@
 //! Pipeline schedules as data: per stage, the list of computations and transfers it runs, in
-//! order. The same [`Schedule`] drives training ([`super::PipelineTrainer`]) and
-//! [`simulate`], and prints as a table.
+//! order. [`Interleaved`]'s steps drive training (the trainer runs every pipeline, interleaved
+//! or not, through them) and [`simulate_interleaved`]; [`Schedule`] spells out the 1F1B
+//! transfers and [`simulate`] times it; both print as tables.
 
 use std::fmt;
 
@@ -258,9 +259,33 @@ impl Interleaved {
     /// same order with the chunks reversed. Stage `r` runs `2 (p - r - 1) + (v - 1) p` warm-up
     /// forwards (all of them when `m == p`), then one forward one backward, then the rest of
     /// the backwards. Needs `m` a multiple of `p`, as Megatron-LM does.
+    ///
+    /// With one chunk (`v = 1`) this is the non-interleaved 1F1B order of
+    /// [`Schedule::one_f_one_b`] (`min(p - r - 1, m)` warm-up forwards), for any `p` and `m`:
+    /// the trainer runs every pipeline through these steps.
     pub fn new(stages: usize, micro_batches: usize, chunks: usize) -> Result<Self, String> {
         let (p, m, v) = (stages, micro_batches, chunks);
-        if p < 2 || v < 2 {
+        if p == 0 || m == 0 || v == 0 {
+            return Err(format!("a pipeline needs stages, micro-batches and chunks, not {p}, {m} and {v}"));
+        }
+        if v == 1 {
+            let steps = (0..p)
+                .map(|r| {
+                    let warmup = (p - r - 1).min(m);
+                    let f = |i| ChunkStep { backward: false, micro_batch: i, chunk: 0 };
+                    let b = |i| ChunkStep { backward: true, micro_batch: i, chunk: 0 };
+                    let mut a: Vec<ChunkStep> = (0..warmup).map(f).collect();
+                    for i in 0..m - warmup {
+                        a.push(f(warmup + i));
+                        a.push(b(i));
+                    }
+                    a.extend((m - warmup..m).map(b));
+                    a
+                })
+                .collect();
+            return Ok(Self { stages, chunks, micro_batches, steps });
+        }
+        if p < 2 {
             return Err(format!(
                 "the interleaved schedule needs 2 or more stages and chunks, not {p} and {v}"
             ));
@@ -304,6 +329,22 @@ impl Interleaved {
     pub fn in_flight(&self, stage: usize) -> usize {
         let (mut live, mut most) = (0usize, 0usize);
         for s in &self.steps[stage] {
+            if s.backward {
+                live -= 1;
+            } else {
+                live += 1;
+                most = most.max(live);
+            }
+        }
+        most
+    }
+
+    /// Most micro-batches whose activations stage `stage` holds at once in chunk `chunk`. The
+    /// live ones are always consecutive (forwards and backwards of a chunk both go in
+    /// micro-batch order), so micro-batch `i` can take slot `i % in_flight_of_chunk`.
+    pub fn in_flight_of_chunk(&self, stage: usize, chunk: usize) -> usize {
+        let (mut live, mut most) = (0usize, 0usize);
+        for s in self.steps[stage].iter().filter(|s| s.chunk == chunk) {
             if s.backward {
                 live -= 1;
             } else {
@@ -494,6 +535,23 @@ mod tests {
         assert_eq!(s.in_flight(0), 11);
         assert_eq!(s.in_flight(3), 5);
         assert!(Interleaved::new(4, 6, 2).unwrap_err().contains("multiple of 4"));
+        // One chunk: the non-interleaved 1F1B order, computations for computations.
+        for (p, m) in [(1, 3), (2, 4), (4, 2), (4, 8)] {
+            let one = Interleaved::new(p, m, 1).unwrap();
+            let plain = Schedule::one_f_one_b(p, m);
+            for r in 0..p {
+                let computations: Vec<ChunkStep> = plain.actions[r]
+                    .iter()
+                    .filter_map(|a| match *a {
+                        Action::Forward(i) => Some(ChunkStep { backward: false, micro_batch: i, chunk: 0 }),
+                        Action::Backward(i) => Some(ChunkStep { backward: true, micro_batch: i, chunk: 0 }),
+                        _ => None,
+                    })
+                    .collect();
+                assert_eq!(one.steps[r], computations, "p {p} m {m} stage {r}");
+                assert_eq!(one.in_flight_of_chunk(r, 0), plain.in_flight(r));
+            }
+        }
     }
 
     #[test]

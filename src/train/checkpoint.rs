@@ -87,6 +87,7 @@ pub fn save(
 ) -> Result<()> {
     let config = trainer.model.layout().config;
     let zero = trainer.par.distributed_optimizer;
+    let chunks = trainer.par.virtual_stages.max(1);
     let me = world.rank();
     let coords = grid.coords(me);
     let params = trainer.model.params().to_vec()?;
@@ -125,7 +126,7 @@ pub fn save(
     for r in 0..grid.world_size() {
         let c = grid.coords(r);
         let shard =
-            ShardLayout::new(config, ShardPlace { tp_rank: c.tp, tp: grid.tp, stage: c.pp, pp: grid.pp });
+            ShardLayout::new(config, ShardPlace { chunks, ..ShardPlace::new(c.tp, grid.tp, c.pp, grid.pp) });
         let owned = owned_range(shard.len(), grid.dp, c.dp, zero);
         let take = |world: &mut Communicator, own: &[f32], n: usize| -> Result<Vec<f32>> {
             if r == 0 {
@@ -166,7 +167,10 @@ pub fn save(
     received?;
     for (i, slot) in local_moments.iter().enumerate() {
         let (tp_rank, stage) = (i % grid.tp, i / grid.tp);
-        let shard = ShardLayout::new(config, ShardPlace { tp_rank, tp: grid.tp, stage, pp: grid.pp });
+        let shard = ShardLayout::new(
+            config,
+            ShardPlace { chunks, ..ShardPlace::new(tp_rank, grid.tp, stage, grid.pp) },
+        );
         let (lm, lv) = slot.as_ref().expect("every (tensor rank, stage) has moments");
         shard.insert(lm, &mut full_m);
         shard.insert(lv, &mut full_v);

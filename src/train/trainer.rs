@@ -19,12 +19,11 @@ use trident_runtime::{Buffer, Device, DeviceKind, ViewMut};
 
 use super::{BatchSource, Result, StepStats, TrainError, TrainSettings};
 use crate::data::Batch;
-use crate::model::{Gpt, GptConfig, MicroActs, ParamTensor, ShardLayout, Workspace};
+use crate::model::{Gpt, GptConfig, MicroActs, ModelError, ParamTensor, ShardLayout, Workspace};
 use crate::ops::{self, OpsContext};
 use crate::optim::{clip_scale, AdamW};
-use crate::parallel::schedule::{Action, Schedule};
 use crate::parallel::{
-    on_host, BucketPaths, DpWorker, ModelShape, ParallelConfig, Pending, RankGroups, TpGroup,
+    on_host, BucketPaths, DpWorker, Interleaved, ModelShape, ParallelConfig, Pending, RankGroups, TpGroup,
 };
 
 /// Bytes one rank holds, by kind.
@@ -90,7 +89,9 @@ pub struct Trainer {
     pub model: Gpt,
     pub groups: RankGroups,
     pub dp: DpWorker,
-    pub schedule: Schedule,
+    /// The pipeline schedule this rank runs (1F1B, interleaved over the model chunks when
+    /// the stage holds several).
+    pub schedule: Interleaved,
     pub optimizer: AdamW,
     /// Per rank: `micro_batch` is each rank's, `global_batch` the whole step's.
     pub settings: TrainSettings,
@@ -99,13 +100,15 @@ pub struct Trainer {
     pub timing: StageTiming,
     /// The pass state of the micro-batches in flight (`None` with lanes, which hold their own).
     ws: Option<Workspace>,
-    slots: Vec<MicroActs>,
+    /// Per model chunk, the activations of its micro-batches in flight (micro-batch `i` in
+    /// slot `i % len`).
+    slots: Vec<Vec<MicroActs>>,
     /// Row shares of each micro-batch (Cpu, one rank); empty otherwise.
     lanes: Vec<Lane>,
     /// Per slot: the received gradient of the stage's output.
-    grad_in: Vec<Vec<f32>>,
-    /// Local range of each of the stage's layers: the data-parallel buckets.
-    layer_blocks: Vec<std::ops::Range<usize>>,
+    grad_in: Vec<Vec<Vec<f32>>>,
+    /// Each of the stage's layers and its local range: the data-parallel buckets.
+    layer_blocks: Vec<(usize, std::ops::Range<usize>)>,
     zero: Option<Zero>,
 }
 
@@ -163,7 +166,9 @@ impl Trainer {
         let model = Gpt::new(device, layout.clone(), full, par.recompute, par.sequence_parallel)?;
         let (b, t) = (settings.micro_batch, settings.seq_len);
         let ws = Workspace::new(device, &model, b, t)?;
-        let schedule = Schedule::one_f_one_b(par.pp, micro_batches);
+        let chunks = groups.place.chunks;
+        let schedule = Interleaved::new(par.pp, micro_batches, chunks)
+            .map_err(|e| TrainError::Checkpoint(e.to_string()))?;
         let stage = groups.place.stage;
         let lanes = lanes.min(b);
         let lanes = if device.kind() == DeviceKind::Cpu && par.world_size() == 1 && lanes > 1 {
@@ -180,15 +185,20 @@ impl Trainer {
             Vec::new()
         };
         // With lanes, the micro-batch's activations live in them.
-        let in_flight = if lanes.is_empty() { schedule.in_flight(stage) } else { 0 };
-        let slots = (0..in_flight)
-            .map(|_| MicroActs::new(device, &model, &ws))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let mut slots = Vec::with_capacity(chunks);
+        let mut grad_in = Vec::with_capacity(chunks);
         let n_act = ws.activation_len();
+        for chunk in 0..chunks {
+            let in_flight = if lanes.is_empty() { schedule.in_flight_of_chunk(stage, chunk) } else { 0 };
+            let acts = (0..in_flight)
+                .map(|_| MicroActs::for_chunk(device, &model, &ws, chunk))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            // Received gradients of the chunk's output: all but the model's last chunk.
+            let inner = !groups.place.is_last_chunk(chunk);
+            grad_in.push(if inner { vec![vec![0.0; n_act]; acts.len()] } else { Vec::new() });
+            slots.push(acts);
+        }
         let ws = lanes.is_empty().then_some(ws);
-        // Received gradients of the stage's output: inner stages only.
-        let grad_in =
-            if groups.place.is_last_stage() { Vec::new() } else { vec![vec![0.0; n_act]; slots.len()] };
         let (len, dp, dp_rank) = (layout.len(), par.dp, groups.dp_rank);
         let owned = super::checkpoint::owned_range(len, dp, dp_rank, par.distributed_optimizer);
         let zero = if par.distributed_optimizer {
@@ -201,15 +211,15 @@ impl Trainer {
         let mut groups = groups;
         let dp_comm = groups.dp.take().expect("the groups hold the data-parallel communicator");
         let mut dp = DpWorker::new(dp_comm);
-        let layer_blocks: Vec<_> = layout.layers.clone().map(|l| layout.layer_block(l)).collect();
+        let layer_blocks: Vec<_> = layout.layers().map(|l| (l, layout.layer_block(l))).collect();
         if par.dp > 1 && zero.is_none() {
             // The buckets, in the order the backward hands them over: bucket i is layer
             // block i (local layer order), then the stage block (when the stage has one).
             let stage_block = layout.stage_block();
             let lens: Vec<usize> = layer_blocks
                 .iter()
-                .chain(Some(&stage_block).filter(|b| !b.is_empty()))
-                .map(|b| b.len())
+                .map(|(_, b)| b.len())
+                .chain(Some(stage_block.len()).filter(|&n| n > 0))
                 .collect();
             dp.register_buckets(&lens)?;
         }
@@ -241,10 +251,10 @@ impl Trainer {
     /// What this rank holds.
     pub fn memory(&self) -> MemoryReport {
         let lanes: usize = self.lanes.iter().map(|l| l.acts.bytes() + l.ws.bytes()).sum();
-        let act: usize = self.slots.iter().map(MicroActs::bytes).sum::<usize>()
+        let act: usize = self.slots.iter().flatten().map(MicroActs::bytes).sum::<usize>()
             + self.ws.as_ref().map_or(0, Workspace::bytes)
             + lanes
-            + self.grad_in.iter().map(|g| g.len() * 4).sum::<usize>();
+            + self.grad_in.iter().flatten().map(|g| g.len() * 4).sum::<usize>();
         let lane_grads: usize = self.lanes.iter().map(|l| l.grads.len() * 4).sum();
         MemoryReport {
             params: self.model.params().len() * 4,
@@ -256,8 +266,8 @@ impl Trainer {
         }
     }
 
-    fn slot(&self, micro_batch: usize) -> usize {
-        micro_batch % self.slots.len()
+    fn slot(&self, chunk: usize, micro_batch: usize) -> usize {
+        micro_batch % self.slots[chunk].len()
     }
 
     /// One optimizer step over this step's micro-batches from `data` (this rank's share).
@@ -278,109 +288,72 @@ impl Trainer {
         let overlap = self.par.dp > 1 && self.zero.is_none();
         let mut pending: Vec<Pending> = Vec::new();
         let mut loss_sum = 0.0f64;
-        let stage = self.groups.place.stage;
-        let (prev, next) = (stage.wrapping_sub(1), stage + 1);
-        let actions = self.schedule.actions[stage].clone();
-        let blocks_start = self.model.layout().layers.start;
+        let place = self.groups.place;
+        let steps = self.schedule.steps[place.stage].clone();
         let started = Instant::now();
         let mut busy = Duration::ZERO;
-        for action in actions {
-            match action {
-                Action::Forward(i) if !self.lanes.is_empty() => {
-                    // A pipeline of one stage runs each backward right after its forward:
-                    // the lanes do both at once.
+        for step in steps {
+            let (c, i) = (step.chunk, step.micro_batch);
+            if !self.lanes.is_empty() {
+                // A pipeline of one stage runs each backward right after its forward: the
+                // lanes do both at once.
+                if !step.backward {
                     let t0 = Instant::now();
                     loss_sum +=
                         lanes_pass(&mut self.lanes, &self.model, &self.ctx, &batches[i], t, Some(dloss))?;
                     busy += t0.elapsed();
                 }
-                Action::Backward(_) if !self.lanes.is_empty() => {}
-                Action::Forward(i) => {
-                    let t0 = Instant::now();
-                    let s = self.slot(i);
-                    let acts = &mut self.slots[s];
-                    let tp = &mut self.groups.tp;
-                    let ws = self.ws.as_mut().expect("a pipeline without lanes has a workspace");
-                    if self.groups.place.is_first_stage() {
-                        self.model.embed(&self.ctx, tp, ws, acts, &batches[i].inputs)?;
+                continue;
+            }
+            let s = self.slot(c, i);
+            let ws = self.ws.as_mut().expect("a pipeline without lanes has a workspace");
+            let (tp, links) = (&mut self.groups.tp, &mut self.groups.links);
+            if !step.backward {
+                let acts = &mut self.slots[c][s];
+                if !place.is_first_chunk(c) {
+                    on_host(&mut acts.input.view_mut(..)?, |h| links.recv_activation(h))?;
+                }
+                let t0 = Instant::now();
+                if place.is_first_chunk(c) {
+                    self.model.embed(&self.ctx, tp, ws, acts, &batches[i].inputs)?;
+                }
+                let targets = Some(&batches[i].targets[..]);
+                if let Some(loss) = self.model.forward(&self.ctx, tp, ws, acts, targets, Some(dloss))? {
+                    loss_sum += loss as f64;
+                }
+                busy += t0.elapsed();
+                if !place.is_last_chunk(c) {
+                    links.send_activation(acts.output().to_vec()?)?;
+                }
+            } else {
+                let dout = if place.is_last_chunk(c) {
+                    None
+                } else {
+                    links.recv_gradient(&mut self.grad_in[c][s])?;
+                    Some(&self.grad_in[c][s][..])
+                };
+                let t0 = Instant::now();
+                let last_micro_batch = i + 1 == m;
+                let (blocks, dp) = (&self.layer_blocks, &self.dp);
+                // Each layer's gradients go to the DP thread as soon as the last
+                // micro-batch's backward is past it.
+                let mut hook = |layer: usize, grads: &Buffer<f32>| -> std::result::Result<(), ModelError> {
+                    if overlap && last_micro_batch {
+                        let bucket =
+                            blocks.iter().position(|(l, _)| *l == layer).expect("a layer of this stage");
+                        let range = blocks[bucket].1.clone();
+                        pending.push(dp.all_reduce_registered(bucket, range.clone(), grads.view(range)?)?);
                     }
-                    let targets = Some(&batches[i].targets[..]);
-                    if let Some(loss) = self.model.forward(&self.ctx, tp, ws, acts, targets, Some(dloss))? {
-                        loss_sum += loss as f64;
-                    }
-                    busy += t0.elapsed();
-                }
-                Action::Backward(i) => {
-                    let t0 = Instant::now();
-                    let s = self.slot(i);
-                    let last_micro_batch = i + 1 == m;
-                    let (blocks, dp) = (&self.layer_blocks, &self.dp);
-                    // Each layer's gradients go to the DP thread as soon as the last
-                    // micro-batch's backward is past it.
-                    let mut hook = |layer: usize,
-                                    grads: &Buffer<f32>|
-                     -> std::result::Result<(), crate::model::ModelError> {
-                        if overlap && last_micro_batch {
-                            let bucket = layer - blocks_start;
-                            let range = blocks[bucket].clone();
-                            pending.push(dp.all_reduce_registered(
-                                bucket,
-                                range.clone(),
-                                grads.view(range)?,
-                            )?);
-                        }
-                        Ok(())
-                    };
-                    let dout = (!self.groups.place.is_last_stage()).then(|| &self.grad_in[s][..]);
-                    let ws = self.ws.as_mut().expect("a pipeline without lanes has a workspace");
-                    let (tp, acts) = (&mut self.groups.tp, &mut self.slots[s]);
-                    self.model.backward(&self.ctx, tp, ws, acts, dout, &mut hook)?;
-                    busy += t0.elapsed();
-                }
-                Action::RecvForward(i) => {
-                    let s = self.slot(i);
-                    let pipe = &mut self.groups.pipe;
-                    on_host(&mut self.slots[s].input.view_mut(..)?, |h| {
-                        pipe.exchange(None, Some((h, prev)))
-                    })?;
-                }
-                Action::SendForward(i) => {
-                    let out = self.slots[self.slot(i)].output().to_vec()?;
-                    self.groups.pipe.exchange(Some((&out, next)), None)?;
-                }
-                Action::SendForwardRecvBackward { send, recv } => {
-                    let out = self.slots[self.slot(send)].output().to_vec()?;
-                    let r = self.slot(recv);
-                    self.groups.pipe.exchange(Some((&out, next)), Some((&mut self.grad_in[r], next)))?;
-                }
-                Action::RecvBackward(i) => {
-                    let r = self.slot(i);
-                    self.groups.pipe.exchange(None, Some((&mut self.grad_in[r], next)))?;
-                }
-                Action::SendBackward(_) => {
-                    let g = self
-                        .ws
-                        .as_ref()
-                        .expect("a pipeline of stages has a workspace")
-                        .input_grad()
-                        .to_vec()?;
-                    self.groups.pipe.exchange(Some((&g, prev)), None)?;
-                }
-                Action::SendBackwardRecvForward { send: _, recv } => {
-                    let g = self
-                        .ws
-                        .as_ref()
-                        .expect("a pipeline of stages has a workspace")
-                        .input_grad()
-                        .to_vec()?;
-                    let s = self.slot(recv);
-                    let pipe = &mut self.groups.pipe;
-                    on_host(&mut self.slots[s].input.view_mut(..)?, |h| {
-                        pipe.exchange(Some((&g, prev)), Some((h, prev)))
-                    })?;
+                    Ok(())
+                };
+                self.model.backward(&self.ctx, tp, ws, &mut self.slots[c][s], dout, &mut hook)?;
+                busy += t0.elapsed();
+                if !place.is_first_chunk(c) {
+                    links.send_gradient(ws.input_grad().to_vec()?)?;
                 }
             }
         }
+        self.groups.links.flush()?;
         self.timing.busy += busy;
         self.timing.wall += started.elapsed();
         let lanes_norm_sq = self.drain_lanes()?;
@@ -515,7 +488,6 @@ impl Trainer {
     pub fn evaluate(&mut self, data: &mut dyn BatchSource, iters: usize) -> Result<f32> {
         let iters = iters.max(1);
         let place = self.groups.place;
-        let (prev, next) = (place.stage.wrapping_sub(1), place.stage + 1);
         let mut total = 0.0f64;
         for _ in 0..iters {
             let batch = self.checked_batch(data)?;
@@ -524,22 +496,25 @@ impl Trainer {
                     lanes_pass(&mut self.lanes, &self.model, &self.ctx, &batch, self.settings.seq_len, None)?;
                 continue;
             }
-            let acts = &mut self.slots[0];
-            let ws = self.ws.as_mut().expect("a pipeline without lanes has a workspace");
-            let (tp, pipe) = (&mut self.groups.tp, &mut self.groups.pipe);
-            if place.is_first_stage() {
-                self.model.embed(&self.ctx, tp, ws, acts, &batch.inputs)?;
-            } else {
-                on_host(&mut acts.input.view_mut(..)?, |h| pipe.exchange(None, Some((h, prev))))?;
-            }
-            if let Some(loss) = self.model.forward(&self.ctx, tp, ws, acts, Some(&batch.targets), None)? {
-                total += loss as f64;
-            }
-            if !place.is_last_stage() {
-                let out = acts.output().to_vec()?;
-                pipe.exchange(Some((&out, next)), None)?;
+            // Through every chunk of the stage in order: the micro-batch's whole forward.
+            for c in 0..place.chunks {
+                let ws = self.ws.as_mut().expect("a pipeline without lanes has a workspace");
+                let (tp, links) = (&mut self.groups.tp, &mut self.groups.links);
+                let acts = &mut self.slots[c][0];
+                if place.is_first_chunk(c) {
+                    self.model.embed(&self.ctx, tp, ws, acts, &batch.inputs)?;
+                } else {
+                    on_host(&mut acts.input.view_mut(..)?, |h| links.recv_activation(h))?;
+                }
+                if let Some(loss) = self.model.forward(&self.ctx, tp, ws, acts, Some(&batch.targets), None)? {
+                    total += loss as f64;
+                }
+                if !place.is_last_chunk(c) {
+                    links.send_activation(acts.output().to_vec()?)?;
+                }
             }
         }
+        self.groups.links.flush()?;
         let mut mean = [total / iters as f64];
         if self.par.dp > 1 {
             let mut v = mean;

@@ -32,10 +32,17 @@ struct Grid {
     pp: usize,
     dp: usize,
     zero: bool,
+    /// Model chunks per stage (interleaved 1F1B when above 1).
+    chunks: usize,
 }
 
 const fn grid(tp: usize, pp: usize, dp: usize, zero: bool) -> Grid {
-    Grid { tp, pp, dp, zero }
+    Grid { tp, pp, dp, zero, chunks: 1 }
+}
+
+/// `g` with each stage holding two model chunks (interleaved 1F1B).
+const fn interleaved(g: Grid) -> Grid {
+    Grid { chunks: 2, ..g }
 }
 
 /// The micro-batch per rank and micro-batches per step that make a global batch of 8.
@@ -48,6 +55,7 @@ fn batch_shape(dp: usize) -> (usize, usize) {
 fn run(g: Grid, resume: Option<&Checkpoint>, save: Option<SavePlan>) -> Vec<RankResult> {
     let mut par = ParallelConfig::from_world(g.tp * g.pp * g.dp, g.tp, g.pp).unwrap();
     par.distributed_optimizer = g.zero;
+    par.virtual_stages = g.chunks;
     let padded = padded_vocab_for(&config(), g.tp);
     let (config, init, resume) = match resume {
         Some(ck) => {
@@ -125,6 +133,23 @@ fn the_same_grid_resumes_bit_for_bit() {
 }
 
 #[test]
+fn an_interleaved_run_resumes_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = interleaved(grid(2, 2, 2, false));
+    let whole = run(g, None, None);
+    let plan =
+        SavePlan { dir: dir.path().to_path_buf(), interval: SAVED_AT, state: json!({ "data": "test" }) };
+    let saving = run(g, None, Some(plan));
+    assert_eq!(losses(&saving), losses(&whole), "saving changes nothing");
+    let ck = Checkpoint::load(&step_dir(dir.path(), SAVED_AT)).unwrap();
+    let resumed = run(g, Some(&ck), None);
+    assert_eq!(losses(&resumed), losses(&whole)[SAVED_AT as usize..], "resumed on the same grid");
+    for (a, b) in resumed.iter().zip(&whole) {
+        assert!(a.params == b.params, "rank {}: resumed parameters differ", a.rank);
+    }
+}
+
+#[test]
 fn other_grids_resume_with_the_losses_of_their_own_uninterrupted_run() {
     let dir = tempfile::tempdir().unwrap();
     let (ck, _) = saved_run(dir.path());
@@ -134,6 +159,8 @@ fn other_grids_resume_with_the_losses_of_their_own_uninterrupted_run() {
         grid(1, 1, 8, true),
         grid(1, 1, 1, false),
         grid(2, 1, 4, true),
+        interleaved(grid(1, 2, 2, false)),
+        interleaved(grid(2, 2, 1, true)),
     ] {
         let want = losses(&run(g, None, None));
         let got = losses(&run(g, Some(&ck), None));

@@ -151,7 +151,7 @@ fn assert_equivalent(label: &str, seed: u64, results: &[RankResult], reference: 
             .iter()
             .find(|o| o.dp_rank == r.dp_rank && o.place.stage == r.place.stage && o.place.tp_rank == 0)
             .unwrap();
-        let ln = layout.range(ParamTensor::Ln1W, layout.layers.start);
+        let ln = layout.range(ParamTensor::Ln1W, layout.chunks[0].start);
         assert!(r.params[ln.clone()] == peer.params[ln], "{label}: LayerNorm differs across TP");
     }
 }
@@ -180,6 +180,10 @@ fn check(
     options(&mut par);
     let reference = reference(seed, dp, micro_batches, &init);
     let results = parallel(seed, par, micro_batches, &init, &Device::Cpu);
+    assert!(
+        results.iter().all(|r| r.place.chunks == par.virtual_stages),
+        "every rank holds the chunks asked for"
+    );
     assert_equivalent(&format!("tp {tp} pp {pp} dp {dp} {par:?}"), seed, &results, &reference);
 }
 
@@ -272,6 +276,48 @@ fn sequence_parallelism_matches_and_divides_the_residual_activations() {
 }
 
 #[test]
+fn interleaved_1f1b_matches_the_single_rank_run() {
+    // 4 layers over 2 stages: each stage holds 2 chunks of 1 layer (layers 0 and 2 on stage
+    // 0, 1 and 3 on stage 1), and a micro-batch passes the stages twice.
+    for (i, (tp, pp, dp)) in
+        [(1, 2, 1), (2, 2, 1), (1, 2, 2), (2, 2, 2), (1, 2, 4), (4, 2, 1)].into_iter().enumerate()
+    {
+        check(tp, pp, dp, 4, 300 + i as u64, |p| p.virtual_stages = 2);
+    }
+    check(2, 2, 2, 2, 310, |p| {
+        p.virtual_stages = 2;
+        p.recompute = Recompute::Full;
+        p.distributed_optimizer = true;
+        p.sequence_parallel = true;
+    });
+    check(1, 2, 1, 2, 311, |p| {
+        p.virtual_stages = 2;
+        p.recompute = Recompute::Selective;
+    });
+    // The trainer runs the schedule it prints: stage 0 warms up with 2 (p - 1) + (v - 1) p
+    // = 4 chunk forwards.
+    let s = crate::parallel::Interleaved::new(2, 4, 2).unwrap();
+    assert!(format!("{s}").contains("stage 0: F0.0 F1.0 F0.1 F1.1 F2.0 B0.1"), "{s}");
+}
+
+#[test]
+fn interleaving_is_refused_where_it_does_not_fit() {
+    let c = config();
+    let shape = crate::parallel::ModelShape {
+        heads: c.num_heads,
+        layers: c.num_layers,
+        padded_vocab: c.padded_vocab_size,
+    };
+    let mut par = ParallelConfig::from_world(2, 1, 2).unwrap();
+    par.virtual_stages = 2;
+    let e = par.validate(shape, MICRO, 3 * MICRO).unwrap_err().to_string();
+    assert!(e.contains("groups of --pipeline-model-parallel-size 2") && e.contains("3 micro-batches"), "{e}");
+    par.virtual_stages = 4;
+    let e = par.validate(shape, MICRO, 2 * MICRO).unwrap_err().to_string();
+    assert!(e.contains("--num-layers-per-virtual-pipeline-stage"), "{e}");
+}
+
+#[test]
 fn recomputation_matches_and_saves_activations() {
     for (recompute, seed) in [(Recompute::Full, 11), (Recompute::Selective, 12)] {
         check(2, 2, 1, 4, seed, |p| p.recompute = recompute);
@@ -298,8 +344,8 @@ fn tensor_parallelism_halves_matrix_parameters() {
         [ParamTensor::QkvW, ParamTensor::AttnProjW, ParamTensor::FcW, ParamTensor::FcProjW, ParamTensor::Wte];
     for tp in [2, 4] {
         for tp_rank in 0..tp {
-            let one = ShardLayout::new(full, ShardPlace { tp_rank: 0, tp: 1, stage: 0, pp: 1 });
-            let split = ShardLayout::new(full, ShardPlace { tp_rank, tp, stage: 0, pp: 1 });
+            let one = ShardLayout::new(full, ShardPlace::new(0, 1, 0, 1));
+            let split = ShardLayout::new(full, ShardPlace::new(tp_rank, tp, 0, 1));
             for t in matrices {
                 assert_eq!(split.range(t, 0).len() * tp, one.range(t, 0).len(), "{t:?} over TP {tp}");
             }
