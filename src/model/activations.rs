@@ -194,8 +194,8 @@ impl MicroActs {
 
 /// Buffers shared by all micro-batches: projections, gradients, recomputation space.
 pub(super) struct Scratch {
-    /// A row-parallel product's `[n, c]` output (partial sums under sequence parallelism;
-    /// unused at TP = 1, where the product adds onto the residual stream directly).
+    /// Sequence parallelism: a row-parallel product's `[n, c]` partial sums before their
+    /// reduce-scatter (elsewhere the products add onto the residual stream directly).
     pub proj: Buffer<f32>,
     /// Sequence parallelism's buffers of whole rows, see [`SpScratch`].
     pub sp: Option<SpScratch>,
@@ -278,7 +278,7 @@ impl Workspace {
         let z = |len: usize| Buffer::<f32>::zeros(device, len);
         let first = place.is_first_stage();
         let scratch = Scratch {
-            proj: z(if tp > 1 { n * c } else { 0 })?,
+            proj: z(if sp { n * c } else { 0 })?,
             sp: sp
                 .then(|| -> std::result::Result<SpScratch, RuntimeError> {
                     Ok(SpScratch {

@@ -100,10 +100,13 @@ fn row_parallel_forward<'s>(
 }
 
 /// A row-parallel projection back onto the residual stream: `out = residual + g(inp W^T) +
-/// bias`. In a tensor-parallel group of one the product adds onto the residual in the GEMM's
-/// epilogue (no collective, no copy); otherwise the group's partial products are summed (or
-/// reduce-scattered) first. `(n, ic_local, ns)`: token rows, this rank's input columns, rows
-/// of the residual stream held here.
+/// bias`, with the residual and the bias added in the GEMM's epilogue (the fused residual
+/// projection) on every grid: tensor-parallel rank 0 computes `residual + inp W^T + bias`
+/// over its input columns and the others their partial product, so that g's all-reduce, run
+/// in place on `out`, leaves the whole sum (in a group of one: no collective, no copy). Under
+/// sequence parallelism the residual holds only this rank's rows, so the whole-row product is
+/// reduce-scattered first and the residual added after. `(n, ic_local, ns)`: token rows, this
+/// rank's input columns, rows of the residual stream held here.
 #[allow(clippy::too_many_arguments)]
 fn project_onto(
     ctx: &OpsContext,
@@ -116,14 +119,18 @@ fn project_onto(
     (n, ic_local, ns): (usize, usize, usize),
 ) -> Result<()> {
     let c = out.len() / ns.max(1);
-    if tp.size == 1 {
-        let mut y = out.view_mut(..)?;
-        ops::matmul_residual_forward(ctx, &mut y, inp, w, Some(bias), residual.view(..)?, n, ic_local, c)?;
+    if bufs.1.is_some() {
+        let proj = row_parallel_forward(ctx, tp, bufs, inp, w, bias, n, ic_local, c)?;
+        ops::residual_forward(ctx, &mut out.view_mut(..)?, residual.view(..)?, proj.view(..)?, ns * c)?;
         return Ok(());
     }
-    let proj = row_parallel_forward(ctx, tp, bufs, inp, w, bias, n, ic_local, c)?;
-    ops::residual_forward(ctx, &mut out.view_mut(..)?, residual.view(..)?, proj.view(..)?, ns * c)?;
-    Ok(())
+    let mut y = out.view_mut(..)?;
+    if tp.rank == 0 {
+        ops::matmul_residual_forward(ctx, &mut y, inp, w, Some(bias), residual.view(..)?, n, ic_local, c)?;
+    } else {
+        ops::matmul_forward(ctx, &mut y, inp, w, None, n, ic_local, c)?;
+    }
+    Ok(tp.all_reduce_view(&mut y)?)
 }
 
 /// Column-parallel linear layer backward: local weight gradients and the input gradient's

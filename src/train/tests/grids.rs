@@ -265,13 +265,14 @@ fn sequence_parallelism_matches_and_divides_the_residual_activations() {
     // The exact saving (one stage, so one micro-batch slot), in floats of n = b t rows of c,
     // of which this rank keeps ns = n / TP: per layer ln1, res2, ln2, res3 and their four
     // statistics; the stage's input, the head's lnf and statistics, the residual and
-    // LayerNorm gradient scratch (the last stage receives no gradient of its output). Sequence parallelism adds the
-    // reduce-scattered product (ns c), three whole-row buffers (3 n c) and one LayerNorm's
+    // LayerNorm gradient scratch (the last stage receives no gradient of its output).
+    // Sequence parallelism adds the whole-row product before its reduce-scatter (n c) and the
+    // reduce-scattered rows (ns c), three more whole-row buffers (3 n c) and one LayerNorm's
     // weight and bias gradients (2 c).
     let (n, c, layers, tp) = (MICRO * SEQ, 32, 4, 4);
     let ns = n / tp;
     let kept_less = (n - ns) * (layers * (4 * c + 4) + c + (c + 2) + 2 * c);
-    let added = ns * c + 3 * n * c + 2 * c;
+    let added = n * c + ns * c + 3 * n * c + 2 * c;
     assert_eq!(a - b, 4 * (kept_less - added), "activation bytes {a} -> {b}");
 }
 
