@@ -55,6 +55,8 @@ fn run(
         },
         adamw: AdamWConfig::default(),
         clip_grad: 1.0,
+        precision: Default::default(),
+        loss_scale: Default::default(),
     };
     // One warm-up step, then the timed ones.
     let spec = RunSpec {

@@ -54,6 +54,8 @@ fn trainer(case: &Case) -> (Trainer, RandomTokens) {
         },
         adamw: AdamWConfig::default(),
         clip_grad: 1.0,
+        precision: Default::default(),
+        loss_scale: Default::default(),
     };
     let data =
         RandomTokens { rng: NormalRng::new(7), vocab: case.config.vocab_size, b: case.batch, t: case.seq };

@@ -27,6 +27,12 @@ pub struct IterMetrics {
     pub tokens_per_s: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub val_loss: Option<f32>,
+    /// fp16: the loss scale of the iteration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_scale: Option<f32>,
+    /// fp16: whether the iteration's update was skipped for an overflow.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
 }
 
 mod nan_as_null {
@@ -137,6 +143,8 @@ mod tests {
                 grad_norm: rng.next_f32(),
                 tokens_per_s: 1e5 * f64::from(rng.next_f32()),
                 val_loss: (iter % 5 == 0).then(|| rng.next_f32()),
+                loss_scale: (iter % 3 == 0).then_some(65536.0),
+                skipped: iter % 7 == 0,
             })
             .collect()
     }

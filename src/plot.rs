@@ -286,6 +286,8 @@ mod tests {
             grad_norm: 0.0,
             tokens_per_s: 0.0,
             val_loss: None,
+            loss_scale: None,
+            skipped: false,
         };
         plot_metrics(&path, &[m]).unwrap();
     }

@@ -57,12 +57,19 @@ impl Progress {
 
     /// Reports that `step` (1-based: steps done) finished with `loss` at `tokens_per_s`.
     pub fn update(&mut self, step: u64, loss: f32, tokens_per_s: f64) {
+        self.update_with(step, loss, tokens_per_s, "");
+    }
+
+    /// [`update`](Self::update) with `extra` after the loss (fp16: the loss scale and the
+    /// steps skipped).
+    pub fn update_with(&mut self, step: u64, loss: f32, tokens_per_s: f64, extra: &str) {
         let eta = eta(
             self.started.elapsed(),
             step.saturating_sub(self.start_step),
             self.total_steps.saturating_sub(step),
         );
-        let stats = format!("loss {loss:.4} | {} | eta {}", format_rate(tokens_per_s), format_duration(eta));
+        let stats =
+            format!("loss {loss:.4}{extra} | {} | eta {}", format_rate(tokens_per_s), format_duration(eta));
         match &mut self.output {
             Output::Bar(bar) => {
                 bar.set_position(step);

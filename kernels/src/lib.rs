@@ -32,6 +32,7 @@ pub mod encoder;
 pub mod gelu;
 pub mod gemm;
 pub mod layernorm;
+pub mod precision;
 pub mod reduce;
 pub mod selftest;
 
@@ -48,6 +49,7 @@ pub static HOST_KERNELS: &[&[trident_simt::HostKernel]] = &[
     gelu::HOST_KERNELS,
     gemm::HOST_KERNELS,
     layernorm::HOST_KERNELS,
+    precision::HOST_KERNELS,
     reduce::HOST_KERNELS,
 ];
 

@@ -8,10 +8,10 @@ use clap::{Args, ValueEnum};
 use super::common::{data_spec, flag, open_device, DeviceArg, Preset, Start};
 use crate::checkpoint::check_writable_dir;
 use crate::data::{AdditionTask, DataOrder, DataSpec, TokenizerKind, DEFAULT_VAL_FRACTION};
-use crate::model::GptConfig;
+use crate::model::{GptConfig, Precision};
 use crate::optim::AdamWConfig;
 use crate::train::exit::{self, ExitPolicy};
-use crate::train::{DecayStyle, LrSchedule, TrainSettings};
+use crate::train::{DecayStyle, LossScaleConfig, LrSchedule, TrainSettings};
 
 /// Sequences per micro-batch on text and shards, when --micro-batch-size is not given.
 const DEFAULT_MICRO_BATCH: usize = 8;
@@ -150,6 +150,31 @@ pub struct TrainArgs {
     /// exit with status 0; a second signal ends the process at once.
     #[arg(long)]
     pub exit_signal_handler: bool,
+    /// Mixed precision in bf16: activations, activation gradients and the weights the products
+    /// read in bf16, fp32 master weights, AdamW state, gradients and loss (the default on cuda).
+    #[arg(long, conflicts_with_all = ["fp16", "fp32"])]
+    pub bf16: bool,
+    /// Mixed precision in fp16, with loss scaling (dynamic unless --loss-scale).
+    #[arg(long, conflicts_with = "fp32")]
+    pub fp16: bool,
+    /// Everything in fp32 (the default on cpu and emu).
+    #[arg(long)]
+    pub fp32: bool,
+    /// --fp16: a fixed loss scale instead of the dynamic one.
+    #[arg(long, value_parser = flag::positive)]
+    pub loss_scale: Option<f32>,
+    /// --fp16: the dynamic scale to start from.
+    #[arg(long, default_value_t = LossScaleConfig::default().initial, value_parser = flag::positive)]
+    pub initial_loss_scale: f32,
+    /// --fp16: the dynamic scale never backs off below this.
+    #[arg(long, default_value_t = LossScaleConfig::default().min, value_parser = flag::positive)]
+    pub min_loss_scale: f32,
+    /// --fp16: clean steps in a row after which the dynamic scale doubles.
+    #[arg(long, default_value_t = LossScaleConfig::default().window, value_parser = clap::value_parser!(u64).range(1..))]
+    pub loss_scale_window: u64,
+    /// --fp16: overflows allowed before the dynamic scale halves.
+    #[arg(long, default_value_t = LossScaleConfig::default().hysteresis, value_parser = clap::value_parser!(u32).range(1..))]
+    pub hysteresis: u32,
     /// Print the plan of this run (memory per rank, iteration time, bubble; this machine
     /// measured) and exit without training.
     #[arg(long)]
@@ -157,6 +182,17 @@ pub struct TrainArgs {
 }
 
 impl TrainArgs {
+    /// `--bf16`, `--fp16`, `--fp32`, or the device's default: bf16 on cuda, fp32 elsewhere.
+    pub fn precision(&self, device: &trident_runtime::Device) -> Precision {
+        match (self.bf16, self.fp16, self.fp32) {
+            (true, _, _) => Precision::Bf16,
+            (_, true, _) => Precision::Fp16,
+            (_, _, true) => Precision::Fp32,
+            _ if device.kind() == trident_runtime::DeviceKind::Cuda => Precision::Bf16,
+            _ => Precision::Fp32,
+        }
+    }
+
     /// `--exit-interval` and `--exit-signal-handler`.
     pub fn exit_policy(&self) -> ExitPolicy {
         ExitPolicy { interval: self.exit_interval, on_signal: self.exit_signal_handler }
@@ -227,7 +263,20 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             weight_decay: args.weight_decay,
         },
         clip_grad: args.clip_grad,
+        precision: args.precision(&device),
+        loss_scale: LossScaleConfig {
+            fixed: args.loss_scale,
+            initial: args.initial_loss_scale,
+            min: args.min_loss_scale,
+            window: args.loss_scale_window,
+            hysteresis: args.hysteresis,
+        },
     };
+    if settings.precision != Precision::Fp16
+        && (args.loss_scale.is_some() || args.initial_loss_scale != LossScaleConfig::default().initial)
+    {
+        eprintln!("note: the loss-scale flags apply to --fp16 only; this run is {}", settings.precision);
+    }
     if args.dry_run {
         let (tp, pp) = (args.tensor_model_parallel_size, args.pipeline_model_parallel_size);
         let zero1 = args.use_distributed_optimizer;

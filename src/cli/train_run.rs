@@ -168,7 +168,7 @@ pub fn run(
             format!("on {world_size} ranks (tensor {} x pipeline {} x data {})", par.tp, par.pp, par.dp)
         };
         eprintln!(
-        "trident train: {} parameters ({} layers, hidden {}, {} heads, vocab {} padded to {}) {ranks}, {} on {}; \
+        "trident train: {} parameters ({} layers, hidden {}, {} heads, vocab {} padded to {}) {ranks}, {} on {} in {}; \
          micro-batch {} x {} tokens, {micro_batches} micro-batches per step, global batch {global_batch}{}{}{}{}",
         ParamLayout::new(config).len(),
         config.num_layers,
@@ -178,6 +178,7 @@ pub fn run(
         config.padded_vocab_size,
         dataset.train.name(),
         device.kind(),
+        settings.precision,
         settings.micro_batch,
         settings.seq_len,
         if par.distributed_optimizer { ", distributed optimizer" } else { "" },
@@ -250,9 +251,21 @@ pub fn run(
             if let Some(v) = val_loss {
                 p.println(&format!("iter {iter}: val loss {v:.4}"));
             }
-            p.update(iter, s.loss, tokens_per_s);
-            let line =
-                IterMetrics { iter, loss: s.loss, lr: s.lr, grad_norm: s.grad_norm, tokens_per_s, val_loss };
+            let extra = match s.loss_scale {
+                Some(scale) => format!(" | scale {scale} | skipped {}", t.skipped),
+                None => String::new(),
+            };
+            p.update_with(iter, s.loss, tokens_per_s, &extra);
+            let line = IterMetrics {
+                iter,
+                loss: s.loss,
+                lr: s.lr,
+                grad_norm: s.grad_norm,
+                tokens_per_s,
+                val_loss,
+                loss_scale: s.loss_scale,
+                skipped: s.skipped,
+            };
             if let Some(m) = &metrics {
                 let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
                 if let Err(e) = m.write(&line) {
@@ -409,6 +422,8 @@ fn training_flags(
         ("--adam-beta2", s.adamw.beta2.to_string()),
         ("--adam-eps", s.adamw.eps.to_string()),
         ("--clip-grad", s.clip_grad.to_string()),
+        ("--bf16 / --fp16", s.precision.to_string()),
+        ("the loss-scale flags", format!("{:?}", s.loss_scale)),
         ("--seed", args.seed.to_string()),
         ("--data-order", format!("{:?}", spec.data_order)),
         ("--eval-interval", spec.eval_interval.to_string()),

@@ -17,6 +17,7 @@ mod kernels;
 mod layernorm;
 mod linear;
 mod optim;
+mod precision;
 
 pub use attention::{attention_backward, attention_forward, AttentionShape};
 pub use combine::{combine, CombineOp};
@@ -30,6 +31,7 @@ pub use kernels::Kernels;
 pub use layernorm::{layernorm_backward, layernorm_forward};
 pub use linear::{linear_backward, linear_forward};
 pub use optim::{adamw, first_token_out_of_range, scale, sum_squares, AdamW};
+pub use precision::{round_to, HalfFormat};
 
 pub type Result<T, E = LaunchError> = std::result::Result<T, E>;
 

@@ -30,5 +30,7 @@ pub fn reference_settings() -> TrainSettings {
         },
         adamw: AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 },
         clip_grad: 0.0,
+        precision: Default::default(),
+        loss_scale: Default::default(),
     }
 }

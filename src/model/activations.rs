@@ -7,6 +7,7 @@
 use trident_runtime::{Buffer, Device, RuntimeError};
 
 use super::{Gpt, ModelError};
+use crate::ops::HalfFormat;
 use crate::parallel::Recompute;
 
 type Result<T> = std::result::Result<T, ModelError>;
@@ -26,6 +27,8 @@ pub(super) struct Dims {
     pub fl: usize,
     /// Rows of the residual stream held here: `n / TP` under sequence parallelism, else `n`.
     pub ns: usize,
+    /// The 16-bit format activations and their gradients are stored in (mixed precision).
+    pub half: Option<HalfFormat>,
 }
 
 /// What a layer's forward saves for its backward (local widths).
@@ -273,7 +276,8 @@ impl Workspace {
         }
         let n = b.checked_mul(t).ok_or(ModelError::EmptyBatch { batch: b, seq: t })?;
         let ns = if sp { n / tp } else { n };
-        let dims = Dims { b, t, n, c, cl: c / tp, heads: config.num_heads / tp, fl: 4 * c / tp, ns };
+        let (cl, heads, fl) = (c / tp, config.num_heads / tp, 4 * c / tp);
+        let dims = Dims { b, t, n, c, cl, heads, fl, ns, half: model.precision().format() };
         let local_vocab = model.vocab().local;
         let z = |len: usize| Buffer::<f32>::zeros(device, len);
         let first = place.is_first_stage();

@@ -21,9 +21,9 @@
 use trident_runtime::{Buffer, Device};
 
 use super::activations::{Dims, MicroActs, Workspace};
-use super::layer::{gathered, layer_backward, layer_forward, layernorm_backward, Weights};
+use super::layer::{gathered, layer_backward, layer_forward, layernorm_backward, store, Weights};
 use super::vocab::{vocab_parallel_cross_entropy, VocabShard};
-use super::{gpt2_init, GptConfig, ModelError, ParamLayout, ParamTensor, ShardLayout, ShardPlace};
+use super::{gpt2_init, GptConfig, ModelError, ParamLayout, ParamTensor, Precision, ShardLayout, ShardPlace};
 use crate::ops::{self, OpsContext};
 use crate::parallel::{on_host, Recompute, TpGroup};
 
@@ -33,11 +33,23 @@ type Result<T> = std::result::Result<T, ModelError>;
 /// [`ShardLayout`] order.
 pub struct Gpt {
     layout: ShardLayout,
+    /// The master weights (fp32).
     params: Buffer<f32>,
+    /// Under mixed precision, the weights the products read: the master weights rounded to
+    /// bf16 (fp16), refreshed after every update ([`sync_compute_weights`](Self::sync_compute_weights)).
+    compute: Option<Buffer<f32>>,
     grads: Buffer<f32>,
     vocab: VocabShard,
-    recompute: Recompute,
-    sequence_parallel: bool,
+    options: GptOptions,
+}
+
+/// How a model runs, beside its shape and place.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GptOptions {
+    pub recompute: Recompute,
+    /// Split the residual stream over the tensor-parallel ranks (only at TP > 1).
+    pub sequence_parallel: bool,
+    pub precision: Precision,
 }
 
 /// Called with each layer as soon as its gradients are complete for the micro-batch (the
@@ -47,13 +59,7 @@ pub type LayerDone<'a> = dyn FnMut(usize, &Buffer<f32>) -> Result<()> + 'a;
 impl Gpt {
     /// The share of `full` (a whole model's parameters in [`ParamLayout`] order) that the rank
     /// at `layout.place` holds. Sequence parallelism applies only at TP > 1.
-    pub fn new(
-        device: &Device,
-        layout: ShardLayout,
-        full: &[f32],
-        recompute: Recompute,
-        sequence_parallel: bool,
-    ) -> Result<Self> {
+    pub fn new(device: &Device, layout: ShardLayout, full: &[f32], options: GptOptions) -> Result<Self> {
         let config = layout.config;
         config.validate()?;
         let expected = ParamLayout::new(config).len();
@@ -65,15 +71,29 @@ impl Gpt {
         let vocab = VocabShard { start: place.tp_rank * local, local, vocab: config.vocab_size };
         let params = Buffer::from_slice(device, &layout.extract(full))?;
         let grads = Buffer::zeros(device, layout.len())?;
-        let sequence_parallel = sequence_parallel && place.tp > 1;
-        Ok(Self { layout, params, grads, vocab, recompute, sequence_parallel })
+        let sequence_parallel = options.sequence_parallel && place.tp > 1;
+        let options = GptOptions { sequence_parallel, ..options };
+        let compute = options.precision.format().map(|_| Buffer::zeros(device, layout.len())).transpose()?;
+        let mut model = Self { layout, params, compute, grads, vocab, options };
+        model.sync_compute_weights(&OpsContext::new(device)?)?;
+        Ok(model)
+    }
+
+    /// Rounds the master weights into the weights the products read (after every update of
+    /// the master weights; nothing to do in fp32).
+    pub fn sync_compute_weights(&mut self, ctx: &OpsContext) -> Result<()> {
+        if let (Some(compute), Some(format)) = (self.compute.as_mut(), self.options.precision.format()) {
+            compute.view_mut(..)?.copy_from(&self.params.view(..)?)?;
+            ops::round_to(ctx, &mut compute.view_mut(..)?, format)?;
+        }
+        Ok(())
     }
 
     /// The whole model on one rank, holding `params` (in [`ParamLayout`] order).
     pub fn from_params(device: &Device, config: GptConfig, params: &[f32]) -> Result<Self> {
         config.validate()?;
         let layout = ShardLayout::new(config, ShardPlace::SINGLE);
-        Self::new(device, layout, params, Recompute::None, false)
+        Self::new(device, layout, params, GptOptions::default())
     }
 
     /// A freshly initialised whole model on one rank (GPT-2 initialisation, seeded).
@@ -95,12 +115,17 @@ impl Gpt {
     }
 
     pub fn recompute(&self) -> Recompute {
-        self.recompute
+        self.options.recompute
     }
 
     /// Whether the residual stream is split over the tensor-parallel ranks.
     pub fn sequence_parallel(&self) -> bool {
-        self.sequence_parallel
+        self.options.sequence_parallel
+    }
+
+    /// The precision of activations and products.
+    pub fn precision(&self) -> Precision {
+        self.options.precision
     }
 
     /// Parameters held by this rank.
@@ -151,7 +176,7 @@ impl Gpt {
     }
 
     fn weights(&self) -> Weights<'_> {
-        Weights { params: &self.params, layout: &self.layout }
+        Weights { params: self.compute.as_ref().unwrap_or(&self.params), layout: &self.layout }
     }
 
     /// The first stage's embedding of `tokens` (`[b, t]`, row-major) into `acts.input`:
@@ -189,7 +214,8 @@ impl Gpt {
             acts.tokens.copy_from_slice(tokens)?;
             let (wte, wpe) = (w.p(ParamTensor::Wte, 0)?, w.p(ParamTensor::Wpe, 0)?);
             let mut out = acts.input.view_mut(..)?;
-            return Ok(ops::encoder_forward(ctx, &mut out, acts.tokens.view(..)?, wte, wpe, b, t, c)?);
+            ops::encoder_forward(ctx, &mut out, acts.tokens.view(..)?, wte, wpe, b, t, c)?;
+            return store(ctx, ws.dims, &mut [&mut acts.input]);
         };
         acts.tokens.copy_from_slice(&self.vocab.map_tokens(tokens))?;
         let local_rows = self.vocab.local * c;
@@ -204,14 +230,16 @@ impl Gpt {
             Some(_) => {
                 let mut full = s.proj.view_mut(..)?;
                 ops::encoder_forward(ctx, &mut full, tokens, wte_ext, wpe, b, t, c)?;
-                Ok(tp.reduce_scatter_rows(&full.as_view(), &mut acts.input.view_mut(..)?)?)
+                tp.reduce_scatter_rows(&full.as_view(), &mut acts.input.view_mut(..)?)?;
             }
             None => {
                 let mut out = acts.input.view_mut(..)?;
                 ops::encoder_forward(ctx, &mut out, tokens, wte_ext, wpe, b, t, c)?;
-                Ok(tp.all_reduce_view(&mut out)?)
+                tp.all_reduce_view(&mut out)?;
             }
         }
+        let dims = ws.dims;
+        store(ctx, dims, &mut [&mut acts.input])
     }
 
     /// The forward pass of the stage's layers over `acts.input`. On the last stage also the
@@ -261,12 +289,15 @@ impl Gpt {
         let (mut lnf, mut mean, mut rstd) =
             (head.lnf.view_mut(..)?, head.mean.view_mut(..)?, head.rstd.view_mut(..)?);
         ops::layernorm_forward(ctx, &mut lnf, &mut mean, &mut rstd, out, lw, lb, ns, c)?;
+        store(ctx, d, &mut [&mut head.lnf])?;
+        let lnf = head.lnf.view(..)?;
         // f (identity; under sequence parallelism the all-gather of the rows), then the
         // column-parallel product with the local vocabulary rows.
-        let lnf = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), lnf.as_view())?;
-        let mut logits = head.logits.view_mut(..)?;
+        let lnf = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), lnf)?;
         let wte = w.p(ParamTensor::Wte, 0)?;
-        ops::matmul_forward(ctx, &mut logits, lnf, wte, None, n, c, self.vocab.local)?;
+        ops::matmul_forward(ctx, &mut head.logits.view_mut(..)?, lnf, wte, None, n, c, self.vocab.local)?;
+        store(ctx, d, &mut [&mut head.logits])?;
+        let mut logits = head.logits.view_mut(..)?;
         let Some(targets) = targets else { return Ok(None) };
         if targets.len() != n {
             return Err(ModelError::TokenCount {
@@ -292,6 +323,10 @@ impl Gpt {
             head.losses.copy_from_slice(&losses)?;
         }
         head.dlogits_ready = dloss.is_some();
+        if dloss.is_some() {
+            // The loss is fp32; its gradient goes back in the activations' precision.
+            store(ctx, d, &mut [&mut head.logits])?;
+        }
         let losses = head.losses.to_vec()?;
         Ok(Some((losses.iter().map(|&x| x as f64).sum::<f64>() / n as f64) as f32))
     }
@@ -345,7 +380,7 @@ impl Gpt {
         dout: Option<&[f32]>,
         layer_done: &mut LayerDone,
     ) -> Result<()> {
-        let w = Weights { params: &self.params, layout: &self.layout };
+        let w = Weights { params: self.compute.as_ref().unwrap_or(&self.params), layout: &self.layout };
         backward_pass(&w, self.vocab, ctx, tp, ws, acts, dout, &mut self.grads, layer_done)
     }
 
@@ -418,6 +453,7 @@ fn backward_pass(
             Some(full) => tp.reduce_scatter_rows(&full.view(..)?, &mut s.dln.view_mut(..)?)?,
             None => tp.all_reduce_view(&mut s.dln.view_mut(..)?)?,
         }
+        store(ctx, d, &mut [&mut s.dln])?;
         s.dres.view_mut(..)?.fill_zero()?;
         let (mean, rstd) = (&head.mean, &head.rstd);
         let lnf_t = (ParamTensor::LnfW, ParamTensor::LnfB, 0);
@@ -426,6 +462,7 @@ fn backward_pass(
             None => acts.outputs.last().expect("a stage has layers"),
         };
         layernorm_backward(ctx, tp, grads, w, lnf_t, s, x, mean, rstd, ns, c)?;
+        store(ctx, d, &mut [&mut s.dres])?;
     } else {
         let dout = dout.ok_or_else(|| ModelError::State {
             what: "an inner (virtual) pipeline stage's backward needs the gradient of its output".into(),

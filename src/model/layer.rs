@@ -25,6 +25,17 @@ use crate::parallel::{on_host, TpGroup};
 
 type Result<T> = std::result::Result<T, ModelError>;
 
+/// Stores `bufs` as the pass's precision stores activations: rounded to bf16 or f16 under
+/// mixed precision, untouched in fp32.
+pub(super) fn store(ctx: &OpsContext, d: Dims, bufs: &mut [&mut Buffer<f32>]) -> Result<()> {
+    if let Some(format) = d.half {
+        for b in bufs {
+            ops::round_to(ctx, &mut b.view_mut(..)?, format)?;
+        }
+    }
+    Ok(())
+}
+
 /// The parameters, read by tensor and layer.
 pub(super) struct Weights<'a> {
     pub params: &'a Buffer<f32>,
@@ -235,10 +246,12 @@ pub(super) fn layer_forward(
     let p = |t: ParamTensor| w.p(t, l);
     let ln1 = (ParamTensor::Ln1W, ParamTensor::Ln1B, l);
     layernorm_rows(ctx, w, ln1, &mut a.ln1, &mut a.ln1_mean, &mut a.ln1_rstd, x, d)?;
+    store(ctx, d, &mut [&mut a.ln1])?;
     // f, then QKV: column parallel over this rank's heads.
     let (qkvw, qkvb) = (p(ParamTensor::QkvW)?, p(ParamTensor::QkvB)?);
     let ln = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), a.ln1.view(..)?)?;
     ops::matmul_forward(ctx, &mut a.qkv.view_mut(..)?, ln, qkvw, Some(qkvb), n, c, 3 * cl)?;
+    store(ctx, d, &mut [&mut a.qkv])?;
     let (atty, lse) = attention_buffers(&mut a.atty, &mut a.lse, &mut s.atty, &mut s.lse);
     ops::attention_forward(
         ctx,
@@ -250,20 +263,25 @@ pub(super) fn layer_forward(
         cl,
         heads,
     )?;
+    store(ctx, d, &mut [&mut *atty])?;
     let atty = atty.view(..)?;
     let (pw, pb) = (p(ParamTensor::AttnProjW)?, p(ParamTensor::AttnProjB)?);
     let bufs = (&mut s.proj, s.sp.as_mut().map(|sp| &mut sp.proj_local));
     project_onto(ctx, tp, bufs, &mut a.res2, atty, (pw, pb), x, (n, cl, ns))?;
+    store(ctx, d, &mut [&mut a.res2])?;
     let ln2 = (ParamTensor::Ln2W, ParamTensor::Ln2B, l);
     layernorm_rows(ctx, w, ln2, &mut a.ln2, &mut a.ln2_mean, &mut a.ln2_rstd, &a.res2, d)?;
+    store(ctx, d, &mut [&mut a.ln2])?;
     let (fcw, fcb) = (p(ParamTensor::FcW)?, p(ParamTensor::FcB)?);
     let ln = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), a.ln2.view(..)?)?;
     ops::matmul_forward(ctx, &mut a.fch.view_mut(..)?, ln, fcw, Some(fcb), n, c, fl)?;
+    store(ctx, d, &mut [&mut a.fch])?;
     ops::gelu_forward(ctx, &mut a.fch_gelu.view_mut(..)?, a.fch.view(..)?, n * fl)?;
+    store(ctx, d, &mut [&mut a.fch_gelu])?;
     let (pw, pb) = (p(ParamTensor::FcProjW)?, p(ParamTensor::FcProjB)?);
     let bufs = (&mut s.proj, s.sp.as_mut().map(|sp| &mut sp.proj_local));
     project_onto(ctx, tp, bufs, &mut a.res3, a.fch_gelu.view(..)?, (pw, pb), &a.res2, (n, fl, ns))?;
-    Ok(())
+    store(ctx, d, &mut [&mut a.res3])
 }
 
 /// Backward of one layer: `s.dres` holds the gradient of the layer's output on entry and of
@@ -285,19 +303,24 @@ pub(super) fn layer_backward(
     let fcproj = (ParamTensor::FcProjW, ParamTensor::FcProjB, l);
     let dres = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.dres_full), s.dres.view(..)?)?;
     row_parallel_backward(ctx, grads, w, fcproj, &mut s.dfch, dres, a.fch_gelu.view(..)?, (n, fl, c))?;
+    store(ctx, d, &mut [&mut s.dfch])?;
     ops::gelu_backward(ctx, &mut s.dfch.view_mut(..)?, a.fch.view(..)?, n * fl)?;
+    store(ctx, d, &mut [&mut s.dfch])?;
     let fc = (ParamTensor::FcW, ParamTensor::FcB, l);
     let (ln_full, dln_full) = sp_ln_buffers(&mut s.sp);
     let ln2_rows = gathered(tp, ln_full, a.ln2.view(..)?)?;
     let dln = (&mut s.dln, dln_full);
     column_parallel_backward(ctx, tp, grads, w, fc, dln, s.dfch.view(..)?, ln2_rows, (n, c, fl))?;
+    store(ctx, d, &mut [&mut s.dln])?;
     let ln2 = (ParamTensor::Ln2W, ParamTensor::Ln2B, l);
     layernorm_backward(ctx, tp, grads, w, ln2, s, &a.res2, &a.ln2_mean, &a.ln2_rstd, ns, c)?;
+    store(ctx, d, &mut [&mut s.dres])?;
     // Attention: proj (row parallel), attention over the local heads, QKV (column parallel), LN1.
     if a.atty.is_none() {
         // Selective recomputation: the attention output was not kept.
         let (mut atty, mut lse) = (s.atty.view_mut(..)?, s.lse.view_mut(..)?);
         ops::attention_forward(ctx, &mut atty, &mut lse, a.qkv.view(..)?, b, t, cl, heads)?;
+        store(ctx, d, &mut [&mut s.atty])?;
     }
     let (atty, lse) = match (&a.atty, &a.lse) {
         (Some(x), Some(y)) => (x, y),
@@ -306,6 +329,7 @@ pub(super) fn layer_backward(
     let proj = (ParamTensor::AttnProjW, ParamTensor::AttnProjB, l);
     let dres = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.dres_full), s.dres.view(..)?)?;
     row_parallel_backward(ctx, grads, w, proj, &mut s.datty, dres, atty.view(..)?, (n, cl, c))?;
+    store(ctx, d, &mut [&mut s.datty])?;
     let (datty, qkv) = (s.datty.view(..)?, a.qkv.view(..)?);
     ops::attention_backward(
         ctx,
@@ -319,13 +343,16 @@ pub(super) fn layer_backward(
         cl,
         heads,
     )?;
+    store(ctx, d, &mut [&mut s.dqkv])?;
     let qkvt = (ParamTensor::QkvW, ParamTensor::QkvB, l);
     let (ln_full, dln_full) = sp_ln_buffers(&mut s.sp);
     let ln1_rows = gathered(tp, ln_full, a.ln1.view(..)?)?;
     let dln = (&mut s.dln, dln_full);
     column_parallel_backward(ctx, tp, grads, w, qkvt, dln, s.dqkv.view(..)?, ln1_rows, (n, c, 3 * cl))?;
+    store(ctx, d, &mut [&mut s.dln])?;
     let ln1 = (ParamTensor::Ln1W, ParamTensor::Ln1B, l);
-    layernorm_backward(ctx, tp, grads, w, ln1, s, x, &a.ln1_mean, &a.ln1_rstd, ns, c)
+    layernorm_backward(ctx, tp, grads, w, ln1, s, x, &a.ln1_mean, &a.ln1_rstd, ns, c)?;
+    store(ctx, d, &mut [&mut s.dres])
 }
 
 /// LayerNorm backward of this rank's `n` rows from `s.dln`, accumulating into `s.dres` (the

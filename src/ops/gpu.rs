@@ -227,3 +227,7 @@ pub fn adamw_update(
 pub fn sum_of_squares(ctx: &OpsContext, x: View<f32>) -> Result<f64> {
     Ok(launch::sum_squares(ctx.kernels()?, &x)?)
 }
+
+pub fn round_to(ctx: &OpsContext, x: &mut ViewMut<f32>, format: crate::launch::HalfFormat) -> Result<()> {
+    Ok(launch::round_to(ctx.kernels()?, x, format)?)
+}

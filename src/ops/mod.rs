@@ -21,6 +21,7 @@ pub mod gpu;
 mod layernorm;
 mod matmul;
 mod optimizer;
+mod precision;
 
 pub use attention::{attention_backward, attention_forward};
 pub use context::OpsContext;
@@ -31,6 +32,7 @@ pub use error::{OpsError, Result};
 pub use layernorm::{layernorm_backward, layernorm_forward};
 pub use matmul::{matmul_backward, matmul_forward, matmul_residual_forward};
 pub use optimizer::{adamw_update, sum_of_squares, AdamWParams};
+pub use precision::{round_to, HalfFormat};
 
 #[cfg(test)]
 mod tests;

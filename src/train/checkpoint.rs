@@ -184,6 +184,11 @@ pub fn save(
             json!({ "tensor": grid.tp, "pipeline": grid.pp, "data": grid.dp, "distributed_optimizer": zero }),
         );
         obj.insert("dp_loader_positions".into(), json!(positions));
+        obj.insert("precision".into(), json!(trainer.settings.precision));
+        obj.insert("skipped_iters".into(), json!(trainer.skipped));
+        if let Some(scaler) = &trainer.scaler {
+            obj.insert("loss_scaler".into(), json!(scaler));
+        }
     }
     let ck = Checkpoint {
         config,
@@ -211,6 +216,21 @@ pub fn restore(trainer: &mut Trainer, loader: &mut DataLoader, ck: &Checkpoint) 
         )));
     }
     trainer.iter = ck.step;
+    trainer.skipped = ck.state.get("skipped_iters").and_then(|s| s.as_u64()).unwrap_or(0);
+    let saved: Option<crate::model::Precision> =
+        ck.state.get("precision").and_then(|p| serde_json::from_value(p.clone()).ok());
+    let saved = saved.unwrap_or_default();
+    if saved != trainer.settings.precision {
+        return Err(TrainError::Checkpoint(format!(
+            "the checkpoint was trained in {saved} and this run is {}: resume it with --{saved}",
+            trainer.settings.precision
+        )));
+    }
+    if let (Some(scaler), Some(saved)) = (trainer.scaler.as_mut(), ck.state.get("loss_scaler")) {
+        *scaler = serde_json::from_value(saved.clone()).map_err(|e| {
+            TrainError::Checkpoint(format!("the checkpoint's loss scaler is unreadable: {e}"))
+        })?;
+    }
     if let Some(o) = &ck.optimizer {
         let owned = trainer.optimizer.owned.clone();
         let (m, v) = (layout.extract(&o.m), layout.extract(&o.v));

@@ -349,6 +349,8 @@ mod tests {
             },
             adamw: Default::default(),
             clip_grad: 1.0,
+            precision: Default::default(),
+            loss_scale: Default::default(),
         };
         let init = gpt2_init(&ParamLayout::new(c), 1);
         Trainer::single_with_lanes(&trident_runtime::Device::Cpu, c, &init, settings, lanes).unwrap().memory()

@@ -1,8 +1,9 @@
 //! What a step is given and what it reports: the optimisation settings, the source of
 //! batches, and the step's statistics.
 
-use super::{LrSchedule, TrainError};
+use super::{LossScaleConfig, LrSchedule, TrainError};
 use crate::data::{Batch, DataError, DataLoader};
+use crate::model::Precision;
 use crate::optim::AdamWConfig;
 
 /// Where batches come from: the data loader, or anything else that yields `[b, t]` inputs and
@@ -29,6 +30,10 @@ pub struct TrainSettings {
     pub adamw: AdamWConfig,
     /// Global gradient-norm limit; 0 turns clipping off.
     pub clip_grad: f32,
+    /// `--bf16`, `--fp16` or fp32.
+    pub precision: Precision,
+    /// fp16's loss scaling (unused otherwise).
+    pub loss_scale: LossScaleConfig,
 }
 
 impl TrainSettings {
@@ -49,4 +54,8 @@ pub struct StepStats {
     /// Global gradient norm before clipping.
     pub grad_norm: f32,
     pub lr: f32,
+    /// fp16: the loss scale the step ran with.
+    pub loss_scale: Option<f32>,
+    /// fp16: the gradients overflowed and the step was skipped.
+    pub skipped: bool,
 }

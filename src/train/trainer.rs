@@ -17,9 +17,11 @@ use rayon::prelude::*;
 use trident_collectives::{CommConfig, Communicator, ReduceOp};
 use trident_runtime::{Buffer, Device, DeviceKind, ViewMut};
 
-use super::{BatchSource, Result, StepStats, TrainError, TrainSettings};
+use super::{BatchSource, LossScaler, Result, StepStats, TrainError, TrainSettings};
 use crate::data::Batch;
-use crate::model::{Gpt, GptConfig, MicroActs, ModelError, ParamTensor, ShardLayout, Workspace};
+use crate::model::{
+    Gpt, GptConfig, GptOptions, MicroActs, ModelError, ParamTensor, Precision, ShardLayout, Workspace,
+};
 use crate::ops::{self, OpsContext};
 use crate::optim::{clip_scale, AdamW};
 use crate::parallel::{
@@ -97,6 +99,13 @@ pub struct Trainer {
     pub settings: TrainSettings,
     pub par: ParallelConfig,
     pub iter: u64,
+    /// Steps skipped for an fp16 overflow (the learning-rate schedule counts the others).
+    pub skipped: u64,
+    /// fp16's loss scaler (`None` in fp32 and bf16).
+    pub scaler: Option<LossScaler>,
+    /// Tests: make the next step's gradients overflow.
+    #[cfg(test)]
+    pub(crate) inject_overflow: bool,
     pub timing: StageTiming,
     /// The pass state of the micro-batches in flight (`None` with lanes, which hold their own).
     ws: Option<Workspace>,
@@ -163,7 +172,12 @@ impl Trainer {
         let micro_batches = par.validate(shape, settings.micro_batch, settings.global_batch)?;
         let ctx = OpsContext::new(device)?;
         let layout = ShardLayout::new(config, groups.place);
-        let model = Gpt::new(device, layout.clone(), full, par.recompute, par.sequence_parallel)?;
+        let options = GptOptions {
+            recompute: par.recompute,
+            sequence_parallel: par.sequence_parallel,
+            precision: settings.precision,
+        };
+        let model = Gpt::new(device, layout.clone(), full, options)?;
         let (b, t) = (settings.micro_batch, settings.seq_len);
         let ws = Workspace::new(device, &model, b, t)?;
         let chunks = groups.place.chunks;
@@ -233,6 +247,10 @@ impl Trainer {
             settings,
             par,
             iter: 0,
+            skipped: 0,
+            scaler: (settings.precision == Precision::Fp16).then(|| LossScaler::new(&settings.loss_scale)),
+            #[cfg(test)]
+            inject_overflow: false,
             timing: StageTiming::default(),
             ws,
             slots,
@@ -275,7 +293,8 @@ impl Trainer {
         let m = self.schedule.micro_batches;
         let (b, t) = (self.settings.micro_batch, self.settings.seq_len);
         let batches = (0..m).map(|_| self.checked_batch(data)).collect::<Result<Vec<_>>>()?;
-        let dloss = 1.0 / (m * b * self.par.dp * t) as f32;
+        // fp16: the loss gradient is scaled up so that small gradients survive fp16.
+        let dloss = self.scaler.map_or(1.0, |s| s.scale) / (m * b * self.par.dp * t) as f32;
         if self.lanes.is_empty() {
             self.model.zero_grads()?;
         } else {
@@ -357,6 +376,14 @@ impl Trainer {
         self.timing.busy += busy;
         self.timing.wall += started.elapsed();
         let lanes_norm_sq = self.drain_lanes()?;
+        #[cfg(test)]
+        if std::mem::take(&mut self.inject_overflow) {
+            // Tests: an fp16 overflow in this step's gradients.
+            on_host(&mut self.model.grads_mut().view_mut(..1)?, |g| {
+                g[0] = f32::INFINITY;
+                Ok::<(), TrainError>(())
+            })?;
+        }
 
         let sq = match lanes_norm_sq {
             Some(sq) => sq,
@@ -378,8 +405,25 @@ impl Trainer {
         if !loss.is_finite() {
             return Err(TrainError::NonFinite { loss, iter: self.iter });
         }
-        let lr = self.settings.schedule.lr(self.iter);
-        let scale = clip_scale(norm, self.settings.clip_grad);
+        // The schedule counts the updates taken: a skipped step does not advance it.
+        let lr = self.settings.schedule.lr(self.iter - self.skipped);
+        let loss_scale = self.scaler.map(|s| s.scale);
+        // The gradients were scaled with the loss; their true norm is the scaled one / scale.
+        let norm = norm / loss_scale.unwrap_or(1.0);
+        if let Some(scaler) = self.scaler.as_mut() {
+            let found_inf = !norm.is_finite() || !loss.is_finite();
+            scaler.update(found_inf);
+            if found_inf {
+                // fp16 overflowed: no update; the scaler backs off.
+                self.iter += 1;
+                self.skipped += 1;
+                return Ok(StepStats { loss, grad_norm: norm, lr, loss_scale, skipped: true });
+            }
+        }
+        if !loss.is_finite() {
+            return Err(TrainError::NonFinite { loss, iter: self.iter });
+        }
+        let scale = clip_scale(norm, self.settings.clip_grad) / loss_scale.unwrap_or(1.0);
         match &self.zero {
             None => {
                 let (params, grads) = self.model.params_and_grads();
@@ -390,8 +434,9 @@ impl Trainer {
                 self.all_gather_params()?;
             }
         }
+        self.model.sync_compute_weights(&self.ctx)?;
         self.iter += 1;
-        Ok(StepStats { loss, grad_norm: norm, lr })
+        Ok(StepStats { loss, grad_norm: norm, lr, loss_scale, skipped: false })
     }
 
     /// With lanes: their gradients summed into the model's (the first lane's buffer, holding

@@ -25,6 +25,7 @@
 //!   PTX ISA fragment layouts.
 
 mod bf16;
+mod f16;
 mod global;
 #[cfg(not(target_arch = "nvptx64"))]
 mod host;
@@ -32,6 +33,7 @@ mod host;
 mod ptx;
 
 pub use bf16::{bf16_to_f32, f32_to_bf16, pack_bf16x2, unpack_bf16x2};
+pub use f16::{f16_to_f32, f32_to_f16};
 pub use global::{Global, GlobalMut, Word32};
 #[cfg(not(target_arch = "nvptx64"))]
 pub use host::*;

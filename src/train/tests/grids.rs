@@ -43,6 +43,8 @@ pub(super) fn settings(micro_batch: usize, global_batch: usize) -> TrainSettings
         },
         adamw: AdamWConfig::default(),
         clip_grad: 1.0,
+        precision: Default::default(),
+        loss_scale: Default::default(),
     }
 }
 

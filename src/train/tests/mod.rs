@@ -3,4 +3,5 @@
 
 mod checkpoints;
 mod grids;
+mod mixed;
 mod trainer;

@@ -46,6 +46,8 @@ fn trainer(shares: usize, micro_batches: usize, config: GptConfig, iters: u64) -
         },
         adamw: AdamWConfig::default(),
         clip_grad: 1.0,
+        precision: Default::default(),
+        loss_scale: Default::default(),
     };
     Trainer::single_with_lanes(&Device::Cpu, config, &init, settings, shares).unwrap()
 }

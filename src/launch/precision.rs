@@ -1,0 +1,25 @@
+use trident_runtime::{KernelArg, LaunchConfig, ViewMut};
+
+use super::{to_u32, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
+
+/// The 16-bit storage formats of mixed precision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HalfFormat {
+    Bf16,
+    F16,
+}
+
+/// Rounds every element of `x` in place to the nearest `format` value (kept as f32).
+pub fn round_to(k: &Kernels, x: &mut ViewMut<f32>, format: HalfFormat) -> Result<()> {
+    let kernel = match format {
+        HalfFormat::Bf16 => "round_bf16_f32",
+        HalfFormat::F16 => "round_f16_f32",
+    };
+    k.check_device(x.device())?;
+    let n = to_u32("length", x.len())?;
+    let cfg = LaunchConfig::for_items(x.len(), ELEMENTWISE_THREADS, MAX_BLOCKS);
+    let args = [x.addr_mut(), n.to_word()];
+    // SAFETY: `x` holds `n` elements on the kernels' device; each thread rewrites its own.
+    unsafe { k.function(kernel)?.launch(&cfg, &args)? };
+    Ok(())
+}

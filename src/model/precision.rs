@@ -1,0 +1,46 @@
+//! The precision a model stores its activations and computes its products in.
+//!
+//! Mixed precision as Megatron-LM runs it (`--bf16`, `--fp16`): fp32 master weights and AdamW
+//! state, gradients accumulated and reduced in fp32; the weights the products read, every
+//! activation and every activation gradient stored in bf16 (fp16); LayerNorm statistics,
+//! softmax, the log-sum-exp and the loss in fp32. Each device stores exactly the values a
+//! 16-bit buffer holds (rounded to nearest, ties to even) in f32 buffers and computes in f32,
+//! so `Cpu` and `Emu` agree step for step.
+
+use crate::ops::HalfFormat;
+
+/// `--bf16`, `--fp16`, or fp32 (neither).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    Fp32,
+    Bf16,
+    Fp16,
+}
+
+impl Precision {
+    /// The 16-bit format values are stored in, or `None` for fp32.
+    pub fn format(self) -> Option<HalfFormat> {
+        match self {
+            Precision::Fp32 => None,
+            Precision::Bf16 => Some(HalfFormat::Bf16),
+            Precision::Fp16 => Some(HalfFormat::F16),
+        }
+    }
+
+    /// The name the flags and checkpoints use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Bf16 => "bf16",
+            Precision::Fp16 => "fp16",
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -1,0 +1,187 @@
+//! Mixed precision: bf16 on every grid follows the single-rank bf16 run and the fp32 run; fp16
+//! overflows skip the step and back the scale off as Megatron-LM's scaler does; checkpoints
+//! record the precision and resume exactly.
+
+use serde_json::json;
+use trident_runtime::Device;
+
+use super::grids::{data, settings, SEQ, VOCAB};
+use crate::checkpoint::{step_dir, Checkpoint};
+use crate::data::{DataLoader, DataOrder};
+use crate::model::{gpt2_init, GptConfig, ParamLayout, Precision};
+use crate::parallel::{run_ranks, ParallelConfig, Recompute};
+use crate::train::checkpoint::SavePlan;
+use crate::train::run::{train_rank, RankData, RankResult, RunSpec};
+use crate::train::{LossScaleConfig, LossScaler, StepStats, TrainError, TrainSettings, Trainer};
+
+const STEPS: u64 = 5;
+const MICRO: usize = 2;
+
+fn config() -> GptConfig {
+    GptConfig::new(SEQ, VOCAB, 4, 4, 32, 512).unwrap()
+}
+
+fn with(precision: Precision, micro: usize, global: usize) -> TrainSettings {
+    TrainSettings { precision, ..settings(micro, global) }
+}
+
+/// A grid run in `precision`, with `options` on its layout: `micro` sequences per rank and
+/// micro-batch, two micro-batches per step.
+fn grid_losses(
+    precision: Precision,
+    (tp, pp, dp, micro): (usize, usize, usize, usize),
+    options: impl Fn(&mut ParallelConfig),
+    save: Option<SavePlan>,
+    resume: Option<&Checkpoint>,
+) -> Vec<RankResult> {
+    let mut par = ParallelConfig::from_world(tp * pp * dp, tp, pp).unwrap();
+    options(&mut par);
+    let init = match resume {
+        Some(ck) => ck.params.clone(),
+        None => gpt2_init(&ParamLayout::new(config()), 41),
+    };
+    let spec = RunSpec {
+        config: config(),
+        par,
+        settings: with(precision, micro, micro * dp * 2),
+        data_seed: 41,
+        data_order: DataOrder::Trident,
+        iters: STEPS,
+        eval_interval: 0,
+        eval_iters: 1,
+        save,
+        resume: resume.map(|ck| std::sync::Arc::new(ck.clone())),
+        exit: Default::default(),
+    };
+    run_ranks(par.world_size(), |mut world| {
+        let data = RankData { train: data(41), val: None };
+        train_rank(&mut world, &Device::Cpu, &spec, &init, data, &mut |_| {}, &mut |_, _, _| {})
+    })
+    .unwrap_or_else(|e| panic!("{precision} {tp}x{pp}x{dp}: {e}"))
+}
+
+fn losses(results: &[RankResult]) -> Vec<f32> {
+    results[0].steps.iter().map(|s| s.loss).collect()
+}
+
+fn rel(a: f32, b: f32) -> f32 {
+    ((a - b) / b).abs()
+}
+
+#[test]
+fn bf16_on_every_grid_follows_the_single_rank_bf16_run() {
+    // The one-rank runs read what all data-parallel ranks read together.
+    let one_rank = |precision, dp| losses(&grid_losses(precision, (1, 1, 1, MICRO * dp), |_| {}, None, None));
+    let one = one_rank(Precision::Bf16, 1);
+    let fp32 = one_rank(Precision::Fp32, 1);
+    for (s, (a, b)) in one.iter().zip(&fp32).enumerate() {
+        // bf16 keeps 8 bits of mantissa: the loss stays within 1% of fp32's over these steps.
+        assert!(rel(*a, *b) <= 1e-2, "step {s}: bf16 loss {a} vs fp32 {b}");
+    }
+    assert_ne!(one, fp32, "bf16 rounds: the losses are not fp32's bit for bit");
+    type Options = fn(&mut ParallelConfig);
+    let grids: [((usize, usize, usize), Options); 5] = [
+        ((2, 1, 1), |_| {}),
+        ((1, 2, 1), |_| {}),
+        ((1, 1, 2), |p| p.distributed_optimizer = true),
+        ((2, 2, 2), |p| p.recompute = Recompute::Full),
+        ((2, 2, 1), |p| {
+            p.sequence_parallel = true;
+            p.virtual_stages = 2;
+        }),
+    ];
+    let one_dp2 = one_rank(Precision::Bf16, 2);
+    for ((tp, pp, dp), options) in grids {
+        let got = losses(&grid_losses(Precision::Bf16, (tp, pp, dp, MICRO), options, None, None));
+        let want = if dp == 1 { &one } else { &one_dp2 };
+        let grid = (tp, pp, dp);
+        for (s, (a, b)) in got.iter().zip(want).enumerate() {
+            // Sums in another order round to bf16 differently now and then.
+            assert!(rel(*a, *b) <= 2e-3, "{grid:?} step {s}: bf16 loss {a} vs one rank's {b}");
+        }
+    }
+}
+
+/// A one-rank fp16 trainer with a small dynamic scale (no natural overflow at this size).
+fn fp16_trainer(scaling: LossScaleConfig) -> Trainer {
+    let init = gpt2_init(&ParamLayout::new(config()), 42);
+    let s = TrainSettings { loss_scale: scaling, ..with(Precision::Fp16, 4, 4) };
+    Trainer::single_with_lanes(&Device::Cpu, config(), &init, s, 1).unwrap()
+}
+
+#[test]
+fn an_fp16_overflow_skips_the_step_and_backs_the_scale_off_as_megatron_does() {
+    let scaling = LossScaleConfig { fixed: None, initial: 1024.0, min: 1.0, window: 2, hysteresis: 2 };
+    let mut trainer = fp16_trainer(scaling);
+    let mut loader = DataLoader::new(data(42), 4, SEQ, 42, true).unwrap();
+    let injected = [false, true, true, false, false, false];
+    let mut replay = LossScaler::new(&scaling);
+    let mut stats: Vec<StepStats> = Vec::new();
+    for &inject in &injected {
+        let before = trainer.model.params().to_vec().unwrap();
+        let adam_steps = trainer.optimizer.steps();
+        trainer.inject_overflow = inject;
+        let s = trainer.step(&mut loader).unwrap();
+        assert_eq!(s.skipped, inject, "step {}: skipped exactly when the gradients overflowed", stats.len());
+        assert_eq!(
+            s.loss_scale,
+            Some(replay.scale),
+            "step {}: the scale Megatron's scaler would use",
+            stats.len()
+        );
+        replay.update(inject);
+        if inject {
+            assert!(trainer.model.params().to_vec().unwrap() == before, "a skipped step changes no weight");
+            assert_eq!(trainer.optimizer.steps(), adam_steps, "AdamW's step count stands still");
+        }
+        stats.push(s);
+    }
+    // 1024 twice (the first overflow spends the hysteresis), halved by the second, doubled
+    // after two clean steps.
+    let scales: Vec<f32> = stats.iter().map(|s| s.loss_scale.unwrap()).collect();
+    assert_eq!(scales, [1024.0, 1024.0, 1024.0, 512.0, 512.0, 1024.0]);
+    assert_eq!((trainer.iter, trainer.skipped, trainer.optimizer.steps()), (6, 2, 4));
+    // The schedule counts updates: the step after the skips runs at the third update's rate.
+    let schedule = trainer.settings.schedule;
+    assert_eq!(stats[3].lr, schedule.lr(1));
+    assert_eq!(stats[5].lr, schedule.lr(3));
+}
+
+#[test]
+fn fp16_and_bf16_checkpoints_resume_exactly_and_name_their_precision() {
+    for precision in [Precision::Fp16, Precision::Bf16] {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = SavePlan { dir: dir.path().to_path_buf(), interval: 2, state: json!({ "data": "test" }) };
+        let whole = grid_losses(precision, (1, 2, 1, MICRO), |_| {}, Some(plan), None);
+        let ck: Checkpoint = Checkpoint::load(&step_dir(dir.path(), 2)).unwrap();
+        assert_eq!(ck.state["precision"], json!(precision.name()));
+        if precision == Precision::Fp16 {
+            assert!(ck.state["loss_scaler"]["scale"].is_number(), "{}", ck.state);
+        }
+        let resumed = grid_losses(precision, (1, 2, 1, MICRO), |_| {}, None, Some(&ck));
+        assert_eq!(losses(&resumed), losses(&whole)[2..], "{precision}: resumed on the same grid");
+        // Another precision is refused, naming the flag that resumes it.
+        let err = run_ranks(2, |mut world| {
+            let mut par = ParallelConfig::from_world(2, 1, 2).unwrap();
+            par.pp = 2;
+            par.dp = 1;
+            let spec = RunSpec {
+                config: config(),
+                par,
+                settings: with(Precision::Fp32, MICRO, MICRO * 2),
+                data_seed: 41,
+                data_order: DataOrder::Trident,
+                iters: STEPS,
+                eval_interval: 0,
+                eval_iters: 1,
+                save: None,
+                resume: Some(std::sync::Arc::new(ck.clone())),
+                exit: Default::default(),
+            };
+            let data = RankData { train: data(41), val: None };
+            train_rank(&mut world, &Device::Cpu, &spec, &ck.params, data, &mut |_| {}, &mut |_, _, _| {})
+        })
+        .unwrap_err();
+        assert!(matches!(&err, TrainError::Checkpoint(m) if m.contains(&format!("--{precision}"))), "{err}");
+    }
+}
