@@ -249,7 +249,7 @@ fn flash_attention_counters_on_emu() {
         .unwrap();
         let st = main.expect("counters of the backward's main kernel");
         // Per (key block, query tile) and warp: S^T and dP^T k16 x 8 mma each, dV and dK
-        // 4 x n8 each, dQ (hs / 32 chunks of 4 k-steps x 4 n-tiles) hs / 2.
+        // 4 x n8 each, dQ (hs / 16 chunks of 4 k-steps x 2 n-tiles) hs / 2.
         let per_step = 2 * 8 * k16 + 2 * 4 * n8 + hs as u64 / 2;
         assert_eq!(st.warp_instructions.mma, 4 * causal_tiles * per_step, "hs {hs}");
     }

@@ -104,26 +104,20 @@ pub const fn backward_smem_bytes(hs: u32) -> u32 {
     2 * (2 * BLOCK_KV + 4 * BLOCK_Q) * (hs + 8) + 2 * BLOCK_KV * (BLOCK_Q + 8) + 4 * 4 * BLOCK_Q
 }
 
-/// Issues the `cp.async` copies of rows `first .. first + rows` of a bf16 matrix with row
-/// stride `stride` (columns `0..HS` from `src`) into `dst` `[rows][HS + 8]`; rows at or past
-/// `t` are zero-filled and read nothing. Each of the 128 threads copies 16-byte chunks
-/// `tid, tid + 128, ..`; chunk `c` is row `c / (HS / 8)`, columns `8 (c % (HS / 8))..+8`.
+/// Issues the `cp.async` copies of rows `first .. first + 64` of a bf16 matrix with row stride
+/// `stride` (columns `0..HS` from `src`) into `dst` `[64][HS + 8]`; rows at or past `t` are
+/// zero-filled and read nothing. Thread `tid` copies the 16-byte chunks `tid + 128 i` for
+/// `i < HS / 16`; chunk `c` is row `c / (HS / 8)`, columns `8 (c % (HS / 8))..+8`.
 ///
 /// # Safety
 ///
 /// Rows below `t` of `src` must be readable for `HS` elements, 16-byte aligned.
 #[inline(always)]
-unsafe fn load_tile<const HS: usize>(
-    dst: Shared<u16>,
-    src: Global<u16>,
-    stride: usize,
-    first: u32,
-    rows: usize,
-    t: u32,
-) {
+unsafe fn load_tile<const HS: usize>(dst: Shared<u16>, src: Global<u16>, stride: usize, first: u32, t: u32) {
     let chunks = HS / 8;
-    let mut c = simt::thread_idx_x() as usize;
-    while c < rows * chunks {
+    let tid = simt::thread_idx_x() as usize;
+    unroll!(i < HS / 16, at most 8 => {
+        let c = tid + THREADS as usize * i;
         let (r, k) = (c / chunks, c % chunks);
         let row = first + r as u32;
         let at = r * pitch(HS) + 8 * k;
@@ -134,8 +128,7 @@ unsafe fn load_tile<const HS: usize>(
             // SAFETY: a zero-byte source read touches no memory.
             unsafe { simt::cp_async_16_zfill(dst, at, src, 0) };
         }
-        c += THREADS as usize;
-    }
+    });
 }
 
 /// A fragment (16 x 16, rows `row0..row0+16`, columns `col..col+16`) of a row-major shared
@@ -236,14 +229,14 @@ unsafe fn forward<const HS: usize, const HS8: usize, const HS16: usize>(
             let stage = (tile % 2) as usize * BKV * ld;
             // SAFETY: rows below t of K and V hold HS elements; the stage is free (see loop).
             unsafe {
-                load_tile::<HS>(k_s.sub(stage, BKV * ld), k_src, stride, tile * BLOCK_KV, BKV, t);
-                load_tile::<HS>(v_s.sub(stage, BKV * ld), v_src, stride, tile * BLOCK_KV, BKV, t);
+                load_tile::<HS>(k_s.sub(stage, BKV * ld), k_src, stride, tile * BLOCK_KV, t);
+                load_tile::<HS>(v_s.sub(stage, BKV * ld), v_src, stride, tile * BLOCK_KV, t);
             }
         }
         simt::cp_async_commit_group();
     };
     // SAFETY: rows below t of Q hold HS elements.
-    unsafe { load_tile::<HS>(q_s, q_src, stride, q0, BQ, t) };
+    unsafe { load_tile::<HS>(q_s, q_src, stride, q0, t) };
     simt::cp_async_commit_group();
     issue(0);
     simt::cp_async_wait_group::<1>();
@@ -345,8 +338,9 @@ unsafe fn forward<const HS: usize, const HS8: usize, const HS16: usize>(
 
 /// Backward for head size `HS` (see the module documentation); one block per 64 keys.
 ///
-/// Per warp (keys `16w..16w+16` of the block): `s[n]` the C fragment of `S^T` (then `P^T`,
-/// then `dS^T`) against queries `8n..8n+8` of the step, `dp[n]` that of `dP^T = V dO^T`;
+/// Per warp (keys `16w..16w+16` of the block): `s[n]` the C fragment of `S^T` (then `P^T`)
+/// against queries `8n..8n+8` of the step, `pa[kk]` the bf16 A fragments of `P^T`, `dp[n]`
+/// the C fragment of `dP^T = V dO^T` (then `dS^T`);
 /// `dk[n]`, `dv[n]` the C fragments of channels `8n..8n+8` of its dK and dV rows. In the dQ
 /// phase warp `w` owns queries `16w..16w+16` of the step.
 ///
@@ -406,8 +400,8 @@ unsafe fn backward<const HS: usize, const HS8: usize, const HS16: usize>(
             let q = step * BLOCK_Q;
             // SAFETY: rows below t hold HS elements; the stage is free (see the loop).
             unsafe {
-                load_tile::<HS>(q_s.sub(st * BQ * ld, BQ * ld), q_src, stride, q, BQ, t);
-                load_tile::<HS>(do_s.sub(st * BQ * ld, BQ * ld), do_src, c, q, BQ, t);
+                load_tile::<HS>(q_s.sub(st * BQ * ld, BQ * ld), q_src, stride, q, t);
+                load_tile::<HS>(do_s.sub(st * BQ * ld, BQ * ld), do_src, c, q, t);
             }
             // Threads 0..63 copy lse, 64..127 D, one f32 each; past T a 0 (never used).
             let (dst, src, i) = if tid < BQ { (lse_s, lse, tid) } else { (d_s, dsum, tid - BQ) };
@@ -423,8 +417,8 @@ unsafe fn backward<const HS: usize, const HS8: usize, const HS16: usize>(
     };
     // SAFETY: rows below t of K and V hold HS elements.
     unsafe {
-        load_tile::<HS>(k_s, k_src, stride, kv0, BKV, t);
-        load_tile::<HS>(v_s, v_src, stride, kv0, BKV, t);
+        load_tile::<HS>(k_s, k_src, stride, kv0, t);
+        load_tile::<HS>(v_s, v_src, stride, kv0, t);
     }
     issue(first);
 
@@ -440,47 +434,67 @@ unsafe fn backward<const HS: usize, const HS8: usize, const HS16: usize>(
         let (q_t, do_t) = (q_s.sub(st * BQ * ld, BQ * ld), do_s.sub(st * BQ * ld, BQ * ld));
         let q0 = step * BLOCK_Q;
 
-        // S^T = K Q^T and dP^T = V dO^T: 16 keys x 64 queries per warp.
+        // S^T = K Q^T: 16 keys x 64 queries per warp.
         let mut s = [[0.0f32; 4]; BQ / 8];
-        let mut dp = [[0.0f32; 4]; BQ / 8];
         unroll!(kk < HS16, at most 8 => {
             let ka = a_fragment(k_s, ld, 16 * warp, 16 * kk);
-            let va = a_fragment(v_s, ld, 16 * warp, 16 * kk);
             unroll!(np < 4 => {
                 let r = b_fragments_nk(q_t, ld, 16 * np, 16 * kk);
                 s[2 * np] = simt::mma_m16n8k16_bf16(ka, [r[0], r[1]], s[2 * np]);
                 s[2 * np + 1] = simt::mma_m16n8k16_bf16(ka, [r[2], r[3]], s[2 * np + 1]);
-                let r = b_fragments_nk(do_t, ld, 16 * np, 16 * kk);
-                dp[2 * np] = simt::mma_m16n8k16_bf16(va, [r[0], r[1]], dp[2 * np]);
-                dp[2 * np + 1] = simt::mma_m16n8k16_bf16(va, [r[2], r[3]], dp[2 * np + 1]);
             });
         });
         // P^T = exp(scale S^T - lse), 0 for queries before the key or at or past T (and keys
-        // past T); dS^T = P^T o (dP^T - D), kept in `dp`.
+        // past T), kept only as the bf16 A fragments `pa` of the products (k = queries), so
+        // that the f32 scores die before dP^T is formed.
         let masked = q0 < kv0 + BLOCK_KV || q0 + BLOCK_Q > t || kv0 + BLOCK_KV > t;
         let (lse_pairs, d_pairs) = (lse_s.cast::<[f32; 2]>(), d_s.cast::<[f32; 2]>());
         unroll!(n < 8 => {
             // Queries 8n + 2p and 8n + 2p + 1 of the step: columns of this lane's fragments.
-            let at = (st * BQ + 8 * n + 2 * p as usize) / 2;
-            let (lse2, d2) = (lse_pairs.load(at), d_pairs.load(at));
+            let lse2 = lse_pairs.load((st * BQ + 8 * n + 2 * p as usize) / 2);
             unroll!(e < 4 => {
                 let query = q0 + 8 * n as u32 + 2 * p + (e as u32 & 1);
                 let key = keys[e / 2];
                 let live = !masked || (query >= key && query < t && key < t);
                 let logit = simt::fma(s[n][e], scale_log2, -lse2[e & 1] * LOG2_E);
-                let prob = if live { simt::exp2(logit) } else { 0.0 };
-                s[n][e] = prob;
+                s[n][e] = if live { simt::exp2(logit) } else { 0.0 };
+            });
+        });
+        let mut pa = [[0u32; 4]; BQ / 16];
+        unroll!(kk < 4 => {
+            pa[kk] = c_to_a(&s, kk);
+        });
+        // dV += P^T dO.
+        unroll!(kk < 4 => {
+            unroll!(np < HS16, at most 8 => {
+                let r = b_fragments_kn(do_t, ld, 16 * kk, 16 * np);
+                dv[2 * np] = simt::mma_m16n8k16_bf16(pa[kk], [r[0], r[1]], dv[2 * np]);
+                dv[2 * np + 1] = simt::mma_m16n8k16_bf16(pa[kk], [r[2], r[3]], dv[2 * np + 1]);
+            });
+        });
+        // dP^T = V dO^T, then dS^T = P^T o (dP^T - D) in place, P^T from its bf16 fragments:
+        // element e of n-tile n is half e % 2 of register 2 (n % 2) + e / 2 of `pa[n / 2]`.
+        let mut dp = [[0.0f32; 4]; BQ / 8];
+        unroll!(kk < HS16, at most 8 => {
+            let va = a_fragment(v_s, ld, 16 * warp, 16 * kk);
+            unroll!(np < 4 => {
+                let r = b_fragments_nk(do_t, ld, 16 * np, 16 * kk);
+                dp[2 * np] = simt::mma_m16n8k16_bf16(va, [r[0], r[1]], dp[2 * np]);
+                dp[2 * np + 1] = simt::mma_m16n8k16_bf16(va, [r[2], r[3]], dp[2 * np + 1]);
+            });
+        });
+        unroll!(n < 8 => {
+            let d2 = d_pairs.load((st * BQ + 8 * n + 2 * p as usize) / 2);
+            unroll!(e < 4 => {
+                let (lo, hi) = simt::unpack_bf16x2(pa[n / 2][2 * (n % 2) + e / 2]);
+                let prob = simt::bf16_to_f32(if e % 2 == 0 { lo } else { hi });
                 dp[n][e] = prob * (dp[n][e] - d2[e & 1]);
             });
         });
-        // dV += P^T dO and dK += dS^T Q: the C fragments are the A fragments (k = queries).
+        // dK += dS^T Q.
         unroll!(kk < 4 => {
-            let pa = c_to_a(&s, kk);
             let dsa = c_to_a(&dp, kk);
             unroll!(np < HS16, at most 8 => {
-                let r = b_fragments_kn(do_t, ld, 16 * kk, 16 * np);
-                dv[2 * np] = simt::mma_m16n8k16_bf16(pa, [r[0], r[1]], dv[2 * np]);
-                dv[2 * np + 1] = simt::mma_m16n8k16_bf16(pa, [r[2], r[3]], dv[2 * np + 1]);
                 let r = b_fragments_kn(q_t, ld, 16 * kk, 16 * np);
                 dk[2 * np] = simt::mma_m16n8k16_bf16(dsa, [r[0], r[1]], dk[2 * np]);
                 dk[2 * np + 1] = simt::mma_m16n8k16_bf16(dsa, [r[2], r[3]], dk[2 * np + 1]);
@@ -507,21 +521,19 @@ unsafe fn backward<const HS: usize, const HS8: usize, const HS16: usize>(
             dsa[kk] = simt::ldmatrix_x4_trans(ds_s, at);
         });
         let rows = [q0 + 16 * warp as u32 + g, q0 + 16 * warp as u32 + g + 8];
-        // Channels in chunks of 32 (four n-tiles), to keep the live accumulators few.
-        unroll!(chunk < HS / 32, at most 4 => {
-            let mut dq = [[0.0f32; 4]; 4];
+        // Channels in chunks of 16 (two n-tiles), to keep the live accumulators few.
+        unroll!(chunk < HS8 / 2, at most 8 => {
+            let mut dq = [[0.0f32; 4]; 2];
             unroll!(kk < 4 => {
-                unroll!(np < 2 => {
-                    let r = b_fragments_kn(k_s, ld, 16 * kk, 32 * chunk + 16 * np);
-                    dq[2 * np] = simt::mma_m16n8k16_bf16(dsa[kk], [r[0], r[1]], dq[2 * np]);
-                    dq[2 * np + 1] = simt::mma_m16n8k16_bf16(dsa[kk], [r[2], r[3]], dq[2 * np + 1]);
-                });
+                let r = b_fragments_kn(k_s, ld, 16 * kk, 16 * chunk);
+                dq[0] = simt::mma_m16n8k16_bf16(dsa[kk], [r[0], r[1]], dq[0]);
+                dq[1] = simt::mma_m16n8k16_bf16(dsa[kk], [r[2], r[3]], dq[1]);
             });
             unroll!(r < 2 => {
                 if rows[r] < t {
-                    let at = (b * t as usize + rows[r] as usize) * c + h * HS + 32 * chunk + 2 * p as usize;
-                    unroll!(n < 4 => {
-                        // SAFETY: rows[r] < t; channel 32 chunk + 8n + 2p (+1) of head h.
+                    let at = (b * t as usize + rows[r] as usize) * c + h * HS + 16 * chunk + 2 * p as usize;
+                    unroll!(n < 2 => {
+                        // SAFETY: rows[r] < t; channel 16 chunk + 8n + 2p (+1) of head h.
                         unsafe {
                             dq_accum.red_add(at + 8 * n, dq[n][2 * r]);
                             dq_accum.red_add(at + 8 * n + 1, dq[n][2 * r + 1]);
