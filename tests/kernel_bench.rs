@@ -1,9 +1,10 @@
 //! The shortcuts `trident bench kernels` takes to count large launches on `Emu` are exact: a
 //! GEMM counted at two short K and extrapolated equals the GEMM counted whole, and attention
-//! counted for one (sequence, head) and scaled equals it counted for all.
+//! counted for one (sequence, head) and scaled equals it counted for all, for the f32 kernel
+//! and for the tensor-core flash attention (forward and the backward's main launch).
 
-use trident::kernel_bench::{Bench, Case, Op};
-use trident::launch::{AttentionShape, Gemm};
+use trident::kernel_bench::{Bench, Case, FlashStep, Op};
+use trident::launch::{AttentionShape, FlashAttentionShape, Gemm};
 use trident::runtime::Device;
 use trident_perfmodel::Workload;
 
@@ -39,4 +40,19 @@ fn attention_counts_scaled_over_heads_and_sequences_equal_the_whole_launch() {
     let scaled = bench.count(&case).unwrap();
     let whole = bench.count_exact(&case.op).unwrap();
     same_counters(&scaled, &whole);
+}
+
+#[test]
+fn flash_attention_counts_scaled_over_heads_and_sequences_equal_the_whole_launch() {
+    let bench = Bench::load(&Device::Emu).unwrap();
+    // T = 72: a whole query tile and an edge one, every block run in both counts; T a multiple
+    // of 8 keeps each head's f32 lse row on whole 32-byte sectors, as it is for head 0.
+    let s = FlashAttentionShape { b: 2, t: 72, nh: 2, hs: 64 };
+    for op in [Op::FlashForward(s), Op::FlashBackward(s, FlashStep::Main)] {
+        let case = Case { name: "flash".into(), op };
+        let scaled = bench.count(&case).unwrap();
+        let whole = bench.count_exact(&case.op).unwrap();
+        same_counters(&scaled, &whole);
+        assert!(whole.warp.mma > 0, "{op:?}");
+    }
 }

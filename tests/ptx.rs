@@ -4,6 +4,10 @@
 //!
 //! `ptxas` is found through `TRIDENT_PTXAS`, then `PATH`, then the `nvidia-cuda-nvcc-cu12`
 //! Python wheel. Where none exists the test says it skipped, except under `CI` where it fails.
+//! The SASS of the tensor-core attention kernels is then read back with `cuobjdump`
+//! (`TRIDENT_CUOBJDUMP`, `PATH`, or a CUDA wheel beside the one `ptxas` came from): their main
+//! loops must issue `HMMA` (tensor cores), `LDGSTS` (`cp.async`) and `LDSM` (`ldmatrix`), and
+//! touch no local memory (`LDL`/`STL`).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -90,6 +94,7 @@ fn every_kernel_assembles_for_sm90() {
             host.name
         );
     }
+    check_tensor_core_sass(&ptxas, &dir.join("trident.cubin"));
     for name in trident_kernels::NO_SPILL {
         let (_, r) = kernels
             .iter()
@@ -101,5 +106,59 @@ fn every_kernel_assembles_for_sm90() {
             r.spill_stores,
             r.spill_loads
         );
+    }
+}
+
+/// `cuobjdump`: `TRIDENT_CUOBJDUMP`, then `PATH`, then any `nvidia/*/bin` of the Python
+/// site-packages that holds `ptxas`.
+fn find_cuobjdump(ptxas: &std::path::Path) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("TRIDENT_CUOBJDUMP") {
+        return Some(PathBuf::from(p));
+    }
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("cuobjdump"))
+        .find(|p| p.is_file());
+    // ptxas of a wheel: .../site-packages/nvidia/cuda_nvcc/bin/ptxas.
+    on_path.or_else(|| {
+        let nvidia = ptxas.parent()?.parent()?.parent()?;
+        std::fs::read_dir(nvidia)
+            .ok()?
+            .flatten()
+            .map(|e| e.path().join("bin").join("cuobjdump"))
+            .find(|p| p.is_file())
+    })
+}
+
+fn check_tensor_core_sass(ptxas: &std::path::Path, cubin: &std::path::Path) {
+    let Some(cuobjdump) = find_cuobjdump(ptxas) else {
+        if std::env::var_os("CI").is_some() {
+            panic!("cuobjdump not found under CI: install the nvidia-cuda-cuobjdump wheel or set TRIDENT_CUOBJDUMP");
+        }
+        eprintln!("skipped the SASS check: cuobjdump not found (pip install nvidia-cuda-cuobjdump)");
+        return;
+    };
+    for name in [
+        "flash_attention_forward_hs64",
+        "flash_attention_forward_hs128",
+        "flash_attention_backward_hs64",
+        "flash_attention_backward_hs128",
+    ] {
+        let out = Command::new(&cuobjdump)
+            .args(["-sass", "-fun", name])
+            .arg(cubin)
+            .output()
+            .unwrap_or_else(|e| panic!("running {}: {e}", cuobjdump.display()));
+        assert!(out.status.success(), "cuobjdump failed on {name}: {}", String::from_utf8_lossy(&out.stderr));
+        let sass = String::from_utf8_lossy(&out.stdout);
+        let count = |op: &str| sass.lines().filter(|l| l.contains(op)).count();
+        let (hmma, ldgsts, ldsm) = (count("HMMA.16816.F32.BF16"), count("LDGSTS"), count("LDSM"));
+        eprintln!("{name}: {hmma} HMMA, {ldgsts} LDGSTS, {ldsm} LDSM");
+        assert!(
+            hmma > 0 && ldgsts > 0 && ldsm > 0,
+            "{name}: {hmma} HMMA, {ldgsts} LDGSTS, {ldsm} LDSM in its SASS"
+        );
+        assert_eq!(count("LDL") + count("STL"), 0, "{name} touches local memory");
     }
 }

@@ -29,6 +29,7 @@ pub mod crossentropy;
 pub mod designs;
 pub mod elementwise;
 pub mod encoder;
+pub mod flash_attention;
 pub mod gelu;
 pub mod gemm;
 pub mod layernorm;
@@ -46,6 +47,7 @@ pub static HOST_KERNELS: &[&[trident_simt::HostKernel]] = &[
     designs::HOST_KERNELS,
     elementwise::HOST_KERNELS,
     encoder::HOST_KERNELS,
+    flash_attention::HOST_KERNELS,
     gelu::HOST_KERNELS,
     gemm::HOST_KERNELS,
     layernorm::HOST_KERNELS,
@@ -87,4 +89,10 @@ pub const NO_SPILL: &[&str] = &[
     "attention_backward_dsum_f32",
     "attention_backward_dq_f32",
     "attention_backward_dkv_f32",
+    "flash_attention_forward_hs64",
+    "flash_attention_forward_hs128",
+    "flash_attention_backward_prep",
+    "flash_attention_backward_hs64",
+    "flash_attention_backward_hs128",
+    "flash_attention_backward_dq",
 ];

@@ -6,7 +6,9 @@
 //! Counting on `Emu` runs a sample of each grid ([`BlockSample::Edges`]) and, where the work
 //! repeats exactly, less of it: a GEMM at two short `K` (its counters are affine in the
 //! number of K-steps) extrapolated to the real `K`; attention for one (sequence, head) pair,
-//! scaled to all of them (every pair does the same work).
+//! scaled to all of them (every pair does the same work). The tensor-core flash attention is
+//! counted the same way, with every block of the one pair run (its causal blocks differ in
+//! work, so an edge sample would not be exact).
 
 pub mod designs;
 
@@ -16,7 +18,9 @@ use serde::{Deserialize, Serialize};
 use trident_perfmodel::{Prediction, Target, Workload};
 use trident_runtime::{set_block_sample, BlockSample, Buffer, Device, Module};
 
-use crate::launch::{self, AdamW, AttentionShape, EncoderShape, Gemm, Kernels, Transpose};
+use crate::launch::{
+    self, AdamW, AttentionShape, EncoderShape, FlashAttentionShape, Gemm, Kernels, Transpose,
+};
 use designs::SgemmDesign;
 
 /// Kernel classes, each with its own ceiling.
@@ -38,15 +42,51 @@ pub enum Group {
 pub enum Op {
     Gemm(Gemm),
     Attention(AttentionShape),
-    Add { n: usize },
-    GeluForward { n: usize },
-    GeluBackward { n: usize },
-    LayerNormForward { rows: usize, c: usize },
-    LayerNormBackward { rows: usize, c: usize },
-    AdamW { n: usize },
-    CrossEntropy { rows: usize, v: usize, vp: usize },
+    /// The tensor-core flash attention forward (bf16).
+    FlashForward(FlashAttentionShape),
+    /// One launch of the flash attention backward; on `Cuda` the case times all three.
+    FlashBackward(FlashAttentionShape, FlashStep),
+    Add {
+        n: usize,
+    },
+    GeluForward {
+        n: usize,
+    },
+    GeluBackward {
+        n: usize,
+    },
+    LayerNormForward {
+        rows: usize,
+        c: usize,
+    },
+    LayerNormBackward {
+        rows: usize,
+        c: usize,
+    },
+    AdamW {
+        n: usize,
+    },
+    CrossEntropy {
+        rows: usize,
+        v: usize,
+        vp: usize,
+    },
     EncoderForward(EncoderShape),
-    Design { design: SgemmDesign, size: usize },
+    Design {
+        design: SgemmDesign,
+        size: usize,
+    },
+}
+
+/// The three launches of the flash attention backward.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlashStep {
+    /// `D = rowsum(dO o O)` and `dq_accum = 0` (memory-bound).
+    Prep,
+    /// dK, dV and the atomic dQ sum: the five products.
+    Main,
+    /// `dq_accum` scaled and converted into `dqkv` (memory-bound).
+    Dq,
 }
 
 /// One benchmark case.
@@ -92,6 +132,18 @@ pub fn suite() -> Vec<Case> {
             Op::Attention(AttentionShape { b: 4, t: 1024, nh, hs }),
         ));
     }
+    // Tensor-core flash attention: B x NH = 16 x 16 (hs 64) or 16 x 8 (hs 128) heads, 4096 or
+    // 2048 blocks of 64 queries at T 1024, several waves on 132 SMs.
+    for (b, nh, hs) in [(16, 16, 64), (16, 8, 128)] {
+        let s = FlashAttentionShape { b, t: 1024, nh, hs };
+        cases.push(case(format!("flash attn fwd b{b} t1024 h{nh} d{hs} causal (bf16)"), Op::FlashForward(s)));
+        for (what, step) in [("prep", FlashStep::Prep), ("main", FlashStep::Main), ("dq", FlashStep::Dq)] {
+            cases.push(case(
+                format!("flash attn bwd {what} b{b} t1024 h{nh} d{hs} causal (bf16)"),
+                Op::FlashBackward(s, step),
+            ));
+        }
+    }
     cases.push(case(format!("add {r}x{c}"), Op::Add { n: r * c }));
     cases.push(case(format!("gelu fwd {r}x{}", 4 * c), Op::GeluForward { n: r * 4 * c }));
     cases.push(case(format!("gelu bwd {r}x{}", 4 * c), Op::GeluBackward { n: r * 4 * c }));
@@ -135,7 +187,9 @@ impl Case {
     pub fn group(&self) -> Group {
         match self.op {
             Op::Gemm(_) => Group::Gemm,
-            Op::Attention(_) => Group::Attention,
+            Op::Attention(_) | Op::FlashForward(_) | Op::FlashBackward(_, FlashStep::Main) => {
+                Group::Attention
+            }
             Op::Design { .. } => Group::Design,
             _ => Group::Memory,
         }
@@ -146,6 +200,12 @@ impl Case {
         match &self.op {
             Op::Gemm(g) => gemm_kernel(g),
             Op::Attention(_) => "attention_forward_f32",
+            Op::FlashForward(s) if s.hs == 64 => "flash_attention_forward_hs64",
+            Op::FlashForward(_) => "flash_attention_forward_hs128",
+            Op::FlashBackward(_, FlashStep::Prep) => "flash_attention_backward_prep",
+            Op::FlashBackward(s, FlashStep::Main) if s.hs == 64 => "flash_attention_backward_hs64",
+            Op::FlashBackward(_, FlashStep::Main) => "flash_attention_backward_hs128",
+            Op::FlashBackward(_, FlashStep::Dq) => "flash_attention_backward_dq",
             Op::Add { .. } => "add_f32",
             Op::GeluForward { .. } => "gelu_forward_f32",
             Op::GeluBackward { .. } => "gelu_backward_f32",
@@ -158,12 +218,16 @@ impl Case {
         }
     }
 
-    /// Useful FLOPs (0 for the memory-bound kernels).
+    /// Useful FLOPs (0 for the memory-bound kernels). Flash attention counts as
+    /// FlashAttention-2 does: forward `4 B NH T^2 HS / 2` (two products, halved for the causal
+    /// mask), backward 2.5 times that (five products).
     pub fn flops(&self) -> f64 {
         match &self.op {
             Op::Gemm(g) => 2.0 * (g.m * g.n * g.k) as f64,
             Op::Design { size, .. } => 2.0 * (*size as f64).powi(3),
             Op::Attention(s) => attention_flops(s),
+            Op::FlashForward(s) => s.forward_flops(),
+            Op::FlashBackward(s, FlashStep::Main) => s.backward_flops(),
             _ => 0.0,
         }
     }
@@ -176,6 +240,15 @@ impl Case {
             Op::Gemm(g) => f(g.m * g.k + g.k * g.n + g.m * g.n * if g.beta == 0.0 { 1 } else { 2 }),
             Op::Design { size, .. } => f(4 * size * size),
             Op::Attention(s) => f(s.b * s.t * 3 * s.nh * s.hs + s.b * s.t * s.nh * s.hs + s.b * s.nh * s.t),
+            // bf16 tensors (2 bytes), f32 statistics and dQ sum (4 bytes).
+            Op::FlashForward(s) => 2 * (s.qkv_len() + s.out_len()) as u64 + f(s.stat_len()),
+            Op::FlashBackward(s, FlashStep::Prep) => 4 * s.out_len() as u64 + f(s.stat_len() + s.out_len()),
+            Op::FlashBackward(s, FlashStep::Main) => {
+                // qkv and dout read, dK and dV written, lse and D read, dq_accum read and written.
+                2 * (s.qkv_len() + s.out_len() + 2 * s.out_len()) as u64
+                    + f(2 * s.stat_len() + 2 * s.out_len())
+            }
+            Op::FlashBackward(s, FlashStep::Dq) => f(s.out_len()) + 2 * s.out_len() as u64,
             Op::Add { n } => f(3 * n),
             Op::GeluForward { n } => f(2 * n),
             Op::GeluBackward { n } => f(3 * n),
@@ -193,15 +266,24 @@ impl Case {
 struct Buffers {
     f: Vec<Buffer<f32>>,
     u: Vec<Buffer<u32>>,
+    /// bf16 tensors.
+    h: Vec<Buffer<u16>>,
+}
+
+/// A cheap deterministic pattern in [-0.5, 0.5): no zeros, no denormals.
+fn pattern(n: usize, seed: u32) -> impl Iterator<Item = f32> {
+    (0..n as u32).map(move |i| {
+        (((i.wrapping_mul(2_654_435_761).wrapping_add(seed)) >> 8) as f32 / (1u32 << 24) as f32) - 0.5
+    })
 }
 
 fn filled(device: &Device, n: usize, seed: u32) -> trident_runtime::Result<Buffer<f32>> {
-    // A cheap deterministic pattern in [-0.5, 0.5): no zeros, no denormals.
-    let data: Vec<f32> = (0..n as u32)
-        .map(|i| {
-            (((i.wrapping_mul(2_654_435_761).wrapping_add(seed)) >> 8) as f32 / (1u32 << 24) as f32) - 0.5
-        })
-        .collect();
+    Buffer::from_slice(device, &pattern(n, seed).collect::<Vec<_>>())
+}
+
+/// [`filled`] in bf16.
+fn filled_bf16(device: &Device, n: usize, seed: u32) -> trident_runtime::Result<Buffer<u16>> {
+    let data: Vec<u16> = pattern(n, seed).map(trident_kernels::simt::f32_to_bf16).collect();
     Buffer::from_slice(device, &data)
 }
 
@@ -214,6 +296,8 @@ impl Op {
                 let c = s.nh * s.hs;
                 vec![s.b * s.t * c, s.b * s.nh * s.t, s.b * s.t * 3 * c]
             }
+            // f32: lse, dsum, dq_accum.
+            Op::FlashForward(s) | Op::FlashBackward(s, _) => vec![s.stat_len(), s.stat_len(), s.out_len()],
             Op::Add { n } => vec![*n; 3],
             Op::GeluForward { n } => vec![*n; 2],
             Op::GeluBackward { n } => vec![*n; 3],
@@ -240,13 +324,83 @@ impl Op {
             }
             _ => Vec::new(),
         };
-        Ok(Buffers { f, u })
+        let h = match self {
+            // bf16: qkv, out, dout, dqkv.
+            Op::FlashForward(s) | Op::FlashBackward(s, _) => {
+                [s.qkv_len(), s.out_len(), s.out_len(), s.qkv_len()]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &n)| filled_bf16(device, n, 10 + i as u32))
+                    .collect::<Result<_, _>>()?
+            }
+            _ => Vec::new(),
+        };
+        Ok(Buffers { f, u, h })
     }
 
-    /// Launches the case once on the buffers.
-    fn launch(&self, k: &Kernels, module: &Module, bufs: &mut Buffers) -> Result<(), launch::LaunchError> {
+    /// Launches the case once on the buffers. A flash backward step runs the whole backward
+    /// and returns, on `Emu`, the counters of its own launch.
+    fn launch(
+        &self,
+        k: &Kernels,
+        module: &Module,
+        bufs: &mut Buffers,
+    ) -> Result<Option<trident_runtime::LaunchStats>, launch::LaunchError> {
+        let f = &mut bufs.f;
+        let h = &mut bufs.h;
+        match self {
+            Op::FlashForward(s) => {
+                let [lse, _, _] = three(f);
+                let (qkv, rest) = h.split_first_mut().expect("bf16 buffers");
+                launch::flash_attention_forward(
+                    k,
+                    &mut rest[0].view_mut(..)?,
+                    &mut lse.view_mut(..)?,
+                    &qkv.view(..)?,
+                    s,
+                )?;
+                return Ok(None);
+            }
+            Op::FlashBackward(s, _) => {
+                let [lse, dsum, dq_accum] = three(f);
+                let (qkv, rest) = h.split_first_mut().expect("bf16 buffers");
+                let (out, rest) = rest.split_first_mut().expect("bf16 buffers");
+                let (dout, rest) = rest.split_first_mut().expect("bf16 buffers");
+                let kernel = Case { name: String::new(), op: *self }.kernel();
+                let mut stats = None;
+                launch::flash_attention_backward_with(
+                    k,
+                    &mut rest[0].view_mut(..)?,
+                    &mut dsum.view_mut(..)?,
+                    &mut dq_accum.view_mut(..)?,
+                    &dout.view(..)?,
+                    &qkv.view(..)?,
+                    &out.view(..)?,
+                    &lse.view(..)?,
+                    s,
+                    |launched| {
+                        if launched == kernel {
+                            stats = trident_runtime::last_launch_stats();
+                        }
+                    },
+                )?;
+                return Ok(stats);
+            }
+            _ => {}
+        }
+        self.launch_one(k, module, bufs).map(|()| None)
+    }
+
+    /// Launches a case of one launch on f32 buffers.
+    fn launch_one(
+        &self,
+        k: &Kernels,
+        module: &Module,
+        bufs: &mut Buffers,
+    ) -> Result<(), launch::LaunchError> {
         let f = &mut bufs.f;
         match self {
+            Op::FlashForward(_) | Op::FlashBackward(..) => unreachable!("launched on bf16 buffers"),
             Op::Gemm(g) => {
                 let [c, a, b] = three(f);
                 launch::gemm(k, &mut c.view_mut(..)?, &a.view(..)?, &b.view(..)?, g)
@@ -399,11 +553,17 @@ impl Bench {
 
     fn count_once(&self, op: &Op, kernel: &str) -> anyhow::Result<Workload> {
         let mut bufs = op.buffers(self.device())?;
-        let previous = set_block_sample(BlockSample::Edges);
+        // Causal flash attention's blocks differ in work: run them all (one head, see `count`).
+        let sample = match op {
+            Op::FlashForward(_) | Op::FlashBackward(..) => BlockSample::All,
+            _ => BlockSample::Edges,
+        };
+        let previous = set_block_sample(sample);
         let result = op.launch(&self.kernels, &self.module, &mut bufs);
         set_block_sample(previous);
-        result?;
-        let stats = trident_runtime::last_launch_stats()
+        let captured = result?;
+        let stats = captured
+            .or_else(trident_runtime::last_launch_stats)
             .ok_or_else(|| anyhow::anyhow!("the emulator recorded no counters for {kernel}"))?;
         anyhow::ensure!(
             stats.kernel == kernel,
@@ -435,6 +595,14 @@ impl Bench {
             }
             Op::Attention(s) => {
                 let one = Op::Attention(AttentionShape { b: 1, nh: 1, ..s });
+                self.count_once(&one, kernel)?.scaled((s.b * s.nh) as f64)
+            }
+            Op::FlashForward(s) => {
+                let one = Op::FlashForward(FlashAttentionShape { b: 1, nh: 1, ..s });
+                self.count_once(&one, kernel)?.scaled((s.b * s.nh) as f64)
+            }
+            Op::FlashBackward(s, step) => {
+                let one = Op::FlashBackward(FlashAttentionShape { b: 1, nh: 1, ..s }, step);
                 self.count_once(&one, kernel)?.scaled((s.b * s.nh) as f64)
             }
             op => self.count_once(&op, kernel)?,

@@ -11,6 +11,7 @@ mod crossentropy;
 mod elementwise;
 mod encoder;
 mod error;
+mod flash_attention;
 mod gelu;
 mod gemm;
 mod kernels;
@@ -25,6 +26,10 @@ pub use crossentropy::crossentropy;
 pub use elementwise::{add, add_assign};
 pub use encoder::{encoder_backward, encoder_forward, EncoderShape};
 pub use error::LaunchError;
+pub use flash_attention::{
+    flash_attention_backward, flash_attention_backward_with, flash_attention_forward, FlashAttentionShape,
+    FLASH_HEAD_SIZES,
+};
 pub use gelu::{gelu_backward, gelu_backward_inplace, gelu_forward};
 pub use gemm::{gemm, Gemm, Transpose};
 pub use kernels::Kernels;
