@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::Path;
 
 use super::atomic::write_file_atomically;
-use super::tensors::{write_tensors, F32View};
+use super::tensors::{write_tensors_as, F32View};
 use super::CheckpointError;
 use crate::model::{GptConfig, ParamLayout, ParamTensor};
 
@@ -21,6 +21,18 @@ pub fn export_hf(
     params: &[f32],
     eos_token_id: Option<u32>,
 ) -> Result<(), CheckpointError> {
+    export_hf_as(dir, config, params, eos_token_id, false)
+}
+
+/// [`export_hf`], the weights written in bf16 when `bf16` (`torch_dtype` `bfloat16`; the
+/// fp32 master weights rounded to nearest), else in fp32.
+pub fn export_hf_as(
+    dir: &Path,
+    config: &GptConfig,
+    params: &[f32],
+    eos_token_id: Option<u32>,
+    bf16: bool,
+) -> Result<(), CheckpointError> {
     let layout = ParamLayout::new(*config);
     if params.len() != layout.len() {
         return Err(CheckpointError::WrongLength {
@@ -30,14 +42,18 @@ pub fn export_hf(
         });
     }
     std::fs::create_dir_all(dir).map_err(|e| CheckpointError::io(dir, e))?;
-    let json = serde_json::to_vec_pretty(&hf_config(config, eos_token_id))
+    let mut hf = hf_config(config, eos_token_id);
+    if bf16 {
+        hf["torch_dtype"] = "bfloat16".into();
+    }
+    let json = serde_json::to_vec_pretty(&hf)
         .map_err(|source| CheckpointError::Json { path: dir.join("config.json"), cause: source })?;
     let tensors = hf_tensors(&layout, params);
     // safetensors writes the file itself; write it beside the target and rename it over.
     let target = dir.join("model.safetensors");
     let tmp = dir.join(format!(".model.safetensors.tmp-{}", std::process::id()));
     let metadata = [("format".to_owned(), "pt".to_owned())].into();
-    write_tensors(&tmp, tensors, metadata)?;
+    write_tensors_as(&tmp, tensors, metadata, bf16)?;
     std::fs::rename(&tmp, &target).map_err(|e| CheckpointError::io(&target, e))?;
     write_file_atomically(&dir.join("config.json"), |w| w.write_all(&json))
 }
@@ -209,5 +225,33 @@ mod tests {
             serde_json::from_slice(&std::fs::read(dir.path().join("config.json")).unwrap()).unwrap();
         assert_eq!(json["eos_token_id"], 50256);
         assert!(export_hf(dir.path(), &config, &params[1..], None).is_err());
+    }
+
+    #[test]
+    fn bf16_on_request_rounds_every_weight_to_nearest() {
+        let config = GptConfig::new(8, 40, 1, 2, 8, 64).unwrap();
+        let mut rng = SplitMix64::new(9);
+        let params: Vec<f32> = (0..ParamLayout::new(config).len()).map(|_| rng.next_f32() - 0.5).collect();
+        let (f32_dir, bf16_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        export_hf(f32_dir.path(), &config, &params, None).unwrap();
+        export_hf_as(bf16_dir.path(), &config, &params, None, true).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(bf16_dir.path().join("config.json")).unwrap()).unwrap();
+        assert_eq!(json["torch_dtype"], "bfloat16");
+        let (a, b) = (
+            std::fs::read(f32_dir.path().join("model.safetensors")).unwrap(),
+            std::fs::read(bf16_dir.path().join("model.safetensors")).unwrap(),
+        );
+        let (full, half) = (SafeTensors::deserialize(&a).unwrap(), SafeTensors::deserialize(&b).unwrap());
+        for name in ["h.0.attn.c_attn.weight", "wte.weight", "ln_f.bias"] {
+            let (x, y) = (full.tensor(name).unwrap(), half.tensor(name).unwrap());
+            assert_eq!(y.dtype(), safetensors::Dtype::BF16);
+            assert_eq!(x.shape(), y.shape(), "{name}");
+            for (f, h) in x.data().chunks_exact(4).zip(y.data().chunks_exact(2)) {
+                let f = f32::from_le_bytes(f.try_into().unwrap());
+                let h = u16::from_le_bytes(h.try_into().unwrap());
+                assert_eq!(h, half::bf16::from_f32(f).to_bits(), "{name}: {f}");
+            }
+        }
     }
 }

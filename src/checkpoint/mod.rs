@@ -10,7 +10,7 @@ mod tensors;
 
 pub use atomic::{check_writable_dir, clean_stale_temporaries, sync_dir, write_file_atomically};
 pub use error::CheckpointError;
-pub use hf::export_hf;
+pub use hf::{export_hf, export_hf_as};
 pub use llmc::{read_llmc_model, write_llmc_model};
 pub use state::{latest_checkpoint, list_checkpoints, prune_checkpoints, step_dir, AdamWMoments, Checkpoint};
 pub use tensors::checksum;

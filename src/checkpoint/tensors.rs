@@ -63,13 +63,25 @@ pub(crate) fn write_tensors(
     tensors: Vec<(String, F32View<'_>)>,
     metadata: HashMap<String, String>,
 ) -> Result<(), CheckpointError> {
+    write_tensors_as(path, tensors, metadata, false)
+}
+
+/// [`write_tensors`], the values stored as bf16 (rounded to nearest, ties to even) when
+/// `bf16`, else as f32.
+pub(crate) fn write_tensors_as(
+    path: &Path,
+    tensors: Vec<(String, F32View<'_>)>,
+    metadata: HashMap<String, String>,
+    bf16: bool,
+) -> Result<(), CheckpointError> {
+    let (dtype, width) = if bf16 { ("BF16", 2) } else { ("F32", 4) };
     let mut header = serde_json::Map::new();
     let mut offset = 0usize;
     for (name, view) in &tensors {
-        let end = offset + view.data_len();
+        let end = offset + view.data.len() * width;
         header.insert(
             name.clone(),
-            serde_json::json!({ "dtype": "F32", "shape": view.shape, "data_offsets": [offset, end] }),
+            serde_json::json!({ "dtype": dtype, "shape": view.shape, "data_offsets": [offset, end] }),
         );
         offset = end;
     }
@@ -84,7 +96,13 @@ pub(crate) fn write_tensors(
     w.write_all(&(json.len() as u64).to_le_bytes()).map_err(io)?;
     w.write_all(&json).map_err(io)?;
     for (_, view) in &tensors {
-        w.write_all(&view.data()).map_err(io)?;
+        if bf16 {
+            let bytes: Vec<u8> =
+                view.data.iter().flat_map(|&v| trident_kernels::simt::f32_to_bf16(v).to_le_bytes()).collect();
+            w.write_all(&bytes).map_err(io)?;
+        } else {
+            w.write_all(&view.data()).map_err(io)?;
+        }
     }
     let file = w.into_inner().map_err(|e| io(e.into_error()))?;
     file.sync_all().map_err(io)
