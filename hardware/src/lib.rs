@@ -185,12 +185,10 @@ pub enum HardwareError {
     Read { path: String, source: std::io::Error },
     #[error("the hardware file {path} is not valid: {message}")]
     Parse { path: String, message: String },
-    #[error(
-        "unknown GPU {name:?}; the table has: {known}. Add it with a [[gpu]] entry in a --hardware file"
-    )]
+    #[error("unknown GPU {name:?}; the table has: {known}. Add it with a [[gpu]] entry in a hardware file")]
     UnknownGpu { name: String, known: String },
     #[error(
-        "unknown link {name:?}; the table has: {known}. Add it with a [[link]] entry in a --hardware file"
+        "unknown link {name:?}; the table has: {known}. Add it with a [[link]] entry in a hardware file"
     )]
     UnknownLink { name: String, known: String },
 }

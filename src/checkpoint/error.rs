@@ -63,7 +63,7 @@ pub enum CheckpointError {
     Unexpected { path: PathBuf, trainer: PathBuf, what: &'static str },
     #[error(
         "{path}: no space left on the file system; nothing was replaced (earlier checkpoints are intact): \
-         free space there or pass another --save directory"
+         free space there or save elsewhere"
     )]
     DiskFull { path: PathBuf },
     #[error(

@@ -51,7 +51,7 @@ impl LlmcOrder {
             return Err(DataError::InvalidArgument(format!(
                 "llm.c's data order needs every shard to hold one batch for every rank plus one \
                  token ({} tokens); one has {short}. Use fewer or shorter sequences, or the \
-                 default --data-order",
+                 default data order",
                 slot_tokens + 1
             )));
         }

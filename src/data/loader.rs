@@ -57,7 +57,7 @@ impl std::str::FromStr for DataOrder {
             "trident" => Ok(Self::Trident),
             "llmc" => Ok(Self::Llmc),
             "sequential" => Ok(Self::Sequential),
-            _ => Err(format!("unknown --data-order `{s}`: use trident, llmc or sequential")),
+            _ => Err(format!("unknown data order `{s}`: use trident, llmc or sequential")),
         }
     }
 }
@@ -263,10 +263,11 @@ impl DataLoader {
     pub fn restore(&mut self, state: LoaderState) -> Result<(), DataError> {
         let bad = |msg: String| Err(DataError::BadState(msg));
         if state.seq_len != self.seq_len {
-            return bad(format!(
-                "it was saved with --seq-length {}, this run uses {}",
-                state.seq_len, self.seq_len
-            ));
+            return Err(DataError::ResumeMismatch {
+                setting: "sequence length",
+                saved: state.seq_len.to_string(),
+                now: self.seq_len.to_string(),
+            });
         }
         if state.total_tokens != self.set.total_tokens() as u64 {
             return bad(format!(
@@ -277,10 +278,11 @@ impl DataLoader {
             ));
         }
         if state.order != self.order() {
-            return bad(format!(
-                "it was saved with --data-order {}; resume with the same order",
-                state.order.name()
-            ));
+            return Err(DataError::ResumeMismatch {
+                setting: "data order",
+                saved: state.order.name().to_string(),
+                now: self.order().name().to_string(),
+            });
         }
         if state.shuffle != self.shuffle {
             return bad("it was saved with a different shuffle setting".into());
@@ -535,7 +537,10 @@ mod tests {
             assert_eq!(resumed.next_batch().unwrap(), loader.next_batch().unwrap());
         }
         let mut trident = DataLoader::new(counting_set(500), b, t, 1, true).unwrap();
-        assert!(matches!(trident.restore(state), Err(DataError::BadState(_))));
+        assert!(matches!(
+            trident.restore(state),
+            Err(DataError::ResumeMismatch { setting: "data order", .. })
+        ));
         // Ranks read their block of each shared slot.
         let mut rank1 = DataLoader::new(counting_set(500), 2, t, 1, false)
             .unwrap()
@@ -609,7 +614,10 @@ mod tests {
         assert!(loader.with_rank(2, 2).is_err());
 
         let mut other = DataLoader::new(counting_set(100), 1, 4, 0, true).unwrap();
-        assert!(matches!(other.restore(state), Err(DataError::BadState(_))));
+        assert!(matches!(
+            other.restore(state),
+            Err(DataError::ResumeMismatch { setting: "sequence length", .. })
+        ));
         let mut other = DataLoader::new(counting_set(120), 1, 8, 0, true).unwrap();
         assert!(other.restore(state).is_err());
         let mut same = DataLoader::new(counting_set(100), 1, 8, 0, true).unwrap();

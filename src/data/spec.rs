@@ -27,17 +27,14 @@ impl DataSpec {
         if let Some(rest) = spec.strip_prefix("addition") {
             let digits = match rest.strip_prefix(':') {
                 None if rest.is_empty() => ADDITION_DEFAULT_DIGITS,
-                Some(d) => d.parse().map_err(|_| {
-                    DataError::InvalidArgument(format!(
-                        "--data {spec}: expected addition:DIGITS, e.g. addition:4"
-                    ))
+                Some(d) => d.parse().map_err(|_| DataError::InvalidSpec {
+                    spec: spec.into(),
+                    problem: "expected addition:DIGITS, e.g. addition:4".into(),
                 })?,
                 None => return Self::parse_path(spec, tokenizer),
             };
             if tokenizer.is_some_and(|t| t != TokenizerKind::Addition) {
-                return Err(DataError::InvalidArgument(
-                    "the addition task has its own 13-token vocabulary; drop --tokenizer".into(),
-                ));
+                return Err(DataError::AdditionTokenizer);
             }
             AdditionTask::new(digits)?;
             return Ok(Self::Addition { digits });
@@ -68,10 +65,12 @@ impl DataSpec {
             });
         }
         if !path.is_file() {
-            return Err(DataError::InvalidArgument(format!(
-                "--data {spec}: no such file or directory (use `addition`, a text file, a \
-                 directory of .bin shards, or a comma-separated list of .bin files)"
-            )));
+            return Err(DataError::InvalidSpec {
+                spec: spec.into(),
+                problem: "no such file or directory (use `addition`, a text file, a directory of .bin \
+                          shards, or a comma-separated list of .bin files)"
+                    .into(),
+            });
         }
         Ok(Self::Text { path: path.into(), tokenizer: tokenizer.unwrap_or(TokenizerKind::Bytes) })
     }

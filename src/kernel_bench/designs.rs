@@ -3,7 +3,7 @@
 //! published for them.
 
 use trident_kernels::designs::sgemm::{SMEM_TILE, TILED_1D, TILED_2D};
-use trident_runtime::{Device, KernelArg, LaunchConfig, Module, View, ViewMut};
+use trident_runtime::{Arg, Device, LaunchConfig, Module, View, ViewMut};
 
 use crate::launch::LaunchError;
 
@@ -157,17 +157,17 @@ impl SgemmDesign {
         }
         let cfg = self.config(m, n, k)?;
         let word = |v: usize, what: &'static str| {
-            u32::try_from(v).map(|v| v.to_word()).map_err(|_| LaunchError::TooLarge { what, value: v })
+            u32::try_from(v).map(Arg::from).map_err(|_| LaunchError::TooLarge { what, value: v })
         };
         let args = [
-            c.addr_mut(),
-            a.addr(),
-            b.addr(),
+            c.arg_mut(),
+            a.arg(),
+            b.arg(),
             word(m, "M")?,
             word(n, "N")?,
             word(k, "K")?,
-            alpha.to_word(),
-            beta.to_word(),
+            alpha.into(),
+            beta.into(),
         ];
         // SAFETY: the views hold the m x k, k x n and m x n elements the kernel touches, on the
         // module's device; the tiled designs were checked for the divisibility they assume.

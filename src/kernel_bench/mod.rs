@@ -416,7 +416,10 @@ impl Bench {
     /// The case's counters on `Emu` for its full size (see the module documentation for how
     /// little of it runs).
     pub fn count(&self, case: &Case) -> anyhow::Result<Workload> {
-        anyhow::ensure!(matches!(self.device(), Device::Emu), "counting needs --device emu");
+        anyhow::ensure!(
+            matches!(self.device(), Device::Emu),
+            "counting needs the Emu device, whose launches are counted"
+        );
         let kernel = case.kernel();
         // Two short K, multiples of every design's and Trident's K-step (<= 32).
         const K1: usize = 64;

@@ -1,5 +1,5 @@
 use trident_kernels::gemm::{TILE_M, TILE_N};
-use trident_runtime::{KernelArg, LaunchConfig, View, ViewMut};
+use trident_runtime::{Arg, LaunchConfig, View, ViewMut};
 
 use super::{to_u32, Kernels, LaunchError, Result};
 
@@ -95,15 +95,16 @@ impl Gemm {
     fn resolved_strides(&self) -> (usize, usize, usize) {
         let [a, b, c] = self.stored();
         let (lda, ldb, ldc) = self.resolved_ld();
-        self.strides.unwrap_or((a.0 * lda, b.0 * ldb, c.0 * ldc))
+        self.strides.unwrap_or((a.0.saturating_mul(lda), b.0.saturating_mul(ldb), c.0.saturating_mul(ldc)))
     }
 
-    /// Elements an operand's view must hold: the last matrix's last row's end.
-    fn extent(&self, rows: usize, cols: usize, ld: usize, stride: usize) -> usize {
+    /// Elements an operand's view must hold: the last matrix's last row's end (`None` where
+    /// that overflows `usize`, which no view holds).
+    fn extent(&self, rows: usize, cols: usize, ld: usize, stride: usize) -> Option<usize> {
         if rows == 0 || cols == 0 || self.batch == 0 {
-            return 0;
+            return Some(0);
         }
-        (self.batch - 1) * stride + (rows - 1) * ld + cols
+        (self.batch - 1).checked_mul(stride)?.checked_add((rows - 1).checked_mul(ld)?)?.checked_add(cols)
     }
 }
 
@@ -129,7 +130,7 @@ pub fn gemm(k: &Kernels, c: &mut ViewMut<f32>, a: &View<f32>, b: &View<f32>, spe
                 what: format!("leading dimension of {what} is {ld}, less than its {cols} stored columns"),
             });
         }
-        let needed = spec.extent(rows, cols, ld, stride);
+        let needed = spec.extent(rows, cols, ld, stride).unwrap_or(usize::MAX);
         if needed > got {
             return Err(LaunchError::TooShort { kernel: KERNEL, what, needed, got });
         }
@@ -156,23 +157,23 @@ pub fn gemm(k: &Kernels, c: &mut ViewMut<f32>, a: &View<f32>, b: &View<f32>, spe
         dynamic_smem_bytes: 0,
     };
     let args = [
-        c.addr_mut(),
-        a.addr(),
-        b.addr(),
-        to_u32("m", spec.m)?.to_word(),
-        to_u32("n", spec.n)?.to_word(),
-        to_u32("k", spec.k)?.to_word(),
-        to_u32("lda", lda)?.to_word(),
-        to_u32("ldb", ldb)?.to_word(),
-        to_u32("ldc", ldc)?.to_word(),
-        (stride_a as u64).to_word(),
-        (stride_b as u64).to_word(),
-        (stride_c as u64).to_word(),
-        spec.alpha.to_word(),
-        spec.beta.to_word(),
+        c.arg_mut(),
+        a.arg(),
+        b.arg(),
+        to_u32("m", spec.m)?.into(),
+        to_u32("n", spec.n)?.into(),
+        to_u32("k", spec.k)?.into(),
+        to_u32("lda", lda)?.into(),
+        to_u32("ldb", ldb)?.into(),
+        to_u32("ldc", ldc)?.into(),
+        (stride_a as u64).into(),
+        (stride_b as u64).into(),
+        (stride_c as u64).into(),
+        spec.alpha.into(),
+        spec.beta.into(),
     ];
     // SAFETY: every element the kernel reads or writes lies inside the views checked above,
     // all on the kernels' device.
-    unsafe { k.function(name)?.launch(&cfg, &args)? };
+    unsafe { k.launch(name, &cfg, &args)? };
     Ok(())
 }

@@ -38,6 +38,15 @@ const ELEMENTWISE_THREADS: u32 = 256;
 /// Enough blocks to fill any current GPU; the kernels' grid-stride loops cover the rest.
 const MAX_BLOCKS: u32 = 65_535;
 
+/// The product of `factors`, or [`LaunchError::TooLarge`] naming `what` where it overflows
+/// `usize` (a wrapped product could pass a length check that the kernel's sizes do not).
+fn product(what: &'static str, factors: &[usize]) -> Result<usize> {
+    factors
+        .iter()
+        .try_fold(1usize, |p, &f| p.checked_mul(f))
+        .ok_or(LaunchError::TooLarge { what, value: usize::MAX })
+}
+
 /// `n` as a `u32` kernel argument, or an error naming `what`.
 fn to_u32(what: &'static str, n: usize) -> Result<u32> {
     u32::try_from(n).map_err(|_| LaunchError::TooLarge { what, value: n })

@@ -11,7 +11,7 @@ pub enum OpsError {
     WrongDevice { op: &'static str, arg: &'static str, got: DeviceKind, expected: DeviceKind },
     #[error("{op}: token {token} at position {position} is outside the vocabulary of {vocab} tokens")]
     TokenOutOfRange { op: &'static str, token: u32, position: usize, vocab: usize },
-    #[error("{op} is not implemented on {device} yet; use --device cpu")]
+    #[error("{op} is not implemented on {device} yet")]
     Unsupported { op: &'static str, device: DeviceKind },
     #[error(transparent)]
     Runtime(#[from] RuntimeError),

@@ -34,7 +34,9 @@ pub fn device_tokens(ctx: &OpsContext, op: &'static str, tokens: &View<u32>, voc
     match launch::first_token_out_of_range(ctx.kernels()?, tokens, vocab)? {
         None => Ok(()),
         Some(position) => {
-            let token = tokens.to_vec()?[position];
+            let mut token = [0u32];
+            tokens.sub(position..position + 1)?.copy_to_slice_on(ctx.stream(), &mut token)?;
+            let token = token[0];
             Err(OpsError::TokenOutOfRange { op, token, position, vocab })
         }
     }
