@@ -37,9 +37,13 @@ pub struct Communicator {
 
 /// The tensor-, pipeline- and data-parallel groups of one rank.
 pub struct ParallelGroups {
+    /// The rank's position in the grid.
     pub coords: GridCoords,
+    /// The ranks sharing its data- and pipeline-parallel indices.
     pub tp: Communicator,
+    /// The ranks sharing its tensor- and data-parallel indices (one per stage).
     pub pp: Communicator,
+    /// The ranks sharing its tensor- and pipeline-parallel indices (the model's replicas).
     pub dp: Communicator,
 }
 
@@ -90,10 +94,12 @@ impl Communicator {
         })
     }
 
+    /// This rank within the communicator, `0..size()`.
     pub fn rank(&self) -> usize {
         self.link.rank
     }
 
+    /// Ranks in the communicator.
     pub fn size(&self) -> usize {
         self.link.size
     }
@@ -103,6 +109,7 @@ impl Communicator {
         &self.members
     }
 
+    /// The transport's name: `inproc`, `shm` or `tcp`.
     pub fn transport_name(&self) -> &'static str {
         self.fabric.name()
     }
@@ -121,6 +128,7 @@ impl Communicator {
         self.config.large_all_reduce == LargeAllReduce::Auto && self.link.transport.peer_memory().is_some()
     }
 
+    /// How long a call waits for a peer before failing with [`CommError::Timeout`].
     pub fn timeout(&self) -> Duration {
         self.link.timeout
     }
@@ -349,6 +357,7 @@ impl Communicator {
         self.reduce_scatter_with(input, output, op, &HostCombine)
     }
 
+    /// [`Communicator::reduce_scatter`] with the reduction step supplied by `combine`.
     pub fn reduce_scatter_with<T: Element>(
         &mut self,
         input: &[T],
