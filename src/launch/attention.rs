@@ -7,9 +7,13 @@ use super::{to_u32, Kernels, Result};
 /// Sizes of causal self-attention: `b` sequences of `t` tokens, `nh` heads of `hs` channels.
 #[derive(Clone, Copy, Debug)]
 pub struct AttentionShape {
+    /// Sequences.
     pub b: usize,
+    /// Tokens per sequence.
     pub t: usize,
+    /// Heads.
     pub nh: usize,
+    /// Channels per head (at most `MAX_HEAD_DIM`, 128).
     pub hs: usize,
 }
 

@@ -7,7 +7,9 @@ use super::{to_u32, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
 /// The reduction a collective applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CombineOp {
+    /// `acc += incoming`.
     Sum,
+    /// `acc = max(acc, incoming)`.
     Max,
 }
 

@@ -7,10 +7,15 @@ use super::{to_u32, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
 /// table of `vp` rows and a position table of `max_t` rows.
 #[derive(Clone, Copy, Debug)]
 pub struct EncoderShape {
+    /// Sequences.
     pub b: usize,
+    /// Tokens per sequence (at most `max_t`).
     pub t: usize,
+    /// Channels.
     pub c: usize,
+    /// Rows of the token table (the padded vocabulary).
     pub vp: usize,
+    /// Rows of the position table.
     pub max_t: usize,
 }
 

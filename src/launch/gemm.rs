@@ -6,8 +6,10 @@ use super::{to_u32, Kernels, LaunchError, Result};
 /// Whether an operand is stored transposed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Transpose {
+    /// Stored as used.
     #[default]
     No,
+    /// Stored transposed: `A` as `k x m`, `B` as `n x k`.
     Yes,
 }
 
@@ -15,13 +17,21 @@ pub enum Transpose {
 /// `op(B)` is `k x n`. Leading dimensions and batch strides default to dense storage.
 #[derive(Clone, Copy, Debug)]
 pub struct Gemm {
+    /// Rows of `op(A)` and `C`.
     pub m: usize,
+    /// Columns of `op(B)` and `C`.
     pub n: usize,
+    /// Columns of `op(A)`, rows of `op(B)`.
     pub k: usize,
+    /// Whether `A` is stored transposed.
     pub trans_a: Transpose,
+    /// Whether `B` is stored transposed.
     pub trans_b: Transpose,
+    /// Scale of the product.
     pub alpha: f32,
+    /// Scale of the old `C` (0 overwrites it; 1 accumulates).
     pub beta: f32,
+    /// Matrices in the batch (grid z).
     pub batch: usize,
     /// `(lda, ldb, ldc)`; `None` for dense.
     pub ld: Option<(usize, usize, usize)>,
@@ -30,6 +40,7 @@ pub struct Gemm {
 }
 
 impl Gemm {
+    /// `C[m, n] = A[m, k] B[k, n]`: dense, untransposed, `alpha = 1`, `beta = 0`, one matrix.
     pub fn new(m: usize, n: usize, k: usize) -> Self {
         Self {
             m,
@@ -45,36 +56,43 @@ impl Gemm {
         }
     }
 
+    /// `A` stored transposed (`k x m`).
     pub fn trans_a(mut self) -> Self {
         self.trans_a = Transpose::Yes;
         self
     }
 
+    /// `B` stored transposed (`n x k`, as a linear layer's weight is).
     pub fn trans_b(mut self) -> Self {
         self.trans_b = Transpose::Yes;
         self
     }
 
+    /// Scales the product by `alpha`.
     pub fn alpha(mut self, alpha: f32) -> Self {
         self.alpha = alpha;
         self
     }
 
+    /// Adds `beta` times the old `C`.
     pub fn beta(mut self, beta: f32) -> Self {
         self.beta = beta;
         self
     }
 
+    /// `batch` independent products, strided as [`Gemm::batch_strides`] says.
     pub fn batched(mut self, batch: usize) -> Self {
         self.batch = batch;
         self
     }
 
+    /// Row strides, in elements, of `A`, `B` and `C` as stored (at least their stored columns).
     pub fn leading_dims(mut self, lda: usize, ldb: usize, ldc: usize) -> Self {
         self.ld = Some((lda, ldb, ldc));
         self
     }
 
+    /// Elements between consecutive matrices of `A`, `B` and `C` in a batch.
     pub fn batch_strides(mut self, a: usize, b: usize, c: usize) -> Self {
         self.strides = Some((a, b, c));
         self

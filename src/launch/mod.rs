@@ -31,6 +31,7 @@ pub use layernorm::{layernorm_backward, layernorm_forward};
 pub use linear::{linear_backward, linear_forward};
 pub use optim::{adamw, first_token_out_of_range, scale, sum_squares, AdamW};
 
+/// The launch wrappers' result type.
 pub type Result<T, E = LaunchError> = std::result::Result<T, E>;
 
 /// Threads per block of the elementwise kernels.

@@ -9,10 +9,15 @@ const NORM_BLOCKS: usize = 128;
 /// AdamW hyper-parameters of one step.
 #[derive(Clone, Copy, Debug)]
 pub struct AdamW {
+    /// Learning rate.
     pub lr: f32,
+    /// Decay of the first moment.
     pub beta1: f32,
+    /// Decay of the second moment.
     pub beta2: f32,
+    /// Added to the root of the second moment.
     pub eps: f32,
+    /// Decoupled weight decay.
     pub weight_decay: f32,
     /// 1-based step number, for the bias corrections.
     pub step: u32,

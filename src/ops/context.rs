@@ -34,6 +34,7 @@ impl OpsContext {
         })
     }
 
+    /// The device the ops run on.
     pub fn device(&self) -> &Device {
         &self.device
     }
