@@ -1,3 +1,5 @@
+//! [`DataError`]: what can go wrong while reading or generating training data.
+
 use std::path::PathBuf;
 
 /// Everything that can go wrong while reading or generating training data.

@@ -16,6 +16,7 @@ use super::DataError;
 /// llm.c seeds rank `r`'s shuffling generator with this plus `r`.
 pub const LLMC_SHUFFLE_SEED: u32 = 42;
 
+/// One rank's position in llm.c's batch order (see the module docs).
 #[derive(Clone, Debug)]
 pub struct LlmcOrder {
     /// The generator's seed, when shuffling.

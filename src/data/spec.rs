@@ -13,11 +13,29 @@ pub const ADDITION_VAL_PROBLEMS: usize = 2_000;
 /// Operand width of `--data addition`.
 pub const ADDITION_DEFAULT_DIGITS: u32 = 3;
 
+/// What to train on, as a specification names it: `addition[:DIGITS]`, a text file, a
+/// directory of llm.c shards, or a comma-separated list of `.bin` shards.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DataSpec {
-    Addition { digits: u32 },
-    Text { path: PathBuf, tokenizer: TokenizerKind },
-    Shards { paths: Vec<PathBuf>, tokenizer: TokenizerKind },
+    /// The built-in addition task.
+    Addition {
+        /// Digits per operand.
+        digits: u32,
+    },
+    /// A UTF-8 text file, tokenized and split.
+    Text {
+        /// The file.
+        path: PathBuf,
+        /// The tokenizer (bytes by default).
+        tokenizer: TokenizerKind,
+    },
+    /// llm.c token shards.
+    Shards {
+        /// The shards, sorted.
+        paths: Vec<PathBuf>,
+        /// The tokenizer they were written with (GPT-2 by default).
+        tokenizer: TokenizerKind,
+    },
 }
 
 impl DataSpec {
@@ -83,6 +101,7 @@ impl DataSpec {
         }
     }
 
+    /// The tokenizer the data uses.
     pub fn tokenizer(&self) -> TokenizerKind {
         match self {
             Self::Addition { .. } => TokenizerKind::Addition,

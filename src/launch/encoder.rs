@@ -1,4 +1,4 @@
-use trident_runtime::{Arg, LaunchConfig, View, ViewMut};
+use trident_runtime::{LaunchConfig, View, ViewMut};
 
 use super::check::Check;
 use super::{to_u32, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};

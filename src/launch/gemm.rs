@@ -1,5 +1,5 @@
 use trident_kernels::gemm::{TILE_M, TILE_N};
-use trident_runtime::{Arg, LaunchConfig, View, ViewMut};
+use trident_runtime::{LaunchConfig, View, ViewMut};
 
 use super::{to_u32, Kernels, LaunchError, Result};
 

@@ -1,7 +1,7 @@
 //! A linear layer on the GEMM and bias kernels: `out = inp W^T + bias`, `W` stored `[oc, c]`.
 
 use trident_kernels::bias::BIAS_ROWS_PER_BLOCK;
-use trident_runtime::{Arg, LaunchConfig, View, ViewMut};
+use trident_runtime::{LaunchConfig, View, ViewMut};
 
 use super::check::Check;
 use super::{gemm, to_u32, Gemm, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};

@@ -24,8 +24,10 @@ use trident_runtime::{Arg, Device, LaunchConfig, Module, ModuleSource, RuntimeEr
 pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/custom_kernels.ptx"));
 
 /// The module: [`PTX`] for `Cuda`, the host entries for `Emu`.
-pub const SOURCE: ModuleSource<'static> =
-    ModuleSource::from_static("custom_kernels", PTX, &[custom_kernel_kernels::HOST_KERNELS]);
+pub const SOURCE: ModuleSource<'static> = ModuleSource::from_static("custom_kernels", PTX, HOST_KERNELS);
+
+/// The kernels' host entries, in the one group the module has.
+const HOST_KERNELS: &[&[trident_runtime::HostKernel]] = &[custom_kernel_kernels::HOST_KERNELS];
 
 /// Threads per block of both launches (a power of two, as `block_sum_f32` needs).
 pub const THREADS: u32 = 256;
