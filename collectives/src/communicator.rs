@@ -17,6 +17,34 @@ use std::time::Duration;
 /// A group of ranks that run collectives together. Every member must make the same
 /// collective calls in the same order with the same sizes; a mismatch is reported as
 /// [`CommError::Mismatch`]. After any error the communicator is broken and refuses work.
+///
+/// Two ranks as threads of one process:
+///
+/// ```
+/// use trident_collectives::{CommConfig, Communicator, ReduceOp};
+///
+/// let ranks = Communicator::inproc_world(2, CommConfig::default()).unwrap();
+/// let results: Vec<(Vec<f32>, Vec<f32>)> = std::thread::scope(|s| {
+///     let threads: Vec<_> = ranks
+///         .into_iter()
+///         .map(|mut comm| {
+///             s.spawn(move || {
+///                 let r = comm.rank() as f32;
+///                 let mut sum = vec![r + 1.0; 3]; // rank 0: 1s, rank 1: 2s
+///                 comm.all_reduce(&mut sum, ReduceOp::Sum).unwrap();
+///                 let mut both = vec![0.0f32; 4];
+///                 comm.all_gather(&[r, r], &mut both).unwrap();
+///                 (sum, both)
+///             })
+///         })
+///         .collect();
+///     threads.into_iter().map(|t| t.join().unwrap()).collect()
+/// });
+/// for (sum, both) in results {
+///     assert_eq!(sum, [3.0; 3]);
+///     assert_eq!(both, [0.0, 0.0, 1.0, 1.0]);
+/// }
+/// ```
 pub struct Communicator {
     link: Link,
     fabric: Arc<dyn Fabric>,

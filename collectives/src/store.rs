@@ -46,7 +46,7 @@ pub struct StoreLimits {
     /// Time a connection gets to present its whole hello (not per read: a client trickling
     /// one byte at a time is cut off at this deadline).
     pub handshake: Duration,
-    /// Connections still in their handshake at once; more are answered [`BUSY`] and closed
+    /// Connections still in their handshake at once; more are answered `BUSY` and closed
     /// without a thread.
     pub max_pending: usize,
 }

@@ -36,7 +36,7 @@ pub enum Group {
 /// What one case launches.
 #[derive(Clone, Copy, Debug)]
 pub enum Op {
-    /// [`launch::gemm`](crate::launch::gemm) of that shape.
+    /// [`crate::launch::gemm`] of that shape.
     Gemm(Gemm),
     /// Causal attention forward of that shape.
     Attention(AttentionShape),
