@@ -119,5 +119,4 @@ pub use trident_simt::{
 pub use trident_simt::{HostKernel, KernelArg, ParamType};
 
 /// The runtime's result type.
-
 pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
