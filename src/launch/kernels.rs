@@ -29,6 +29,10 @@ use super::{LaunchError, Result};
 /// launch::scale(&on_stream, &mut sum.view_mut(..)?, 0.5)?;
 /// device.default_stream().wait_for(&stream)?;
 /// assert_eq!(sum.to_vec()?, [5.5, 11.0]);
+///
+/// // A stream of another device is refused.
+/// // SAFETY: refused before anything is queued.
+/// assert!(unsafe { kernels.on_stream(&Device::Cpu.default_stream()) }.is_err());
 /// # Ok(())
 /// # }
 /// ```

@@ -1,8 +1,11 @@
 //! Safe, typed launch wrappers: one per kernel of `kernels/`.
 //!
 //! Each wrapper checks lengths, shapes, strides and devices against what the kernel will touch,
-//! then launches it on the device of its [`Kernels`]. These are the only callers of the kernels;
-//! the ops of the trainer call these wrappers on `Emu` and `Cuda`.
+//! then launches it on the device of its [`Kernels`], queued on their stream (the device's
+//! default stream, or one named with the unsafe [`Kernels::on_stream`]); the runtime checks
+//! the arguments' types against the kernel's parameters once more. These are the only callers
+//! of the kernels; the ops of the trainer call these wrappers on `Emu` and `Cuda`, on the
+//! stream of their context.
 
 mod attention;
 mod check;
