@@ -148,5 +148,12 @@ fn ops(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, ops);
+/// The benchmark group, in a private module: `criterion_group!` defines an undocumented
+/// `pub fn`.
+mod group {
+    use super::*;
+    criterion_group!(benches, ops);
+}
+use group::benches;
+
 criterion_main!(benches);

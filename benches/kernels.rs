@@ -99,5 +99,12 @@ fn gemm(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, elementwise, gemm);
+/// The benchmark group, in a private module: `criterion_group!` defines an undocumented
+/// `pub fn`.
+mod group {
+    use super::*;
+    criterion_group!(benches, elementwise, gemm);
+}
+use group::benches;
+
 criterion_main!(benches);

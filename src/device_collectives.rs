@@ -14,12 +14,16 @@ use trident_runtime::{Buffer, View, ViewMut};
 
 use crate::launch::{self, CombineOp, Kernels, LaunchError};
 
+/// Why a collective on device buffers failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceCommError {
+    /// The collective itself (transport, peers, sizes).
     #[error(transparent)]
     Comm(#[from] CommError),
+    /// The kernel that combines incoming data into the device buffer.
     #[error("the reduction kernel failed during the collective: {0}")]
     Kernel(#[from] LaunchError),
+    /// A copy between the device buffer and the host.
     #[error(transparent)]
     Runtime(#[from] trident_runtime::RuntimeError),
 }

@@ -7,6 +7,6 @@ use trident_runtime::ModuleSource;
 pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/trident.ptx"));
 
 /// Every kernel, for [`trident_runtime::Device::load_module`].
-pub fn module_source() -> ModuleSource {
-    ModuleSource { name: "trident", ptx: PTX, host_kernels: trident_kernels::HOST_KERNELS }
+pub fn module_source() -> ModuleSource<'static> {
+    ModuleSource::new("trident", PTX, trident_kernels::HOST_KERNELS)
 }

@@ -1,3 +1,5 @@
+//! The `trident` command: `train`, `sample`, `launch`, `bench` and `plan` (see [`trident::cli`]).
+
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {

@@ -15,17 +15,25 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{write_file_atomically, CheckpointError};
 
+/// One line of the metrics file: what one training iteration measured (NaN, written as
+/// `null`, where a value was not computed).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IterMetrics {
+    /// The iteration, from 1.
     pub iter: u64,
     #[serde(with = "nan_as_null")]
+    /// Mean training loss of the iteration's batch, nats per token.
     pub loss: f32,
     #[serde(with = "nan_as_null")]
+    /// Learning rate the update used.
     pub lr: f32,
     #[serde(with = "nan_as_null")]
+    /// Global gradient norm before clipping.
     pub grad_norm: f32,
+    /// Training throughput of the iteration, tokens per second (measured wall time).
     pub tokens_per_s: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Validation loss, on iterations that evaluated it.
     pub val_loss: Option<f32>,
     /// fp16: the loss scale of the iteration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -51,12 +59,28 @@ mod nan_as_null {
     }
 }
 
+/// Why a metrics file could not be read, appended to or rewritten.
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
+    /// The file could not be read or written.
     #[error("{path}: {cause}")]
-    Io { path: PathBuf, cause: std::io::Error },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        cause: std::io::Error,
+    },
+    /// A line that is not a metrics record.
     #[error("{path}:{line}: not a metrics record ({cause})")]
-    Parse { path: PathBuf, line: usize, cause: serde_json::Error },
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+        /// The JSON error.
+        cause: serde_json::Error,
+    },
+    /// The atomic rewrite (truncating to a resumed step) failed.
     #[error(transparent)]
     Rewrite(#[from] CheckpointError),
 }

@@ -25,8 +25,10 @@ const TEXT: Rgb = [40, 40, 40];
 const TRAIN_COLOR: Rgb = [31, 119, 180];
 const VAL_COLOR: Rgb = [255, 127, 14];
 
+/// Why a plot could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum PlotError {
+    /// Writing the PNG file (atomically) failed.
     #[error(transparent)]
     Write(#[from] CheckpointError),
 }

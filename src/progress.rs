@@ -12,6 +12,7 @@ enum Output {
     Lines(Box<dyn Write + Send>),
 }
 
+/// Training progress: a bar on a terminal, a log line every few steps elsewhere.
 pub struct Progress {
     output: Output,
     start_step: u64,
@@ -98,6 +99,7 @@ impl Progress {
         }
     }
 
+    /// Ends the bar (leaving its last state on screen); nothing to do for plain lines.
     pub fn finish(&mut self) {
         match &mut self.output {
             Output::Bar(bar) => bar.finish(),

@@ -7,7 +7,7 @@ mod common;
 
 use common::{assert_close, rng, uniform, POISON};
 use rand::Rng;
-use trident::runtime::{Buffer, Device, LaunchConfig, Module, ModuleSource};
+use trident::runtime::{Arg, Buffer, Device, LaunchConfig, Module, ModuleSource};
 use trident_kernels::selftest::{
     HOST_KERNELS, PIPELINE_THREADS, PIPELINE_TILE, WARP_OPS_DYNAMIC_SMEM, WARP_OPS_OUTPUTS, WARP_OPS_THREADS,
 };
@@ -17,7 +17,7 @@ use trident_kernels::simt::{bf16_to_f32, f32_to_bf16};
 static SELFTEST: &[&[trident::runtime::HostKernel]] = &[HOST_KERNELS];
 
 fn load(device: &Device) -> Module {
-    let source = ModuleSource { name: "selftest", ptx: trident::kernels::PTX, host_kernels: SELFTEST };
+    let source = ModuleSource::new("selftest", trident::kernels::PTX, SELFTEST);
     device.load_module(&source).unwrap()
 }
 
@@ -39,10 +39,10 @@ fn mma(device: &Device) {
         );
         let mut d = Buffer::from_slice(device, &[POISON; 512]).unwrap();
         let args = [
-            da.view(..).unwrap().addr(),
-            db.view(..).unwrap().addr(),
-            dc.view(..).unwrap().addr(),
-            d.view_mut(..).unwrap().addr_mut(),
+            da.view(..).unwrap().arg(),
+            db.view(..).unwrap().arg(),
+            dc.view(..).unwrap().arg(),
+            d.view_mut(..).unwrap().arg_mut(),
         ];
         // SAFETY: the buffers have the sizes selftest_mma documents.
         unsafe { module.function("selftest_mma").unwrap().launch(&one_block(32, 0), &args) }.unwrap();
@@ -73,9 +73,9 @@ fn warp_ops(device: &Device) {
     let mut out = Buffer::from_slice(device, &vec![POISON; n * WARP_OPS_OUTPUTS]).unwrap();
     let mut total = Buffer::from_slice(device, &[0f32]).unwrap();
     let args = [
-        dx.view(..).unwrap().addr(),
-        out.view_mut(..).unwrap().addr_mut(),
-        total.view_mut(..).unwrap().addr_mut(),
+        dx.view(..).unwrap().arg(),
+        out.view_mut(..).unwrap().arg_mut(),
+        total.view_mut(..).unwrap().arg_mut(),
     ];
     let cfg = one_block(WARP_OPS_THREADS, WARP_OPS_DYNAMIC_SMEM);
     // SAFETY: the buffers have the sizes selftest_warp_ops documents.
@@ -133,7 +133,8 @@ fn async_copy(device: &Device) {
     let skip = (0..=pad).find(|&k| dx.view(k..).unwrap().addr() % 16 == 0).expect("a 16-byte aligned start");
     let x = &x[skip..skip + n];
     let mut out = Buffer::from_slice(device, &vec![POISON; 2 * threads]).unwrap();
-    let args = [dx.view(skip..skip + n).unwrap().addr(), n as u64, out.view_mut(..).unwrap().addr_mut()];
+    let args =
+        [dx.view(skip..skip + n).unwrap().arg(), Arg::from(n as u32), out.view_mut(..).unwrap().arg_mut()];
     // SAFETY: the buffers have the sizes selftest_async_copy documents.
     unsafe { module.function("selftest_async_copy").unwrap().launch(&one_block(PIPELINE_THREADS, 0), &args) }
         .unwrap();
@@ -164,9 +165,9 @@ fn emu_bounds_accesses_by_the_view_an_argument_came_from() {
     let mut total = Buffer::from_slice(&device, &[0f32; 2]).unwrap();
     let mut launch = |len: usize| {
         let args = [
-            input.view(..len).unwrap().addr(),
-            out.view_mut(..).unwrap().addr_mut(),
-            total.view_mut(..).unwrap().addr_mut(),
+            input.view(..len).unwrap().arg(),
+            out.view_mut(..).unwrap().arg_mut(),
+            total.view_mut(..).unwrap().arg_mut(),
         ];
         // SAFETY: under test: the emulator checks every access against the views.
         unsafe { f.launch(&one_block(32, 0), &args) }
@@ -196,9 +197,9 @@ fn emu_refuses_reads_of_uninitialized_buffers() {
     let mut total = Buffer::from_slice(&device, &[0f32; 2]).unwrap();
     let mut launch = |input: &Buffer<f32>| {
         let args = [
-            input.view(..).unwrap().addr(),
-            out.view_mut(..).unwrap().addr_mut(),
-            total.view_mut(..).unwrap().addr_mut(),
+            input.view(..).unwrap().arg(),
+            out.view_mut(..).unwrap().arg_mut(),
+            total.view_mut(..).unwrap().arg_mut(),
         ];
         // SAFETY: every view has the lengths the kernel reads and writes.
         unsafe { f.launch(&one_block(32, 0), &args) }

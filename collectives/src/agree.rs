@@ -61,12 +61,15 @@ pub fn digest(encoded: &[u8]) -> u64 {
 /// The first difference between ranks' settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Difference {
+    /// The setting's name.
     pub name: String,
     /// The rank compared against (the lowest rank that has the setting, usually 0) and its value.
     pub rank_a: usize,
+    /// `rank_a`'s value.
     pub value_a: String,
     /// The lowest rank that differs from `rank_a`, and its value ([`UNSET`] if it lacks it).
     pub rank_b: usize,
+    /// `rank_b`'s value.
     pub value_b: String,
 }
 

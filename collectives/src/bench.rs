@@ -11,15 +11,22 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The collective a benchmark times.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BenchOp {
+    /// [`Communicator::all_reduce`](crate::Communicator::all_reduce), sum.
     AllReduce,
+    /// [`Communicator::all_gather`](crate::Communicator::all_gather).
     AllGather,
+    /// [`Communicator::reduce_scatter`](crate::Communicator::reduce_scatter), sum.
     ReduceScatter,
+    /// [`Communicator::broadcast`](crate::Communicator::broadcast) from rank 0.
     Broadcast,
 }
 
 impl BenchOp {
+    /// The collective named `s` (`all_reduce`, `allreduce`, ...), or
+    /// [`CommError::InvalidArgument`].
     pub fn parse(s: &str) -> Result<Self> {
         Ok(match s {
             "all_reduce" | "allreduce" => BenchOp::AllReduce,
@@ -34,6 +41,7 @@ impl BenchOp {
         })
     }
 
+    /// The name reports use (`all_reduce`, ...).
     pub fn name(self) -> &'static str {
         match self {
             BenchOp::AllReduce => "all_reduce",
@@ -54,13 +62,18 @@ impl BenchOp {
     }
 }
 
+/// What a benchmark sweeps, as nccl-tests' options do.
 #[derive(Clone, Debug)]
 pub struct BenchOptions {
+    /// The collective.
     pub op: BenchOp,
+    /// Smallest buffer, bytes; sizes double up to `max_bytes`.
     pub min_bytes: usize,
+    /// Largest buffer, bytes.
     pub max_bytes: usize,
     /// Most timed iterations per size (fewer for large sizes).
     pub iters: usize,
+    /// Untimed iterations per size before the timed ones.
     pub warmup: usize,
     /// AllReduce on [`crate::SharedBuffer`]s, which the ranks reach in each other's memory
     /// where the transport shares it (registered buffers, as nccl-tests' `-R`).
@@ -80,13 +93,19 @@ impl Default for BenchOptions {
     }
 }
 
+/// One size's result, as nccl-tests reports it (measured on the machine that runs it).
 #[derive(Clone, Copy, Debug)]
 pub struct BenchRow {
     /// Bytes of the whole buffer (the all-gather output, the reduce-scatter input).
     pub bytes: usize,
+    /// Elements of the buffer.
     pub count: usize,
+    /// Mean time per call, microseconds (the slowest rank's).
     pub time_us: f64,
+    /// Algorithm bandwidth: `bytes / time`, 10^9 bytes/s.
     pub algbw: f64,
+    /// Bus bandwidth: `algbw` times the collective's factor (`2 (n - 1) / n` for AllReduce,
+    /// `(n - 1) / n` for AllGather and ReduceScatter, 1 for broadcast), 10^9 bytes/s.
     pub busbw: f64,
 }
 

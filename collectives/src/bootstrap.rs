@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 /// Which transport processes use: `tcp`, `shm` or `auto` (shared memory when every rank is
 /// on this host, TCP otherwise).
 pub const ENV_TRANSPORT: &str = "TRIDENT_TRANSPORT";
+/// MASTER_PORT where the launcher sets none (torchrun's default).
 pub const DEFAULT_MASTER_PORT: u16 = 29500;
 /// Port of the rendezvous store on the master host, when it must differ from MASTER_PORT.
 pub const ENV_STORE_PORT: &str = "TRIDENT_STORE_PORT";
@@ -23,16 +24,23 @@ pub const ENV_STORE_PORT: &str = "TRIDENT_STORE_PORT";
 /// Where this process sits in the job, as its launcher described it.
 #[derive(Clone, Debug)]
 pub struct LaunchEnv {
+    /// This process's rank in the job (`RANK`, `SLURM_PROCID`, `OMPI_COMM_WORLD_RANK`).
     pub rank: usize,
+    /// Ranks in the job.
     pub world_size: usize,
+    /// This process's rank among those of its node.
     pub local_rank: usize,
+    /// Ranks on this node, where the launcher says.
     pub local_world_size: Option<usize>,
+    /// Host of rank 0 (`MASTER_ADDR`).
     pub master_addr: String,
+    /// `MASTER_PORT`, or [`DEFAULT_MASTER_PORT`].
     pub master_port: u16,
     /// Where rank 0 hosts the rendezvous store: MASTER_PORT, except under a torchrun whose
     /// agent already serves its own store there (`TORCHELASTIC_USE_AGENT_STORE=True`), where
     /// it is MASTER_PORT + 1. [`ENV_STORE_PORT`] overrides both.
     pub store_port: u16,
+    /// The job token every connection presents.
     pub token: JobToken,
     /// "torchrun", "slurm" or "openmpi".
     pub launcher: &'static str,
@@ -59,6 +67,8 @@ pub fn first_slurm_host(list: &str) -> Option<String> {
 }
 
 impl LaunchEnv {
+    /// Reads the launcher's variables; [`CommError::Bootstrap`] where they are missing or
+    /// inconsistent (a rank outside the world size, no token).
     pub fn from_env() -> Result<Self> {
         Self::from_vars(|k| std::env::var(k).ok())
     }

@@ -17,6 +17,34 @@ use std::time::Duration;
 /// A group of ranks that run collectives together. Every member must make the same
 /// collective calls in the same order with the same sizes; a mismatch is reported as
 /// [`CommError::Mismatch`]. After any error the communicator is broken and refuses work.
+///
+/// Two ranks as threads of one process:
+///
+/// ```
+/// use trident_collectives::{CommConfig, Communicator, ReduceOp};
+///
+/// let ranks = Communicator::inproc_world(2, CommConfig::default()).unwrap();
+/// let results: Vec<(Vec<f32>, Vec<f32>)> = std::thread::scope(|s| {
+///     let threads: Vec<_> = ranks
+///         .into_iter()
+///         .map(|mut comm| {
+///             s.spawn(move || {
+///                 let r = comm.rank() as f32;
+///                 let mut sum = vec![r + 1.0; 3]; // rank 0: 1s, rank 1: 2s
+///                 comm.all_reduce(&mut sum, ReduceOp::Sum).unwrap();
+///                 let mut both = vec![0.0f32; 4];
+///                 comm.all_gather(&[r, r], &mut both).unwrap();
+///                 (sum, both)
+///             })
+///         })
+///         .collect();
+///     threads.into_iter().map(|t| t.join().unwrap()).collect()
+/// });
+/// for (sum, both) in results {
+///     assert_eq!(sum, [3.0; 3]);
+///     assert_eq!(both, [0.0, 0.0, 1.0, 1.0]);
+/// }
+/// ```
 pub struct Communicator {
     link: Link,
     fabric: Arc<dyn Fabric>,
@@ -37,9 +65,13 @@ pub struct Communicator {
 
 /// The tensor-, pipeline- and data-parallel groups of one rank.
 pub struct ParallelGroups {
+    /// The rank's position in the grid.
     pub coords: GridCoords,
+    /// The ranks sharing its data- and pipeline-parallel indices.
     pub tp: Communicator,
+    /// The ranks sharing its tensor- and data-parallel indices (one per stage).
     pub pp: Communicator,
+    /// The ranks sharing its tensor- and pipeline-parallel indices (the model's replicas).
     pub dp: Communicator,
 }
 
@@ -90,10 +122,12 @@ impl Communicator {
         })
     }
 
+    /// This rank within the communicator, `0..size()`.
     pub fn rank(&self) -> usize {
         self.link.rank
     }
 
+    /// Ranks in the communicator.
     pub fn size(&self) -> usize {
         self.link.size
     }
@@ -103,6 +137,7 @@ impl Communicator {
         &self.members
     }
 
+    /// The transport's name: `inproc`, `shm` or `tcp`.
     pub fn transport_name(&self) -> &'static str {
         self.fabric.name()
     }
@@ -121,6 +156,7 @@ impl Communicator {
         self.config.large_all_reduce == LargeAllReduce::Auto && self.link.transport.peer_memory().is_some()
     }
 
+    /// How long a call waits for a peer before failing with [`CommError::Timeout`].
     pub fn timeout(&self) -> Duration {
         self.link.timeout
     }
@@ -349,6 +385,7 @@ impl Communicator {
         self.reduce_scatter_with(input, output, op, &HostCombine)
     }
 
+    /// [`Communicator::reduce_scatter`] with the reduction step supplied by `combine`.
     pub fn reduce_scatter_with<T: Element>(
         &mut self,
         input: &[T],

@@ -20,13 +20,16 @@ pub enum LargeAllReduce {
     Ring,
 }
 
+/// A communicator's tunables: [`CommConfig::default`], or from the environment.
 #[derive(Clone, Debug)]
 pub struct CommConfig {
+    /// How long any blocking call waits for a peer (`TRIDENT_TIMEOUT_S`; 60 s by default).
     pub timeout: Duration,
     /// AllReduce and broadcast of at most this many bytes use recursive doubling / a tree.
     pub small_bytes: usize,
     /// Slice size of the pipelined broadcast chain.
     pub slice_bytes: usize,
+    /// How AllReduces above `small_bytes` run (`TRIDENT_ALLREDUCE`).
     pub large_all_reduce: LargeAllReduce,
 }
 

@@ -4,13 +4,18 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum DType {
+    /// `f32`.
     F32 = 1,
+    /// `f64`.
     F64 = 2,
+    /// bfloat16, carried as its 16 bits.
     Bf16 = 3,
+    /// Bytes.
     U8 = 4,
 }
 
 impl DType {
+    /// The type a header byte names, `None` for an unknown byte.
     pub fn from_u8(v: u8) -> Option<Self> {
         Some(match v {
             1 => DType::F32,
@@ -21,6 +26,7 @@ impl DType {
         })
     }
 
+    /// The type's name (`f32`, `bf16`, ...).
     pub fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
@@ -35,11 +41,14 @@ impl DType {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum ReduceOp {
+    /// Elementwise sum.
     Sum = 1,
+    /// Elementwise maximum.
     Max = 2,
 }
 
 impl ReduceOp {
+    /// The operation a header byte names, `None` for an unknown byte.
     pub fn from_u8(v: u8) -> Option<Self> {
         match v {
             1 => Some(ReduceOp::Sum),
@@ -52,6 +61,7 @@ impl ReduceOp {
 /// An element type the collectives move and reduce. Sizes must divide 8 (the
 /// shared-memory ring keeps 8-byte alignment). A bf16 type plugs in by implementing this.
 pub trait Element: bytemuck::Pod + Send + Sync + 'static {
+    /// The type's wire identifier.
     const DTYPE: DType;
     /// `self (op) other`. Must be commutative so every rank gets bitwise equal results.
     fn combine(self, other: Self, op: ReduceOp) -> Self;

@@ -5,36 +5,92 @@ use std::time::Duration;
 /// Everything a collective, a transport, the store or the launcher can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum CommError {
+    /// A peer sent nothing for the communicator's timeout.
     #[error("{op}: timed out after {waited:?} waiting for rank {peer}; it may be stuck, dead or calling a different collective (raise TRIDENT_TIMEOUT_S if it is just slow)")]
-    Timeout { op: String, peer: usize, waited: Duration },
+    Timeout {
+        /// The collective or step that waited.
+        op: String,
+        /// The rank waited for.
+        peer: usize,
+        /// How long.
+        waited: Duration,
+    },
+    /// A peer's connection closed or its process died.
     #[error("{op}: lost rank {peer}: {detail}")]
-    PeerLost { op: String, peer: usize, detail: String },
+    PeerLost {
+        /// The collective or step under way.
+        op: String,
+        /// The rank lost.
+        peer: usize,
+        /// What the transport saw.
+        detail: String,
+    },
+    /// Another rank aborted the communicator and told this one.
     #[error("{op}: rank {reporter} gave up because of rank {culprit} ({reason}); this rank stops too")]
-    PeerFailed { op: String, culprit: usize, reporter: usize, reason: AbortReason },
+    PeerFailed {
+        /// The collective or step under way.
+        op: String,
+        /// The rank the reporter blames.
+        culprit: usize,
+        /// The rank that aborted.
+        reporter: usize,
+        /// Why it aborted.
+        reason: AbortReason,
+    },
+    /// A peer's message belongs to a different collective, sequence number or size.
     #[error("ranks called different collectives: this rank is in {local} but rank {peer} sent {remote}; every rank of a communicator must make the same calls in the same order with the same sizes")]
-    Mismatch { peer: usize, local: String, remote: String },
+    Mismatch {
+        /// The sending rank.
+        peer: usize,
+        /// This rank's call.
+        local: String,
+        /// What the peer's message was for.
+        remote: String,
+    },
+    /// A message that does not decode (bad header, length or checksum).
     #[error("malformed message from rank {peer} during {op}: {detail}")]
-    Malformed { op: String, peer: usize, detail: String },
+    Malformed {
+        /// The collective or step under way.
+        op: String,
+        /// The sending rank.
+        peer: usize,
+        /// What does not decode.
+        detail: String,
+    },
+    /// Ranks were configured differently (world size, transport, a setting).
     #[error("ranks disagree on {what}: {name} is {value_a:?} on rank {rank_a} but {value_b:?} on rank {rank_b}; give every rank the same {name}")]
     Disagreement {
+        /// What was being agreed on.
         what: String,
+        /// The setting that differs.
         name: String,
+        /// One rank.
         rank_a: usize,
+        /// Its value.
         value_a: String,
+        /// A rank with another value.
         rank_b: usize,
+        /// That value.
         value_b: String,
     },
+    /// A connection was refused (a wrong job token, say).
     #[error("connection refused: {0}")]
     Refused(String),
+    /// A call's arguments are invalid (lengths, ranks, a grid that does not divide the world).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// Rendezvous failed: the store, the environment or the exchange of addresses.
     #[error("bootstrap: {0}")]
     Bootstrap(String),
+    /// The communicator failed before; every later call fails with this.
     #[error("this communicator is broken by an earlier failure ({0}); create a new one")]
     Broken(String),
+    /// An operating-system call failed.
     #[error("{context}: {source}")]
     Io {
+        /// What was being done.
         context: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
@@ -77,6 +133,7 @@ pub enum AbortReason {
 }
 
 impl AbortReason {
+    /// The reason an error gives peers.
     pub fn of(err: &CommError) -> Self {
         match err {
             CommError::PeerLost { .. } => AbortReason::Lost,
@@ -88,6 +145,7 @@ impl AbortReason {
         }
     }
 
+    /// The reason a wire byte encodes (`Failed` for unknown values).
     pub fn from_u8(v: u8) -> Self {
         match v {
             1 => AbortReason::Lost,
@@ -111,4 +169,5 @@ impl std::fmt::Display for AbortReason {
     }
 }
 
+/// The crate's result type.
 pub type Result<T, E = CommError> = std::result::Result<T, E>;

@@ -7,6 +7,7 @@ use crate::element::{DType, ReduceOp};
 use crate::error::{AbortReason, CommError};
 use std::fmt;
 
+/// Bytes of an encoded [`Header`].
 pub const HEADER_LEN: usize = 48;
 const MAGIC: u32 = 0x4e44_5254; // "TRDN"
 
@@ -14,6 +15,7 @@ const MAGIC: u32 = 0x4e44_5254; // "TRDN"
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum FrameType {
+    /// A collective's payload.
     Data = 1,
     /// The sender failed; `aux` names the rank that caused it.
     Abort = 2,
@@ -23,11 +25,17 @@ pub enum FrameType {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum OpKind {
+    /// AllReduce.
     AllReduce = 1,
+    /// ReduceScatter.
     ReduceScatter = 2,
+    /// AllGather.
     AllGather = 3,
+    /// Broadcast.
     Broadcast = 4,
+    /// Point-to-point send and receive.
     SendRecv = 5,
+    /// Barrier.
     Barrier = 6,
 }
 
@@ -44,6 +52,7 @@ impl OpKind {
         })
     }
 
+    /// The operation's name (`all_reduce`, ...), as errors name it.
     pub fn name(self) -> &'static str {
         match self {
             OpKind::AllReduce => "all_reduce",
@@ -61,12 +70,19 @@ impl OpKind {
 /// message's byte length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// Data or abort.
     pub frame: FrameType,
+    /// The collective.
     pub kind: OpKind,
+    /// The element type.
     pub dtype: DType,
+    /// The reduction, for reducing collectives.
     pub reduce: Option<ReduceOp>,
+    /// The communicator's sequence number of the collective.
     pub seq: u64,
+    /// The collective's total element count.
     pub count: u64,
+    /// This message's payload, bytes.
     pub payload_len: u64,
     /// User tag for send/recv, root for broadcast, zero otherwise.
     pub tag: u32,
@@ -102,6 +118,7 @@ fn checksum(bytes: &[u8]) -> u32 {
 }
 
 impl Header {
+    /// The header's [`HEADER_LEN`] bytes, in the layout of the module docs, checksum last.
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[0..4].copy_from_slice(&MAGIC.to_le_bytes());

@@ -3,18 +3,27 @@
 
 use crate::error::{CommError, Result};
 
+/// A world of ranks as a tensor x data x pipeline grid: rank `tp + TP (dp + DP pp)`, so the
+/// ranks of a tensor-parallel group are consecutive (on one node, where the launcher places
+/// ranks by node).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RankGrid {
+    /// Tensor-parallel size.
     pub tp: usize,
+    /// Pipeline-parallel size (stages).
     pub pp: usize,
+    /// Data-parallel size (replicas).
     pub dp: usize,
 }
 
 /// A rank's position in the grid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GridCoords {
+    /// Index in its tensor-parallel group.
     pub tp: usize,
+    /// Index of its replica.
     pub dp: usize,
+    /// Index of its pipeline stage.
     pub pp: usize,
 }
 
@@ -29,14 +38,17 @@ impl RankGrid {
         Ok(RankGrid { tp, pp, dp })
     }
 
+    /// `tp * pp * dp`.
     pub fn world_size(&self) -> usize {
         self.tp * self.pp * self.dp
     }
 
+    /// Where `rank` sits.
     pub fn coords(&self, rank: usize) -> GridCoords {
         GridCoords { tp: rank % self.tp, dp: (rank / self.tp) % self.dp, pp: rank / (self.tp * self.dp) }
     }
 
+    /// The rank at `c` (the inverse of [`RankGrid::coords`]).
     pub fn rank(&self, c: GridCoords) -> usize {
         c.tp + self.tp * (c.dp + self.dp * c.pp)
     }

@@ -14,8 +14,11 @@ use std::time::{Duration, Instant};
 /// How to place this node's ranks in the job.
 #[derive(Clone, Debug)]
 pub struct LaunchOptions {
+    /// Nodes in the job.
     pub nnodes: usize,
+    /// This node's index, `0..nnodes`; its ranks are `node_rank * nproc_per_node ..`.
     pub node_rank: usize,
+    /// Host of rank 0's store, as every rank reaches it.
     pub master_addr: String,
     /// `None` picks a free port (single node only).
     pub master_port: Option<u16>,

@@ -5,7 +5,9 @@ use crate::element::{Combine, Element, ReduceOp};
 /// Consumer of one incoming payload. The transport hands over the payload in order, in
 /// pieces that are whole multiples of [`Sink::granule`] bytes, possibly unaligned.
 pub trait Sink {
+    /// Bytes every piece is a whole multiple of (an element's size, for reductions).
     fn granule(&self) -> usize;
+    /// Takes the payload's bytes `offset..offset + bytes.len()`.
     fn accept(&mut self, offset: usize, bytes: &[u8]);
 
     /// The destination itself, when the payload is to be stored verbatim: a transport that
@@ -17,7 +19,9 @@ pub trait Sink {
 
 /// Copies the payload into `dst`.
 pub struct CopySink<'a> {
+    /// Where the payload goes; it holds the whole payload.
     pub dst: &'a mut [u8],
+    /// See [`Sink::granule`].
     pub granule: usize,
 }
 
@@ -36,9 +40,13 @@ impl Sink for CopySink<'_> {
 
 /// `acc = acc (op) payload`, or `out = local (op) payload` when `local` is given.
 pub struct ReduceSink<'a, T: Element> {
+    /// The accumulator, or the output where `local` is given.
     pub out: &'a mut [T],
+    /// This rank's own values, where they are not already in `out`.
     pub local: Option<&'a [T]>,
+    /// The reduction.
     pub op: ReduceOp,
+    /// Who computes it (the host, or a device kernel).
     pub combine: &'a dyn Combine<T>,
 }
 

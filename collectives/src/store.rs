@@ -18,8 +18,11 @@ use std::time::{Duration, Instant};
 
 const MAGIC: u32 = 0x5344_5254; // "TRDS"
 const VERSION: u32 = 1;
+/// Bytes of a client's greeting (magic, version, job token).
 pub const HELLO_LEN: usize = 24;
+/// Longest key, bytes.
 pub const MAX_KEY: usize = 1024;
+/// Largest value, bytes.
 pub const MAX_VALUE: usize = 1 << 20;
 const MAX_TOTAL: usize = 64 << 20;
 const OP_SET: u8 = 1;
@@ -43,7 +46,7 @@ pub struct StoreLimits {
     /// Time a connection gets to present its whole hello (not per read: a client trickling
     /// one byte at a time is cut off at this deadline).
     pub handshake: Duration,
-    /// Connections still in their handshake at once; more are answered [`BUSY`] and closed
+    /// Connections still in their handshake at once; more are answered `BUSY` and closed
     /// without a thread.
     pub max_pending: usize,
 }
@@ -146,6 +149,8 @@ pub struct StoreServer {
 }
 
 impl StoreServer {
+    /// Serves a store on `bind` (port 0 picks one; see [`StoreServer::addr`]) to clients that
+    /// present `token`, with the default limits.
     pub fn start(bind: SocketAddr, token: JobToken) -> Result<Self> {
         Self::start_with(bind, token, StoreLimits::default())
     }
@@ -181,10 +186,12 @@ impl StoreServer {
         Ok(StoreServer { shared, addr, accept_thread: Some(accept_thread) })
     }
 
+    /// The address the server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
+    /// What the server has served and refused so far.
     pub fn stats(&self) -> StoreStats {
         let mut s = *self.shared.stats.lock().unwrap_or_else(|e| e.into_inner());
         s.logged = self.shared.log.lines();
@@ -567,6 +574,7 @@ impl StoreClient {
         self.timeout = timeout.max(Duration::from_millis(1));
     }
 
+    /// How long calls wait for the store.
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
@@ -626,6 +634,8 @@ impl StoreClient {
         })
     }
 
+    /// Sets `key` to `value` (at most [`MAX_VALUE`] bytes, a key of at most [`MAX_KEY`]),
+    /// waking the clients that wait for it.
     pub fn set(&mut self, key: &str, value: &[u8]) -> Result<()> {
         if value.len() > MAX_VALUE {
             return Err(CommError::InvalidArgument(format!(

@@ -32,6 +32,7 @@ pub const ENV_INSECURE: &str = "TRIDENT_ALLOW_INSECURE_TOKEN";
 /// Bytes of the secret file.
 pub const SECRET_LEN: usize = 32;
 
+/// The 16-byte token every connection of a job presents; a connection without it is refused.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct JobToken(pub [u8; 16]);
 
@@ -84,10 +85,12 @@ impl JobToken {
         JobToken(t)
     }
 
+    /// The token as 32 lower-case hex digits (the form the environment carries).
     pub fn to_hex(&self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }
 
+    /// The token 32 hex digits spell; [`CommError::InvalidArgument`] for anything else.
     pub fn from_hex(s: &str) -> Result<Self> {
         let s = s.trim();
         let bad = || {

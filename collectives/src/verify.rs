@@ -25,8 +25,23 @@ pub fn input(seed: u64, rank: usize, salt: u64, len: usize) -> Vec<f32> {
 /// Why a check failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
+    /// A collective's result differs from the reference.
     #[error("{op} with {len} elements on rank {rank}/{size} (seed {seed}): {detail}")]
-    Wrong { op: &'static str, len: usize, rank: usize, size: usize, seed: u64, detail: String },
+    Wrong {
+        /// The collective.
+        op: &'static str,
+        /// Its element count.
+        len: usize,
+        /// The rank that saw it.
+        rank: usize,
+        /// The communicator's size.
+        size: usize,
+        /// The seed of the inputs, to reproduce it.
+        seed: u64,
+        /// The first differing element and the tolerance.
+        detail: String,
+    },
+    /// The collective itself failed.
     #[error(transparent)]
     Comm(#[from] CommError),
 }

@@ -19,6 +19,7 @@ impl Default for Backoff {
 }
 
 impl Backoff {
+    /// A backoff that starts by spinning.
     pub fn new() -> Self {
         Backoff { round: 0 }
     }
@@ -33,6 +34,7 @@ impl Backoff {
         self.round >= SPIN_ROUNDS + YIELD_ROUNDS
     }
 
+    /// Waits once: a spin, a yield or a nap, by how long the loop has waited.
     pub fn snooze(&mut self) {
         if self.round < SPIN_ROUNDS {
             for _ in 0..(1u32 << (self.round / 8).min(4)) {
@@ -56,19 +58,23 @@ pub struct Deadline {
 }
 
 impl Deadline {
+    /// The deadline `timeout` from now.
     pub fn after(timeout: Duration) -> Self {
         let start = Instant::now();
         Deadline { start, end: start + timeout }
     }
 
+    /// Whether it has passed.
     pub fn expired(&self) -> bool {
         Instant::now() >= self.end
     }
 
+    /// Time left, zero once expired.
     pub fn remaining(&self) -> Duration {
         self.end.saturating_duration_since(Instant::now())
     }
 
+    /// Time since it was set.
     pub fn waited(&self) -> Duration {
         self.start.elapsed()
     }

@@ -27,6 +27,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 /// The built-in table's text.
+/// The built-in GPU and link table (TOML, the format [`Hardware::merge_str`] reads).
 pub const BUILTIN_TOML: &str = include_str!("builtin.toml");
 
 /// Numeric precision of a computation.
@@ -37,12 +38,16 @@ pub enum Precision {
     Fp32,
     /// TF32 tensor cores (inputs rounded to 10 mantissa bits, fp32 accumulation).
     Tf32,
+    /// BF16 tensor cores, fp32 accumulation.
     Bf16,
+    /// FP16 tensor cores, fp32 accumulation.
     Fp16,
+    /// FP8 (E4M3/E5M2) tensor cores.
     Fp8,
 }
 
 impl Precision {
+    /// The name as the tables and flags write it (`fp32`, `bf16`, ...).
     pub fn name(self) -> &'static str {
         match self {
             Precision::Fp32 => "fp32",
@@ -54,11 +59,15 @@ impl Precision {
     }
 }
 
+/// Who makes a GPU (the model's terms differ: SMs or compute units, warps or wavefronts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Vendor {
+    /// NVIDIA.
     Nvidia,
+    /// AMD.
     Amd,
+    /// Any other vendor.
     Other,
 }
 
@@ -68,25 +77,32 @@ pub enum Vendor {
 pub struct Gpu {
     /// Key, lower case: `a100-80gb`, `h100-sxm`.
     pub name: String,
+    /// The maker.
     pub vendor: Vendor,
     /// Streaming multiprocessors (NVIDIA) or compute units (AMD).
     pub sms: u32,
     /// Maximum boost clock; `None` where the vendor does not publish it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boost_clock_mhz: Option<f64>,
+    /// Dense FP32 peak, TFLOP/s.
     pub fp32_tflops: f64,
+    /// Dense TF32 tensor peak, TFLOP/s; `None` without TF32 units.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tf32_tflops: Option<f64>,
+    /// Dense BF16 tensor peak, TFLOP/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bf16_tflops: Option<f64>,
+    /// Dense FP16 tensor peak, TFLOP/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fp16_tflops: Option<f64>,
+    /// Dense FP8 tensor peak, TFLOP/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fp8_tflops: Option<f64>,
     /// HBM capacity in GiB.
     pub memory_gib: f64,
     /// HBM bandwidth, 10^12 bytes/s.
     pub memory_tb_s: f64,
+    /// L2 cache, MiB.
     pub l2_mib: f64,
     /// L2 read bandwidth, 10^12 bytes/s, where published.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,9 +111,11 @@ pub struct Gpu {
     pub smem_per_sm_kib: f64,
     /// 32-bit registers per SM.
     pub regs_per_sm: u32,
+    /// Resident threads per SM.
     pub max_threads_per_sm: u32,
     /// Resident warps (wavefronts on AMD) per SM.
     pub max_warps_per_sm: u32,
+    /// Threads per warp: 32 on NVIDIA, 64 on AMD's CDNA.
     pub warp_size: u32,
     /// The link GPUs of a node talk over: a [`Link`] name.
     pub gpu_link: String,
@@ -105,6 +123,7 @@ pub struct Gpu {
     pub gpu_link_gb_s: f64,
     /// The GPU's host interface: a [`Link`] name.
     pub host_link: String,
+    /// Board power, watts.
     pub tdp_w: f64,
     /// Fraction of the tensor peak large GEMMs sustain.
     pub gemm_efficiency: f64,
@@ -149,7 +168,9 @@ pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scope {
+    /// Between GPUs of one node (NVLink, PCIe).
     IntraNode,
+    /// Between nodes (InfiniBand, Ethernet).
     InterNode,
 }
 
@@ -157,6 +178,7 @@ pub enum Scope {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Link {
+    /// Key, lower case: `nvlink4`, `ib-ndr`.
     pub name: String,
     /// Bandwidth per direction one GPU can send while receiving as much, 10^9 bytes/s.
     pub gb_s: f64,
@@ -164,7 +186,9 @@ pub struct Link {
     pub latency_us: f64,
     /// Fraction of `gb_s` a large ring collective's bus bandwidth reaches.
     pub efficiency: f64,
+    /// Within a node or between nodes.
     pub scope: Scope,
+    /// Where the figures come from (a datasheet, a measurement).
     pub source: String,
 }
 
@@ -174,25 +198,49 @@ impl Link {
         self.gb_s * 1e9 * self.efficiency
     }
 
+    /// [`Link::latency_us`] in seconds.
     pub fn latency_s(&self) -> f64 {
         self.latency_us * 1e-6
     }
 }
 
+/// Why a hardware table could not be read, or has no entry of that name.
 #[derive(Debug, thiserror::Error)]
 pub enum HardwareError {
+    /// The file could not be read.
     #[error("reading the hardware file {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, or an entry lacks or misstates a field.
     #[error("the hardware file {path} is not valid: {message}")]
-    Parse { path: String, message: String },
+    Parse {
+        /// The file (or "the built-in table").
+        path: String,
+        /// What is wrong, as the TOML parser or the field checks say.
+        message: String,
+    },
+    /// No GPU of that name.
+    #[error("unknown GPU {name:?}; the table has: {known}. Add it with a [[gpu]] entry in a hardware file")]
+    UnknownGpu {
+        /// The name asked for.
+        name: String,
+        /// The names the table has, comma-separated.
+        known: String,
+    },
+    /// No link of that name.
     #[error(
-        "unknown GPU {name:?}; the table has: {known}. Add it with a [[gpu]] entry in a --hardware file"
+        "unknown link {name:?}; the table has: {known}. Add it with a [[link]] entry in a hardware file"
     )]
-    UnknownGpu { name: String, known: String },
-    #[error(
-        "unknown link {name:?}; the table has: {known}. Add it with a [[link]] entry in a --hardware file"
-    )]
-    UnknownLink { name: String, known: String },
+    UnknownLink {
+        /// The name asked for.
+        name: String,
+        /// The names the table has, comma-separated.
+        known: String,
+    },
 }
 
 /// The file format: `[[gpu]]` and `[[link]]` arrays.
@@ -208,7 +256,9 @@ struct FileTables {
 /// The GPU and link tables, by name.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hardware {
+    /// GPUs by their lower-case name.
     pub gpus: BTreeMap<String, Gpu>,
+    /// Links by their lower-case name.
     pub links: BTreeMap<String, Link>,
 }
 
@@ -247,6 +297,8 @@ impl Hardware {
         Ok(())
     }
 
+    /// The GPU named `name` (case-insensitive), or [`HardwareError::UnknownGpu`] listing the
+    /// known names.
     pub fn gpu(&self, name: &str) -> Result<&Gpu, HardwareError> {
         self.gpus.get(&name.to_ascii_lowercase()).ok_or_else(|| HardwareError::UnknownGpu {
             name: name.to_string(),
@@ -254,6 +306,7 @@ impl Hardware {
         })
     }
 
+    /// The link named `name` (case-insensitive), or [`HardwareError::UnknownLink`].
     pub fn link(&self, name: &str) -> Result<&Link, HardwareError> {
         self.links.get(&name.to_ascii_lowercase()).ok_or_else(|| HardwareError::UnknownLink {
             name: name.to_string(),

@@ -13,8 +13,11 @@
 use crate::reduce::{warp_max, warp_sum};
 use crate::simt;
 
+/// Query rows per block: one warp each, so a block has `32 * ROWS` threads.
 pub const ROWS: u32 = 4;
+/// Keys per tile staged in shared memory.
 pub const TILE: u32 = 32;
+/// Largest head size the kernels take (each lane holds `MAX_HEAD_DIM / 32` elements of a row).
 pub const MAX_HEAD_DIM: u32 = 128;
 const FULL: u32 = 0xffff_ffff;
 const PER_LANE: usize = (MAX_HEAD_DIM / 32) as usize;

@@ -14,9 +14,13 @@
 
 use crate::simt;
 
+/// Rows of `C` per block (grid y).
 pub const TILE_M: u32 = 64;
+/// Columns of `C` per block (grid x).
 pub const TILE_N: u32 = 64;
+/// Depth of the `A` and `B` tiles staged in shared memory per step.
 pub const TILE_K: u32 = 16;
+/// Threads per block: 16 x 16, each computing a 4 x 4 patch of the block's tile.
 pub const THREADS: u32 = 256;
 const LD: usize = TILE_M as usize + 4;
 const PER_THREAD: usize = 4;

@@ -7,6 +7,7 @@
 use crate::reduce::warp_sum;
 use crate::simt;
 
+/// The epsilon added to the variance before its reciprocal square root (GPT-2's).
 pub const EPS: f32 = 1e-5;
 
 kernels! {

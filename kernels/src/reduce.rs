@@ -89,6 +89,7 @@ pub fn block_min_u32(v: u32, scratch: simt::Shared<u32>) -> u32 {
 
 /// `combine_f32`'s `op`: the reductions of the collectives.
 pub const COMBINE_SUM: u32 = 0;
+/// `combine_f32`'s `op` for an elementwise maximum.
 pub const COMBINE_MAX: u32 = 1;
 
 kernels! {

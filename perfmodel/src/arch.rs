@@ -150,18 +150,39 @@ impl Arch {
 /// Why a prediction cannot be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
+    /// The GPU is not in the hardware table.
     #[error(transparent)]
     Hardware(#[from] HardwareError),
+    /// The GPU is in the table, but the model has no micro-architecture for it.
     #[error("the time model has no micro-architecture data for GPU `{gpu}`; it knows {known}")]
-    NoArch { gpu: String, known: String },
+    NoArch {
+        /// The GPU's name.
+        gpu: String,
+        /// The GPUs it has data for, comma-separated.
+        known: String,
+    },
+    /// Not one block of the kernel fits an SM.
     #[error(
         "kernel `{kernel}` cannot be resident on {gpu}: {why}; reduce its registers, shared \
          memory or block size"
     )]
-    DoesNotFit { kernel: String, gpu: String, why: String },
+    DoesNotFit {
+        /// The kernel's name.
+        kernel: String,
+        /// The GPU's name.
+        gpu: String,
+        /// Which resource runs out.
+        why: String,
+    },
+    /// The kernel resource table lacks the kernel for that architecture.
     #[error(
         "no register count for kernel `{kernel}` on {arch} in the kernel resource table; \
          regenerate it with `TRIDENT_UPDATE_RESOURCES=1 cargo test --test kernel_resources`"
     )]
-    NoResources { kernel: String, arch: String },
+    NoResources {
+        /// The kernel's name.
+        kernel: String,
+        /// The architecture (`sm_90`).
+        arch: String,
+    },
 }

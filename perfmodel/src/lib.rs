@@ -23,7 +23,9 @@ use trident_hardware::Gpu;
 /// A GPU the model can predict for: its table entry and its micro-architecture.
 #[derive(Clone, Debug)]
 pub struct Target {
+    /// The hardware table's entry (peaks, bandwidths).
     pub gpu: Gpu,
+    /// The micro-architecture (pipes, latencies, occupancy limits).
     pub arch: Arch,
 }
 

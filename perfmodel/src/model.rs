@@ -36,6 +36,7 @@ pub enum Bound {
 }
 
 impl Bound {
+    /// The bound as reports name it (`tensor pipe`, `DRAM`, ...).
     pub fn name(self) -> &'static str {
         match self {
             Bound::TensorPipe => "tensor pipe",
@@ -60,9 +61,13 @@ impl fmt::Display for Bound {
 /// What limits the resident blocks per SM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OccupancyLimit {
+    /// The SM's limit on resident blocks.
     Blocks,
+    /// The SM's limit on resident warps.
     Warps,
+    /// The register file.
     Registers,
+    /// Shared memory (static plus dynamic per block).
     SharedMemory,
     /// The grid has fewer blocks than the SMs could hold.
     Grid,
@@ -71,7 +76,9 @@ pub enum OccupancyLimit {
 /// Resident blocks per SM and why no more.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Occupancy {
+    /// Blocks resident on one SM at once.
     pub blocks_per_sm: u32,
+    /// What stops one more.
     pub limit: OccupancyLimit,
     /// Resident warps over the SM's maximum.
     pub fraction: f64,
@@ -80,6 +87,7 @@ pub struct Occupancy {
 /// The resources one kernel needs per thread and per block (from `ptxas -v`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Resources {
+    /// 32-bit registers per thread.
     pub registers: u32,
     /// Static shared memory, bytes (dynamic shared memory comes with the launch).
     pub static_smem: u32,
@@ -88,16 +96,22 @@ pub struct Resources {
 /// One term of the model, in seconds on the busiest SM (or the device, for DRAM).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Term {
+    /// The unit the term is for.
     pub bound: Bound,
+    /// Its predicted time, seconds.
     pub seconds: f64,
 }
 
 /// The model's answer for one launch.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Prediction {
+    /// The GPU predicted for.
     pub gpu: String,
+    /// Predicted time of the launch, seconds.
     pub seconds: f64,
+    /// The term that sets the time.
     pub bound: Bound,
+    /// Resident blocks per SM.
     pub occupancy: Occupancy,
     /// Blocks the busiest SM runs.
     pub blocks_on_busiest_sm: u64,

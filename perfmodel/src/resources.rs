@@ -13,8 +13,11 @@ pub const RESOURCES_TSV: &str = include_str!("../resources.tsv");
 /// One row of the table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResourceRow {
+    /// The kernel's PTX entry name.
     pub kernel: String,
+    /// The architecture it was assembled for (`sm_90`).
     pub arch: String,
+    /// What `ptxas -v` reported.
     pub resources: Resources,
 }
 

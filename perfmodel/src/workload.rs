@@ -33,6 +33,7 @@ pub struct Workload {
 pub struct WarpCounts {
     /// `mma.sync.m16n8k16` (bf16 inputs, f32 accumulation).
     pub mma: u64,
+    /// `fma.rn.f32`.
     pub fma: u64,
     /// Other f32 ALU/SFU operations called through `simt`.
     pub alu: u64,
@@ -44,6 +45,7 @@ pub struct WarpCounts {
     pub global_store: u64,
     /// `cp.async` copies.
     pub async_copy: u64,
+    /// Block barriers (`bar.sync`).
     pub barrier: u64,
     /// Shuffles, votes and warp barriers.
     pub warp_collective: u64,

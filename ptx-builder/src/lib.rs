@@ -134,6 +134,26 @@ pub fn fail(error: &Error) -> ! {
 }
 
 /// One PTX build of a kernels crate: configure, then [`PtxBuild::build`].
+///
+/// The toolchain comes from the kernels crate's `rust-toolchain.toml`; a crate without one is
+/// refused before anything is compiled or installed:
+///
+/// ```
+/// use trident_ptx_builder::{Error, PtxBuild};
+///
+/// let dir = std::env::temp_dir().join(format!("ptx-build-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// std::fs::write(dir.join("rust-toolchain.toml"), "[toolchain]\ncomponents = [\"rust-src\"]\n").unwrap();
+/// if std::env::var_os("TRIDENT_NVPTX_TOOLCHAIN").is_none() {
+///     let err = PtxBuild::new(&dir).arch("sm_90").output("mine.ptx").build().unwrap_err();
+///     assert!(matches!(err, Error::NoChannel(_)), "{err}");
+/// }
+/// std::fs::write(dir.join("rust-toolchain.toml"), "[toolchain]\nchannel = \"nightly-2025-01-01\"\n").unwrap();
+/// if std::env::var_os("TRIDENT_NVPTX_TOOLCHAIN").is_none() {
+///     assert_eq!(trident_ptx_builder::toolchain_channel(&dir).unwrap(), "nightly-2025-01-01");
+/// }
+/// std::fs::remove_dir_all(&dir).unwrap();
+/// ```
 #[derive(Debug, Clone)]
 pub struct PtxBuild {
     crate_dir: PathBuf,

@@ -11,7 +11,7 @@ use cudarc::driver::CudaSlice;
 
 use crate::cuda::CudaDevice;
 use crate::host_alloc::AlignedVec;
-use crate::{Device, Result, RuntimeError};
+use crate::{Arg, Device, Result, RuntimeError, Stream};
 
 enum Storage<T: Pod> {
     Host(AlignedVec<T>),
@@ -22,7 +22,25 @@ fn out_of_memory<T>(device: &Device, len: usize) -> RuntimeError {
     RuntimeError::OutOfMemory { device: device.kind(), len, bytes: len.checked_mul(size_of::<T>()) }
 }
 
-/// `len` elements of `T` on one device.
+/// `len` elements of `T` on one device, freed when dropped (on `Cuda`, on the default stream,
+/// after the work queued there).
+///
+/// Every range a view, copy or split takes is checked: a range outside the buffer, two
+/// overlapping mutable views, a copy between different lengths or devices are errors.
+///
+/// ```
+/// use trident_runtime::{Buffer, Device, RuntimeError};
+///
+/// # fn main() -> trident_runtime::Result<()> {
+/// let device = Device::Cpu;
+/// let mut b = Buffer::<u32>::zeros(&device, 4)?;
+/// b.copy_from_slice(&[1, 2, 3, 4])?;
+/// assert_eq!(b.view(1..3)?.to_vec()?, [2, 3]);
+/// assert!(matches!(b.copy_from_slice(&[1, 2]), Err(RuntimeError::Length { got: 2, expected: 4, .. })));
+/// assert!(matches!(b.view(..5), Err(RuntimeError::OutOfBounds { end: 5, len: 4, .. })));
+/// # Ok(())
+/// # }
+/// ```
 pub struct Buffer<T: Pod> {
     device: Device,
     storage: Storage<T>,
@@ -47,43 +65,6 @@ fn register<T: Pod>(
         )),
         _ => None,
     }
-}
-
-thread_local! {
-    /// The `Emu` views whose address this thread took last (for a kernel argument), newest
-    /// last: `(address, bytes, taken since this thread's last launch)`.
-    static VIEW_EXTENTS: std::cell::RefCell<Vec<(u64, u64, bool)>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Views remembered for [`arg_extent`]; older ones are forgotten.
-const REMEMBERED_VIEWS: usize = 64;
-
-fn took_address(device: &Device, addr: u64, bytes: usize) {
-    if matches!(device, Device::Emu) {
-        VIEW_EXTENTS.with(|v| {
-            let mut v = v.borrow_mut();
-            if v.len() == REMEMBERED_VIEWS {
-                v.remove(0);
-            }
-            v.push((addr, bytes as u64, true));
-        });
-    }
-}
-
-/// The bytes of the view whose address `addr` this thread took for a kernel argument: of
-/// those taken since its last launch, else of the older ones, the largest at that address
-/// (two views may start at one address; the larger never makes a correct access fault).
-pub(crate) fn arg_extent(addr: u64) -> Option<u64> {
-    VIEW_EXTENTS.with(|v| {
-        let v = v.borrow();
-        let largest = |fresh: bool| v.iter().filter(|e| e.0 == addr && (e.2 || !fresh)).map(|e| e.1).max();
-        largest(true).or_else(|| largest(false))
-    })
-}
-
-/// Marks the remembered views as taken before this thread's last launch.
-pub(crate) fn launched() {
-    VIEW_EXTENTS.with(|v| v.borrow_mut().iter_mut().for_each(|e| e.2 = false));
 }
 
 /// Tells the emulator that `bytes` bytes at `ptr` now hold data (host writes into an `Emu`
@@ -144,14 +125,17 @@ impl<T: Pod> Buffer<T> {
         Ok(b)
     }
 
+    /// The device holding the buffer.
     pub fn device(&self) -> &Device {
         &self.device
     }
 
+    /// Number of elements.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the buffer has no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -243,13 +227,15 @@ impl<T: Pod> std::fmt::Debug for Buffer<T> {
 
 fn resolve(range: impl RangeBounds<usize>, len: usize) -> Result<Range<usize>> {
     use std::ops::Bound::*;
+    // `x..` and `..=x` at `usize::MAX` have no representable bound: out of bounds for any length.
+    let past = |b: usize| b.checked_add(1).ok_or(RuntimeError::OutOfBounds { start: b, end: b, len });
     let start = match range.start_bound() {
         Included(&s) => s,
-        Excluded(&s) => s + 1,
+        Excluded(&s) => past(s)?,
         Unbounded => 0,
     };
     let end = match range.end_bound() {
-        Included(&e) => e + 1,
+        Included(&e) => past(e)?,
         Excluded(&e) => e,
         Unbounded => len,
     };
@@ -326,14 +312,17 @@ impl<'a, T: Pod> View<'a, T> {
         Ok(View { device, mem: Mem::Host(data), len: data.len() })
     }
 
+    /// Number of elements in the view.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the view has no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The device holding the view's elements.
     pub fn device(&self) -> &'a Device {
         self.device
     }
@@ -378,28 +367,41 @@ impl<'a, T: Pod> View<'a, T> {
         }
     }
 
-    /// The address of the first element as a kernel argument: a host address on `Cpu` and
-    /// `Emu`, a device address on `Cuda`. On `Emu` the view's extent is remembered, so the
-    /// emulator bounds the kernel's accesses through that argument by this view.
+    /// The address of the first element: a host address on `Cpu` and `Emu`, a device address
+    /// on `Cuda`.
     pub fn addr(&self) -> u64 {
         match self.mem {
-            Mem::Host(h) => {
-                took_address(self.device, h.as_ptr() as u64, size_of_val(h));
-                h.as_ptr() as u64
-            }
+            Mem::Host(h) => h.as_ptr() as u64,
             Mem::Cuda(_, a) => a,
         }
     }
 
+    /// The view as a launch argument for a `Global<T>` (read-only) parameter; on `Emu` the
+    /// emulator bounds the kernel's accesses through it by this view.
+    pub fn arg(&self) -> Arg {
+        Arg::pointer::<T>(self.addr(), self.len, false)
+    }
+
+    /// The view's elements, copied to the host (see [`View::copy_to_slice`]).
     pub fn to_vec(&self) -> Result<Vec<T>> {
         let mut out = vec![T::zeroed(); self.len];
         self.copy_to_slice(&mut out)?;
         Ok(out)
     }
 
-    /// Copies the view's elements into `out`, which must have the view's length (a download on
-    /// `Cuda`, finished when this returns).
+    /// Copies the view's elements into `out`, which must have the view's length
+    /// ([`RuntimeError::Length`] otherwise): a download on `Cuda`, queued on the device's
+    /// default stream and finished when this returns.
     pub fn copy_to_slice(&self, out: &mut [T]) -> Result<()> {
+        self.copy_to_slice_on(&self.device.default_stream(), out)
+    }
+
+    /// [`View::copy_to_slice`] on `stream`, a stream of the view's device
+    /// ([`RuntimeError::WrongDevice`] otherwise). On `Cuda` the download waits for the work
+    /// queued on the default stream so far and for the work queued on `stream`, and has
+    /// finished when this returns.
+    pub fn copy_to_slice_on(&self, stream: &Stream, out: &mut [T]) -> Result<()> {
+        self.device.expect_same(stream.device())?;
         if out.len() != self.len {
             return Err(RuntimeError::Length {
                 what: "the destination slice",
@@ -409,8 +411,11 @@ impl<'a, T: Pod> View<'a, T> {
         }
         match self.mem {
             Mem::Host(h) => out.copy_from_slice(h),
-            // SAFETY: `a` addresses this view's `len` elements on `d`, and `out` has as many.
-            Mem::Cuda(d, a) => unsafe { d.download(a, bytemuck::cast_slice_mut(out))? },
+            Mem::Cuda(d, a) => stream.ordered(|s| {
+                // SAFETY: `a` addresses this view's `len` elements on `d`, and `out` has as
+                // many; the download has finished when `download` returns.
+                unsafe { d.download(s, a, bytemuck::cast_slice_mut(out)) }
+            })?,
         }
         Ok(())
     }
@@ -427,14 +432,17 @@ impl<'a, T: Pod> ViewMut<'a, T> {
         Ok(ViewMut { device, mem: MemMut::Host(data), len })
     }
 
+    /// Number of elements in the view.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the view has no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The device holding the view's elements.
     pub fn device(&self) -> &'a Device {
         self.device
     }
@@ -490,6 +498,10 @@ impl<'a, T: Pod> ViewMut<'a, T> {
     }
 
     /// Splits into `[0, mid)` and `[mid, len)`.
+    ///
+    /// # Panics
+    /// If `mid > len`, as `slice::split_at_mut` does; [`ViewMut::split_at_checked`] returns an
+    /// error instead.
     pub fn split_at(self, mid: usize) -> (ViewMut<'a, T>, ViewMut<'a, T>) {
         assert!(mid <= self.len, "split point {mid} past the view's {} elements", self.len);
         let (device, len) = (self.device, self.len);
@@ -505,18 +517,40 @@ impl<'a, T: Pod> ViewMut<'a, T> {
         (ViewMut { device, mem: a, len: mid }, ViewMut { device, mem: b, len: len - mid })
     }
 
-    /// The address of the first element as a kernel argument (see [`View::addr`]).
+    /// [`ViewMut::split_at`], or [`RuntimeError::OutOfBounds`] if `mid > len`.
+    pub fn split_at_checked(self, mid: usize) -> Result<(ViewMut<'a, T>, ViewMut<'a, T>)> {
+        if mid > self.len {
+            return Err(RuntimeError::OutOfBounds { start: mid, end: mid, len: self.len });
+        }
+        Ok(self.split_at(mid))
+    }
+
+    /// The address of the first element (see [`View::addr`]).
     pub fn addr_mut(&mut self) -> u64 {
         match &mut self.mem {
-            MemMut::Host(h) => {
-                took_address(self.device, h.as_ptr() as u64, size_of_val(*h));
-                h.as_mut_ptr() as u64
-            }
+            MemMut::Host(h) => h.as_mut_ptr() as u64,
             MemMut::Cuda(_, a, _) => *a,
         }
     }
 
+    /// The view as a launch argument for a `GlobalMut<T>` (or `Global<T>`) parameter; on
+    /// `Emu` the emulator bounds the kernel's accesses through it by this view.
+    pub fn arg_mut(&mut self) -> Arg {
+        Arg::pointer::<T>(self.addr_mut(), self.len, true)
+    }
+
+    /// Overwrites the view with `data`, which must have the view's length
+    /// ([`RuntimeError::Length`] otherwise): an upload on `Cuda`, queued on the device's default
+    /// stream (`data` may be reused when this returns).
     pub fn copy_from_slice(&mut self, data: &[T]) -> Result<()> {
+        self.copy_from_slice_on(&self.device.default_stream(), data)
+    }
+
+    /// [`ViewMut::copy_from_slice`] on `stream`, a stream of the view's device
+    /// ([`RuntimeError::WrongDevice`] otherwise). On `Cuda` the upload runs after the work
+    /// queued on the default stream so far, and work queued there later runs after it.
+    pub fn copy_from_slice_on(&mut self, stream: &Stream, data: &[T]) -> Result<()> {
+        self.device.expect_same(stream.device())?;
         if data.len() != self.len {
             return Err(RuntimeError::Length {
                 what: "the source slice",
@@ -529,42 +563,69 @@ impl<'a, T: Pod> ViewMut<'a, T> {
                 h.copy_from_slice(data);
                 host_wrote(self.device, h.as_ptr().cast(), size_of_val(*h));
             }
-            // SAFETY: `a` addresses this view's `len` elements on `d`.
-            MemMut::Cuda(d, a, _) => unsafe { d.upload(bytemuck::cast_slice(data), *a)? },
+            MemMut::Cuda(d, a, _) => stream.ordered(|s| {
+                // SAFETY: `a` addresses this view's `len` elements on `d`, and `data` has as
+                // many; a copy from pageable memory has read `data` when it returns.
+                unsafe { d.upload(s, bytemuck::cast_slice(data), *a) }
+            })?,
         }
         Ok(())
     }
 
-    /// Copies `src` (same length, same device) into this view.
+    /// Copies `src` (same length, same device) into this view: a device-to-device copy on
+    /// `Cuda`, queued on the default stream.
+    ///
+    /// # Errors
+    /// [`RuntimeError::WrongDevice`] and [`RuntimeError::Length`] where `src` is on another
+    /// device or of another length.
     pub fn copy_from(&mut self, src: &View<'_, T>) -> Result<()> {
+        self.copy_from_on(&self.device.default_stream(), src)
+    }
+
+    /// [`ViewMut::copy_from`] on `stream`, ordered on `Cuda` as [`ViewMut::copy_from_slice_on`]
+    /// is.
+    pub fn copy_from_on(&mut self, stream: &Stream, src: &View<'_, T>) -> Result<()> {
         src.device().expect_same(self.device)?;
+        self.device.expect_same(stream.device())?;
         if src.len != self.len {
             return Err(RuntimeError::Length { what: "the source view", got: src.len, expected: self.len });
         }
+        let bytes = self.len * size_of::<T>();
         match (&mut self.mem, src.mem) {
             (MemMut::Host(d), Mem::Host(s)) => {
                 d.copy_from_slice(s);
                 host_wrote(self.device, d.as_ptr().cast(), size_of_val(*d));
             }
-            // SAFETY: both addresses cover `len` elements on the same device.
-            (MemMut::Cuda(d, dst, _), Mem::Cuda(_, s)) => unsafe {
-                d.copy(s, *dst, self.len * size_of::<T>())?
-            },
+            (MemMut::Cuda(d, dst, _), Mem::Cuda(_, from)) => stream.ordered(|s| {
+                // SAFETY: both addresses cover `len` elements on the same device; a mutable
+                // view never shares elements with a view the borrow checker lets coexist.
+                unsafe { d.copy(s, from, *dst, bytes) }
+            })?,
             _ => unreachable!("views on one device share a memory kind"),
         }
         Ok(())
     }
 
-    /// Sets every element to zero.
+    /// Sets every element to zero (a device memset on `Cuda`, on the default stream).
     pub fn fill_zero(&mut self) -> Result<()> {
+        self.fill_zero_on(&self.device.default_stream())
+    }
+
+    /// [`ViewMut::fill_zero`] on `stream`, ordered on `Cuda` as [`ViewMut::copy_from_slice_on`]
+    /// is ([`RuntimeError::WrongDevice`] for a stream of another device).
+    pub fn fill_zero_on(&mut self, stream: &Stream) -> Result<()> {
+        self.device.expect_same(stream.device())?;
+        let bytes = self.len * size_of::<T>();
         if let Some(h) = self.host_mut() {
             h.fill(T::zeroed());
             return Ok(());
         }
         match &mut self.mem {
-            // SAFETY: `a` addresses this view's `len` elements on `d`; a device memset, not an
-            // upload of a host buffer of zeros.
-            MemMut::Cuda(d, a, _) => unsafe { d.memset_zero(*a, self.len * size_of::<T>()) },
+            MemMut::Cuda(d, a, _) => stream.ordered(|s| {
+                // SAFETY: `a` addresses this view's `len` elements on `d`; a device memset,
+                // not an upload of a host buffer of zeros.
+                unsafe { d.memset_zero(s, *a, bytes) }
+            }),
             MemMut::Host(_) => unreachable!("host views returned above"),
         }
     }
@@ -573,6 +634,7 @@ impl<'a, T: Pod> ViewMut<'a, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DeviceKind;
 
     #[test]
     fn host_buffers_past_memory_are_errors() {
@@ -622,6 +684,41 @@ mod tests {
         assert!(matches!(b.view(2..9), Err(RuntimeError::OutOfBounds { end: 9, .. })));
         assert!(b.views_mut([0..0, 0..8]).is_ok());
         assert!(b.views_mut([2..6, 4..4]).is_ok());
+    }
+
+    #[test]
+    fn ranges_at_the_end_of_usize_are_errors_not_panics() {
+        let mut b = Buffer::<f32>::zeros(&Device::Emu, 4).unwrap();
+        assert!(matches!(b.view(..=usize::MAX), Err(RuntimeError::OutOfBounds { .. })));
+        let r = (std::ops::Bound::Excluded(usize::MAX), std::ops::Bound::Unbounded);
+        assert!(matches!(b.view(r), Err(RuntimeError::OutOfBounds { .. })));
+        let v = b.view_mut(..).unwrap();
+        assert!(matches!(v.split_at_checked(5), Err(RuntimeError::OutOfBounds { start: 5, .. })));
+    }
+
+    #[test]
+    fn copies_on_two_streams_land_and_a_foreign_stream_is_refused() {
+        for device in [Device::Cpu, Device::Emu] {
+            let (s1, s2) = (device.new_stream().unwrap(), device.new_stream().unwrap());
+            let mut a = Buffer::<f32>::zeros(&device, 4).unwrap();
+            let mut b = Buffer::<f32>::uninit(&device, 4).unwrap();
+            a.view_mut(..).unwrap().copy_from_slice_on(&s1, &[1.0, 2.0, 3.0, 4.0]).unwrap();
+            b.view_mut(..2).unwrap().fill_zero_on(&s2).unwrap();
+            s2.wait_for(&s1).unwrap();
+            b.view_mut(2..).unwrap().copy_from_on(&s2, &a.view(1..3).unwrap()).unwrap();
+            let mut out = [9.0f32; 4];
+            b.view(..).unwrap().copy_to_slice_on(&s2, &mut out).unwrap();
+            assert_eq!(out, [0.0, 0.0, 2.0, 3.0]);
+            let other = if device.kind() == DeviceKind::Cpu { Device::Emu } else { Device::Cpu };
+            let foreign = other.default_stream();
+            let wrong = |e: RuntimeError| matches!(e, RuntimeError::WrongDevice { .. });
+            assert!(wrong(a.view(..).unwrap().copy_to_slice_on(&foreign, &mut out).unwrap_err()));
+            assert!(wrong(a.view_mut(..).unwrap().copy_from_slice_on(&foreign, &out).unwrap_err()));
+            assert!(wrong(a.view_mut(..).unwrap().fill_zero_on(&foreign).unwrap_err()));
+            let src = b.view(..).unwrap();
+            assert!(wrong(a.view_mut(..).unwrap().copy_from_on(&foreign, &src).unwrap_err()));
+            assert_eq!(a.to_vec().unwrap(), [1.0, 2.0, 3.0, 4.0], "refused copies leave the data alone");
+        }
     }
 
     #[test]

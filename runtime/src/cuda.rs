@@ -16,7 +16,8 @@ use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaSlice, Cuda
 
 use crate::{Result, RuntimeError};
 
-/// One GPU: its context and the stream every Trident operation on it is queued on.
+/// One GPU: its context and its default stream (allocations, frees, and every operation not
+/// given another stream).
 #[derive(Debug)]
 pub struct CudaDevice {
     ctx: Arc<CudaContext>,
@@ -52,13 +53,20 @@ impl CudaDevice {
         CudaContext::device_count().map(|n| n.max(0) as usize).unwrap_or(0)
     }
 
+    /// Opens GPU `ordinal`: a context and a default stream on it.
+    ///
+    /// # Errors
+    /// [`RuntimeError::CudaUnavailable`] where there is no driver or no such GPU; the driver's
+    /// error where it fails to create the context or stream.
     pub fn new(ordinal: usize) -> Result<Self> {
         if Self::count() <= ordinal {
             return Err(RuntimeError::CudaUnavailable);
         }
         let ctx = CudaContext::new(ordinal)?;
-        // SAFETY: every operation of this device runs on its one stream, so the per-buffer
-        // events that tracking would record order nothing that the stream does not already.
+        // SAFETY: buffers are allocated and freed on the default stream; a copy on another
+        // stream is ordered with the default stream on both sides (`Stream::ordered`), and a
+        // launch on another stream is unsafe, its caller ordering the streams, so the
+        // per-buffer events that tracking would record order nothing that is not already.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream()?;
         let name = ctx.name()?;
@@ -72,17 +80,20 @@ impl CudaDevice {
         Ok(self.ctx.bind_to_thread()?)
     }
 
+    /// The GPU's name, as the driver reports it (`NVIDIA H100 80GB HBM3`, say).
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The GPU's compute capability, `(major, minor)`: `(9, 0)` for sm_90.
     pub fn compute_capability(&self) -> (i32, i32) {
         self.compute_capability
     }
 
+    /// Waits until the work queued on every stream of the device has finished.
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
-        Ok(self.stream.synchronize()?)
+        Ok(self.ctx.synchronize()?)
     }
 
     /// The stream every buffer operation and plain launch goes to.
@@ -95,42 +106,49 @@ impl CudaDevice {
         Ok(self.stream.alloc_zeros::<u8>(bytes.max(1))?)
     }
 
+    /// Zeroes `bytes` bytes at `dst`, queued on `stream`.
+    ///
     /// # Safety
     /// `dst` must be a device address with `bytes` writable bytes on this device.
-    pub(crate) unsafe fn memset_zero(&self, dst: u64, bytes: usize) -> Result<()> {
+    pub(crate) unsafe fn memset_zero(&self, stream: &CudaStream, dst: u64, bytes: usize) -> Result<()> {
         self.bind()?;
-        // SAFETY: the caller vouches for the range; the memset is queued on the device's stream
-        // like every other operation on its buffers.
-        unsafe { cudarc::driver::result::memset_d8_async(dst, 0, bytes, self.stream.cu_stream())? };
+        // SAFETY: the caller vouches for the range.
+        unsafe { cudarc::driver::result::memset_d8_async(dst, 0, bytes, stream.cu_stream())? };
         Ok(())
     }
 
+    /// Copies `src` to `dst`, queued on `stream`.
+    ///
     /// # Safety
     /// `dst` must be a device address with `src.len()` writable bytes on this device.
-    pub(crate) unsafe fn upload(&self, src: &[u8], dst: u64) -> Result<()> {
+    pub(crate) unsafe fn upload(&self, stream: &CudaStream, src: &[u8], dst: u64) -> Result<()> {
         self.bind()?;
         // SAFETY: the caller vouches for `dst`; a copy from pageable memory has read `src`
         // before it returns.
-        unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, self.stream.cu_stream())? };
+        unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, stream.cu_stream())? };
         Ok(())
     }
 
+    /// Copies `dst.len()` bytes at `src` into `dst` on `stream`, and waits for `stream`.
+    ///
     /// # Safety
     /// `src` must be a device address with `dst.len()` readable bytes on this device.
-    pub(crate) unsafe fn download(&self, src: u64, dst: &mut [u8]) -> Result<()> {
+    pub(crate) unsafe fn download(&self, stream: &CudaStream, src: u64, dst: &mut [u8]) -> Result<()> {
         self.bind()?;
         // SAFETY: the caller vouches for `src`; the synchronize below completes the copy
         // before `dst` is used.
-        unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, self.stream.cu_stream())? };
-        self.synchronize()
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, stream.cu_stream())? };
+        Ok(stream.synchronize()?)
     }
 
+    /// Copies `bytes` bytes from `src` to `dst`, queued on `stream`.
+    ///
     /// # Safety
     /// `src` and `dst` must be device addresses with `bytes` bytes each on this device.
-    pub(crate) unsafe fn copy(&self, src: u64, dst: u64, bytes: usize) -> Result<()> {
+    pub(crate) unsafe fn copy(&self, stream: &CudaStream, src: u64, dst: u64, bytes: usize) -> Result<()> {
         self.bind()?;
         // SAFETY: the caller vouches for both ranges.
-        unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream())? };
+        unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, bytes, stream.cu_stream())? };
         Ok(())
     }
 

@@ -6,8 +6,11 @@ use crate::{Result, RuntimeError};
 /// Which kind of device a [`Device`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DeviceKind {
+    /// [`Device::Cpu`].
     Cpu,
+    /// [`Device::Emu`].
     Emu,
+    /// [`Device::Cuda`].
     Cuda,
 }
 
@@ -21,11 +24,25 @@ impl std::fmt::Display for DeviceKind {
     }
 }
 
-/// A device that holds buffers and, except for `Cpu`, runs kernels.
+/// A device that holds buffers and, except for `Cpu`, runs kernels. Cloning it names the same
+/// device (for `Cuda`: the same context and default stream).
+///
+/// ```
+/// use trident_runtime::{Device, DeviceKind};
+///
+/// let device = Device::auto(); // a GPU where one is present, else the CPU
+/// assert_eq!(device.is_host(), device.kind() != DeviceKind::Cuda);
+/// assert!(Device::Emu.same_as(&Device::Emu.clone()) && !Device::Emu.same_as(&Device::Cpu));
+/// Device::Emu.synchronize().unwrap(); // host devices have nothing in flight
+/// ```
 #[derive(Clone, Debug)]
 pub enum Device {
+    /// Host memory; runs no kernels (the `trident` crate's ops have CPU implementations).
     Cpu,
+    /// Host memory; runs kernels compiled for the host through the SIMT emulator, which
+    /// checks and counts every launch.
     Emu,
+    /// One GPU, through the CUDA driver loaded at run time.
     Cuda(Arc<CudaDevice>),
 }
 
@@ -61,6 +78,7 @@ impl Device {
         CudaDevice::count() > 0
     }
 
+    /// Which kind of device this is.
     pub fn kind(&self) -> DeviceKind {
         match self {
             Device::Cpu => DeviceKind::Cpu,
@@ -74,7 +92,8 @@ impl Device {
         !matches!(self, Device::Cuda(_))
     }
 
-    /// Waits until all work queued on the device has finished. Host devices run synchronously.
+    /// Waits until all work queued on the device, on every stream, has finished. Host devices
+    /// run synchronously.
     pub fn synchronize(&self) -> Result<()> {
         match self {
             Device::Cpu | Device::Emu => Ok(()),

@@ -1,46 +1,120 @@
+//! The runtime's error type.
+
 use crate::DeviceKind;
 
 /// What went wrong in the runtime. Driver errors are kept as the error's source.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RuntimeError {
+    /// [`Device::cuda`](crate::Device::cuda) found no driver, or fewer GPUs than the ordinal.
     #[error("no CUDA driver or GPU could be found on this machine")]
     CudaUnavailable,
+    /// A CUDA driver call other than a launch failed.
     #[error("a CUDA driver call failed")]
     Cuda(#[from] cudarc::driver::DriverError),
     /// A launch, or with `TRIDENT_CUDA_SYNC=1` the kernel's run, failed.
     #[error("kernel `{kernel}` failed{}", if *.waited { " (TRIDENT_CUDA_SYNC=1 waited for it)" } else { " to launch" })]
     Kernel {
+        /// The kernel's name.
         kernel: String,
         /// Whether the failure was seen by waiting for the kernel to finish.
         waited: bool,
+        /// The driver's error.
         #[source]
         source: cudarc::driver::DriverError,
     },
+    /// A module was loaded on a device that runs no kernels (`Cpu`).
     #[error("the {0:?} device runs no kernels; its ops have CPU implementations")]
     NoKernels(DeviceKind),
+    /// [`Module::function`](crate::Module::function) named a kernel the module lacks.
     #[error("module `{module}` has no kernel `{name}`")]
-    NoSuchKernel { module: &'static str, name: String },
+    NoSuchKernel {
+        /// The module's name.
+        module: String,
+        /// The kernel asked for.
+        name: String,
+    },
+    /// A launch passed more or fewer arguments than the kernel has parameters.
     #[error("kernel `{kernel}` takes {expected} arguments ({params}), the launch passed {got}")]
-    ArgCount { kernel: &'static str, expected: usize, got: usize, params: String },
+    ArgCount {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// Its number of parameters.
+        expected: usize,
+        /// The number of arguments passed.
+        got: usize,
+        /// Its parameter types, comma-separated.
+        params: String,
+    },
+    /// A launch argument's type differs from its parameter's.
+    #[error("kernel `{kernel}` parameter {index} (`{name}`) is `{expected}`, the launch passed {got}")]
+    ArgType {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The parameter's position, from 0.
+        index: usize,
+        /// The parameter's name (empty where the kernel table does not know it).
+        name: &'static str,
+        /// The parameter's type.
+        expected: String,
+        /// What the argument holds.
+        got: String,
+    },
+    /// The emulator refused a launch or found a fault in it.
     #[error("{0}")]
     Emulator(Box<trident_simt::EmuError>),
+    /// A buffer, view or stream of one device was used with another.
     #[error("buffer on {buffer:?} used with a {device:?} operation; copy it to that device first")]
-    WrongDevice { buffer: DeviceKind, device: DeviceKind },
+    WrongDevice {
+        /// The device of the buffer, view or stream passed.
+        buffer: DeviceKind,
+        /// The device of the operation.
+        device: DeviceKind,
+    },
+    /// A view's range lies outside its buffer or view.
     #[error("range {start}..{end} is out of bounds for a buffer of {len} elements")]
-    OutOfBounds { start: usize, end: usize, len: usize },
+    OutOfBounds {
+        /// First element of the range.
+        start: usize,
+        /// One past its last element.
+        end: usize,
+        /// Elements of the buffer or view it was taken from.
+        len: usize,
+    },
+    /// Two mutable views asked for at once share elements.
     #[error("ranges {a:?} and {b:?} overlap; a mutable view needs its own elements")]
-    Overlap { a: std::ops::Range<usize>, b: std::ops::Range<usize> },
+    Overlap {
+        /// One range.
+        a: std::ops::Range<usize>,
+        /// The range it overlaps.
+        b: std::ops::Range<usize>,
+    },
+    /// Host memory was offered as a view of a device whose buffers live elsewhere (`Cuda`).
     #[error("{0:?} buffers do not live in host memory; copy the data to the device instead")]
     NotHostMemory(DeviceKind),
+    /// An allocation failed, or its size in bytes overflowed `usize` (`bytes: None`).
     #[error(
-        "cannot allocate a {device:?} buffer of {len} elements ({}): not enough memory; a smaller batch \
-         or model needs less",
+        "cannot allocate a {device:?} buffer of {len} elements ({}): not enough memory",
         bytes.map_or("more bytes than fit in usize".to_string(), |b| format!("{b} bytes"))
     )]
-    OutOfMemory { device: DeviceKind, len: usize, bytes: Option<usize> },
+    OutOfMemory {
+        /// The device asked.
+        device: DeviceKind,
+        /// Elements asked for.
+        len: usize,
+        /// Their size in bytes, where it fits in `usize`.
+        bytes: Option<usize>,
+    },
+    /// A copy's source and destination differ in length.
     #[error("length mismatch: {what} has {got} elements, expected {expected}")]
-    Length { what: &'static str, got: usize, expected: usize },
+    Length {
+        /// Which side of the copy.
+        what: &'static str,
+        /// Its length.
+        got: usize,
+        /// The length it must have.
+        expected: usize,
+    },
 }
 
 impl From<trident_simt::EmuError> for RuntimeError {

@@ -33,8 +33,11 @@ pub struct HostKernel {
 /// Grid and block shape plus dynamic shared memory, as for `cuLaunchKernel`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchConfig {
+    /// Blocks along x, y and z.
     pub grid: [u32; 3],
+    /// Threads per block along x, y and z.
     pub block: [u32; 3],
+    /// Bytes of dynamic shared memory per block.
     pub dynamic_smem_bytes: u32,
 }
 

@@ -22,13 +22,32 @@ pub type Site = &'static Location<'static>;
 pub enum EmuError {
     /// The launch configuration is outside what the hardware accepts.
     #[error("cannot launch kernel `{kernel}`: {problem}")]
-    InvalidLaunch { kernel: &'static str, problem: String },
+    InvalidLaunch {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// Which limit the grid, block or shared memory exceeds.
+        problem: String,
+    },
     /// The emulator could not get the host resources it needs (stacks, threads).
     #[error("cannot emulate kernel `{kernel}`: {problem}")]
-    HostResources { kernel: &'static str, problem: String },
+    HostResources {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// What could not be had.
+        problem: String,
+    },
     /// An emulated thread did something whose result is undefined on a GPU.
     #[error("kernel `{kernel}`, block {block}, thread {thread}: {fault}")]
-    Fault { kernel: &'static str, block: Dim3, thread: Dim3, fault: Fault },
+    Fault {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The faulting thread's block index.
+        block: Dim3,
+        /// The faulting thread's index within its block.
+        thread: Dim3,
+        /// What it did.
+        fault: Fault,
+    },
 }
 
 impl EmuError {
@@ -44,8 +63,11 @@ impl EmuError {
 /// What kind of shared-memory access a race report is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AccessKind {
+    /// A plain load.
     Read,
+    /// A plain store.
     Write,
+    /// An atomic read-modify-write.
     Atomic,
     /// A `cp.async` copy into shared memory that has not been waited for.
     AsyncCopy,
@@ -65,8 +87,11 @@ impl fmt::Display for AccessKind {
 /// One side of a data race.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Access {
+    /// Load, store, atomic or `cp.async`.
     pub kind: AccessKind,
+    /// The accessing thread's index within its block.
     pub thread: Dim3,
+    /// The kernel source line of the access.
     pub site: Site,
 }
 
@@ -83,31 +108,109 @@ pub enum Fault {
         "shared-memory data race on byte {byte} of {region}: {earlier}, then {later}, \
          with no sync_threads() (nor, within one warp, sync_warp) between them"
     )]
-    SharedRace { region: String, byte: u32, earlier: Access, later: Access },
+    /// Two threads touched one shared-memory byte between two barriers, one of them writing.
+    SharedRace {
+        /// The static or dynamic shared array.
+        region: String,
+        /// The byte's offset in it.
+        byte: u32,
+        /// The first access.
+        earlier: Access,
+        /// The access that completed the race (this thread's).
+        later: Access,
+    },
     #[error(
         "shared-memory byte {byte} of {region} is still being filled: {copy} has not been \
          waited for (cp_async_wait_group / cp_async_wait_all, then sync_threads for other \
          threads) when {access}"
     )]
-    AsyncCopyInFlight { region: String, byte: u32, copy: Access, access: Access },
+    /// Shared memory a `cp.async` is still filling was accessed.
+    AsyncCopyInFlight {
+        /// The shared array.
+        region: String,
+        /// The byte's offset in it.
+        byte: u32,
+        /// The copy in flight.
+        copy: Access,
+        /// The access that came too early.
+        access: Access,
+    },
     #[error("invalid operand at {site}: {detail}")]
-    BadOperand { site: Site, detail: String },
+    /// An operand outside what the instruction accepts (a shuffle lane, an alignment).
+    BadOperand {
+        /// The kernel source line.
+        site: Site,
+        /// The address, the allocation and what the access was.
+        detail: String,
+    },
     #[error("shared-memory access out of range at {site}: {detail}")]
-    SharedOutOfRange { site: Site, detail: String },
+    /// A shared-memory access outside the static or dynamic allocation, or misaligned.
+    SharedOutOfRange {
+        /// The kernel source line.
+        site: Site,
+        /// The address, the allocation and what the access was.
+        detail: String,
+    },
     #[error("barrier at {site} reached by only part of the block: thread {missing} {missing_state}")]
-    PartialBarrier { site: Site, missing: Dim3, missing_state: String },
+    /// A barrier that some thread of the block never reached.
+    PartialBarrier {
+        /// The barrier's source line.
+        site: Site,
+        /// A thread that did not arrive.
+        missing: Dim3,
+        /// Where that thread is instead (ended, at a collective).
+        missing_state: String,
+    },
     #[error("divergent barrier: this thread waits at {site} while thread {other} waits at {other_site}")]
-    DivergentBarrier { site: Site, other: Dim3, other_site: Site },
+    /// Threads of one block wait at different barriers.
+    DivergentBarrier {
+        /// This thread's barrier.
+        site: Site,
+        /// A thread at another barrier.
+        other: Dim3,
+        /// That thread's barrier.
+        other_site: Site,
+    },
     #[error("warp collective at {site}: {detail}")]
-    WarpCollective { site: Site, detail: String },
+    /// A warp collective whose lanes disagree on the operation or mask, or which leaves out the calling lane.
+    WarpCollective {
+        /// The kernel source line.
+        site: Site,
+        /// The address, the allocation and what the access was.
+        detail: String,
+    },
     #[error("global-memory access out of range at {site}: {detail}")]
-    GlobalOutOfRange { site: Site, detail: String },
+    /// A global access outside every live allocation or outside its argument's view, or misaligned.
+    GlobalOutOfRange {
+        /// The kernel source line.
+        site: Site,
+        /// The address, the allocation and what the access was.
+        detail: String,
+    },
     #[error("read of uninitialized global memory at {site}: {detail}")]
-    GlobalUninitialized { site: Site, detail: String },
+    /// A read of global bytes that nothing wrote.
+    GlobalUninitialized {
+        /// The kernel source line.
+        site: Site,
+        /// The address, the allocation and what the access was.
+        detail: String,
+    },
+    /// Two threads touched the same global bytes, one writing, not both atomically, unordered.
     /// `location` names the bytes and the earlier access ("byte 4 of allocation ...: read by
     /// thread (0, 0, 0) at file:line"); `later` is the faulting thread's access.
     #[error("global-memory data race on {location}, then {later}, {why}")]
-    GlobalRace { location: String, later: Access, why: &'static str },
+    GlobalRace {
+        /// The bytes and the earlier access.
+        location: String,
+        /// This thread's access.
+        later: Access,
+        /// Why nothing ordered the two (different blocks, no barrier between them).
+        why: &'static str,
+    },
+    /// Kernel code panicked.
     #[error("panicked: {message}")]
-    Panic { message: String },
+    Panic {
+        /// The panic's message.
+        message: String,
+    },
 }

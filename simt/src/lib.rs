@@ -58,7 +58,7 @@ mod stats;
 mod warp;
 mod watchdog;
 
-pub use arg::KernelArg;
+pub use arg::{KernelArg, ParamType};
 pub use config::{HostKernel, LaunchConfig, MAX_BLOCK_THREADS, MAX_SHARED_BYTES};
 pub use error::{Access, AccessKind, Dim3, EmuError, Fault, Site};
 pub use global::{is_registered, mark_initialized, register, ArgExtent, Registration, NO_ARG};

@@ -34,13 +34,19 @@ pub enum Class {
     /// Other f32 ALU/SFU operations called through `simt`: `exp2`, `log2`, `tanh`, `rsqrt`,
     /// `sqrt`, `fmax`, `fmin`.
     Alu,
+    /// Shared-memory loads (`ld.shared`, scalar or vector).
     SharedLoad,
+    /// Shared-memory stores (`st.shared`).
     SharedStore,
+    /// Shared-memory atomics (`atom.shared`).
     SharedAtomic,
     /// `ldmatrix` (also counted in shared-memory traffic as a load).
     Ldmatrix,
+    /// Global-memory loads (`ld.global[.nc]`, scalar or vector).
     GlobalLoad,
+    /// Global-memory stores (`st.global`).
     GlobalStore,
+    /// Global-memory atomics and reductions (`atom.global`, `red.global`).
     GlobalAtomic,
     /// `cp.async` global-to-shared copies.
     AsyncCopy,
@@ -60,20 +66,35 @@ pub(crate) const CLASSES: usize = 15;
 /// Instruction counts by class; see [`Class`] for what each counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct InstructionCounts {
+    /// Instructions of class [`Class::Mma`].
     pub mma: u64,
+    /// Instructions of class [`Class::Fma`].
     pub fma: u64,
+    /// Instructions of class [`Class::Alu`].
     pub alu: u64,
+    /// Instructions of class [`Class::SharedLoad`].
     pub shared_load: u64,
+    /// Instructions of class [`Class::SharedStore`].
     pub shared_store: u64,
+    /// Instructions of class [`Class::SharedAtomic`].
     pub shared_atomic: u64,
+    /// Instructions of class [`Class::Ldmatrix`].
     pub ldmatrix: u64,
+    /// Instructions of class [`Class::GlobalLoad`].
     pub global_load: u64,
+    /// Instructions of class [`Class::GlobalStore`].
     pub global_store: u64,
+    /// Instructions of class [`Class::GlobalAtomic`].
     pub global_atomic: u64,
+    /// Instructions of class [`Class::AsyncCopy`].
     pub async_copy: u64,
+    /// Instructions of class [`Class::Barrier`].
     pub barrier: u64,
+    /// Instructions of class [`Class::WarpSync`].
     pub warp_sync: u64,
+    /// Instructions of class [`Class::Shuffle`].
     pub shuffle: u64,
+    /// Instructions of class [`Class::Vote`].
     pub vote: u64,
 }
 
@@ -220,11 +241,17 @@ pub struct LaunchStats {
     pub thread_instructions: InstructionCounts,
     /// Warp-level instructions (per warp, the largest lane count of each class).
     pub warp_instructions: InstructionCounts,
+    /// Shared-memory loads: requests and wavefronts under the 32-bank model.
     pub shared_loads: SharedTraffic,
+    /// Shared-memory stores: requests and wavefronts under the 32-bank model.
     pub shared_stores: SharedTraffic,
+    /// Shared-memory atomics: requests and wavefronts under the 32-bank model.
     pub shared_atomics: SharedTraffic,
+    /// Global-memory loads: requests, sectors and bytes.
     pub global_loads: GlobalTraffic,
+    /// Global-memory stores: requests, sectors and bytes.
     pub global_stores: GlobalTraffic,
+    /// Global-memory atomics: requests, sectors and bytes.
     pub global_atomics: GlobalTraffic,
 }
 

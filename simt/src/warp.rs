@@ -10,7 +10,9 @@ use crate::fragments;
 use crate::shared::race_error;
 use crate::stats::MemOp;
 
+/// Lanes per warp.
 pub const WARP_SIZE: u32 = 32;
+/// The member mask naming all 32 lanes of a warp.
 pub const FULL_MASK: u32 = u32::MAX;
 
 /// Undefined results (a shuffle from a lane that does not take part) read as this word: a NaN
@@ -20,17 +22,24 @@ pub const POISON_WORD: u32 = 0x7FF0_DEAD;
 /// `shfl.sync` source-lane modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShflMode {
+    /// From the lane given (`shfl.sync.idx`).
     Idx,
+    /// From `lane - delta` (`shfl.sync.up`); lanes below `delta` keep their own value.
     Up,
+    /// From `lane + delta` (`shfl.sync.down`); lanes past the end keep their own value.
     Down,
+    /// From `lane ^ mask` (`shfl.sync.bfly`).
     Bfly,
 }
 
 /// `vote.sync` modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VoteMode {
+    /// Whether the predicate holds on every member lane.
     All,
+    /// Whether it holds on any member lane.
     Any,
+    /// The mask of member lanes where it holds.
     Ballot,
 }
 

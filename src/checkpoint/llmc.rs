@@ -11,7 +11,9 @@ use super::tensors::f32_le_bytes;
 use super::CheckpointError;
 use crate::model::{GptConfig, ParamLayout};
 
+/// First header word of an llm.c model file (`gpt2_124M.bin`).
 pub const MODEL_MAGIC: i32 = 20240326;
+/// The version read and written: f32 parameters with the padded vocabulary.
 pub const MODEL_VERSION: i32 = 3;
 const HEADER_BYTES: usize = 256 * 4;
 const WHAT: &str = "an llm.c model file";

@@ -38,7 +38,9 @@ const TRAINER_CRC_KEY: &str = "trainer_json_crc32";
 /// AdamW's first and second moments, laid out like the parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AdamWMoments {
+    /// First moments, one per parameter.
     pub m: Vec<f32>,
+    /// Second moments, one per parameter.
     pub v: Vec<f32>,
 }
 
@@ -46,13 +48,17 @@ pub struct AdamWMoments {
 /// position, RNG, ...); anything serde can write as JSON.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Checkpoint<S = serde_json::Value> {
+    /// The model's shape.
     pub config: GptConfig,
     /// Optimizer steps taken.
     pub step: u64,
     /// All parameters in [`ParamLayout`] order.
     pub params: Vec<f32>,
+    /// The optimizer's moments, where they were saved.
     pub optimizer: Option<AdamWMoments>,
+    /// Where the data loader stood, where it was saved.
     pub loader: Option<LoaderState>,
+    /// The trainer's own state (step, schedule, RNG), as it serializes it.
     pub state: S,
 }
 

@@ -1,5 +1,6 @@
 //! The `trident` command line.
 
+mod advice;
 pub mod bench;
 pub mod common;
 pub mod launch;
@@ -37,14 +38,18 @@ pub enum Command {
 }
 
 /// Runs a command; returns the process exit code (launched ranks' codes pass through).
+///
+/// A library error that a flag can fix carries that advice ("use --device cpu"); the
+/// libraries' own messages name no flags.
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
-    match cli.command {
+    let result = match cli.command {
         Command::Train(args) => train::run(args).map(|()| 0),
         Command::Sample(args) => sample::run(args).map(|()| 0),
         Command::Launch(args) => launch::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Plan(args) => plan::run(args).map(|()| 0),
-    }
+    };
+    result.map_err(advice::advise)
 }
 
 #[cfg(test)]

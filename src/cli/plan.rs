@@ -89,7 +89,7 @@ pub struct PlanArgs {
     /// Link between nodes, per GPU (default: ib-hdr for V100/A100, ib-ndr for newer parts).
     #[arg(long)]
     pub inter_node_link: Option<String>,
-    /// TOML file whose [[gpu]] and [[link]] entries add to or override the built-in table.
+    /// TOML file whose `[[gpu]]` and `[[link]]` entries add to or override the built-in table.
     #[arg(long)]
     pub hardware: Option<PathBuf>,
     /// GiB per GPU kept for the CUDA context, workspaces and allocator slack.

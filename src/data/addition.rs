@@ -17,8 +17,11 @@ use super::{DataError, Split};
 
 /// The vocabulary: token id = index in this string.
 pub const ADDITION_ALPHABET: &[u8; 13] = b"0123456789+=\n";
+/// Token id of `+`.
 pub const PLUS: u32 = 10;
+/// Token id of `=`.
 pub const EQUALS: u32 = 11;
+/// Token id of the newline that ends a problem.
 pub const NEWLINE: u32 = 12;
 
 /// Widest operand supported: sums of two 9-digit numbers and the pair hash fit easily in u64.
@@ -27,19 +30,25 @@ pub const MAX_DIGITS: u32 = 9;
 /// One in `HELD_OUT_EVERY` operand pairs is held out.
 const HELD_OUT_EVERY: u64 = 10;
 
+/// The built-in addition task: problems `a+b=c` with `digits`-digit operands, one in
+/// ten operand pairs held out for validation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdditionTask {
+    /// Digits per operand, `1..=MAX_DIGITS`.
     pub digits: u32,
 }
 
 /// Exact-match accuracy on held-out problems.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Accuracy {
+    /// Problems answered exactly.
     pub correct: usize,
+    /// Problems asked.
     pub total: usize,
 }
 
 impl Accuracy {
+    /// `correct / total` (0 for no problems).
     pub fn fraction(&self) -> f64 {
         if self.total == 0 {
             0.0
@@ -50,6 +59,8 @@ impl Accuracy {
 }
 
 impl AdditionTask {
+    /// The task with `digits`-digit operands; [`DataError::InvalidArgument`] outside
+    /// `1..=MAX_DIGITS`.
     pub fn new(digits: u32) -> Result<Self, DataError> {
         if !(1..=MAX_DIGITS).contains(&digits) {
             return Err(DataError::InvalidArgument(format!(
@@ -59,6 +70,7 @@ impl AdditionTask {
         Ok(Self { digits })
     }
 
+    /// 13: the digits, `+`, `=` and newline.
     pub fn vocab_size(&self) -> usize {
         ADDITION_ALPHABET.len()
     }

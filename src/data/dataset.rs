@@ -11,8 +11,11 @@ use super::{AdditionTask, DataError, Tokenizer, TokenizerKind};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+/// Which split of a data set.
 pub enum Split {
+    /// What the model trains on.
     Train = 0,
+    /// What it is evaluated on.
     Validation = 1,
 }
 
@@ -100,14 +103,17 @@ impl TokenSet {
         Ok(Self { name, parts, vocab_size })
     }
 
+    /// The set's name in messages (a path, `addition`).
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// Its tokenizer's vocabulary size.
     pub fn vocab_size(&self) -> usize {
         self.vocab_size
     }
 
+    /// Parts in the set (shards, or records of a generated task).
     pub fn num_parts(&self) -> usize {
         self.parts.len()
     }
@@ -168,8 +174,11 @@ impl TokenSet {
 /// A training set and its validation set, with the tokenizer that made them.
 #[derive(Clone, Debug)]
 pub struct Dataset {
+    /// The tokenizer the tokens come from.
     pub tokenizer: TokenizerKind,
+    /// The training split.
     pub train: TokenSet,
+    /// The validation split.
     pub val: TokenSet,
     /// Set for the built-in addition task, whose skill [`AdditionTask::score`] measures.
     pub addition: Option<AdditionTask>,
@@ -183,10 +192,12 @@ pub const DEFAULT_VAL_FRACTION: f64 = 0.1;
 const ADDITION_VAL_SEED: u64 = 0x00ad_d7e5_7000;
 
 impl Dataset {
+    /// The tokenizer's vocabulary size.
     pub fn vocab_size(&self) -> usize {
         self.tokenizer.vocab_size()
     }
 
+    /// The split `split`.
     pub fn split(&self, split: Split) -> &TokenSet {
         match split {
             Split::Train => &self.train,

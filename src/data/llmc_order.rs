@@ -16,6 +16,7 @@ use super::DataError;
 /// llm.c seeds rank `r`'s shuffling generator with this plus `r`.
 pub const LLMC_SHUFFLE_SEED: u32 = 42;
 
+/// One rank's position in llm.c's batch order (see the module docs).
 #[derive(Clone, Debug)]
 pub struct LlmcOrder {
     /// The generator's seed, when shuffling.
@@ -51,7 +52,7 @@ impl LlmcOrder {
             return Err(DataError::InvalidArgument(format!(
                 "llm.c's data order needs every shard to hold one batch for every rank plus one \
                  token ({} tokens); one has {short}. Use fewer or shorter sequences, or the \
-                 default --data-order",
+                 default data order",
                 slot_tokens + 1
             )));
         }

@@ -8,7 +8,9 @@ use std::path::Path;
 
 use super::DataError;
 
+/// First header word of an llm.c tokenizer file.
 pub const TOKENIZER_MAGIC: u32 = 20240328;
+/// The version written: with the end-of-text token id in the header.
 pub const TOKENIZER_VERSION: u32 = 2;
 const HEADER_BYTES: usize = 256 * 4;
 

@@ -40,6 +40,7 @@ pub enum DataOrder {
 }
 
 impl DataOrder {
+    /// The order's name, as the command line spells it.
     pub fn name(self) -> &'static str {
         match self {
             Self::Trident => "trident",
@@ -57,7 +58,7 @@ impl std::str::FromStr for DataOrder {
             "trident" => Ok(Self::Trident),
             "llmc" => Ok(Self::Llmc),
             "sequential" => Ok(Self::Sequential),
-            _ => Err(format!("unknown --data-order `{s}`: use trident, llmc or sequential")),
+            _ => Err(format!("unknown data order `{s}`: use trident, llmc or sequential")),
         }
     }
 }
@@ -65,16 +66,21 @@ impl std::str::FromStr for DataOrder {
 /// Where a loader stands; store it in checkpoints and give it back to [`DataLoader::restore`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoaderState {
+    /// The seed of the shuffles.
     pub seed: u64,
+    /// Whether parts and windows are shuffled.
     pub shuffle: bool,
+    /// Tokens per sequence.
     pub seq_len: usize,
     /// Tokens in the set it read, to catch a resume on other data.
     pub total_tokens: u64,
+    /// Passes over the data completed.
     pub epoch: u64,
     /// Index into this epoch's order of parts.
     pub part: usize,
     /// Index into the current part's order of windows (of batches, in llm.c's order).
     pub sample: usize,
+    /// The order batches are served in (states saved before it existed read as the default).
     #[serde(default)]
     pub order: DataOrder,
 }
@@ -82,9 +88,13 @@ pub struct LoaderState {
 /// One rank's batch: row-major `[batch_size, seq_len]` inputs and targets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Batch {
+    /// Sequences.
     pub batch_size: usize,
+    /// Tokens per sequence.
     pub seq_len: usize,
+    /// Token ids, `[batch_size, seq_len]`.
     pub inputs: Vec<u32>,
+    /// The next token of each input, `[batch_size, seq_len]`.
     pub targets: Vec<u32>,
 }
 
@@ -94,6 +104,8 @@ struct Loaded {
     range: Range<usize>,
 }
 
+/// Serves one rank's batches of windows over a [`TokenSet`], in the chosen [`DataOrder`],
+/// reproducibly from a seed, and resumes from a [`LoaderState`].
 pub struct DataLoader {
     set: TokenSet,
     batch_size: usize,
@@ -206,6 +218,7 @@ impl DataLoader {
         Ok(self)
     }
 
+    /// The order batches are served in.
     pub fn order(&self) -> DataOrder {
         if self.llmc.is_some() {
             DataOrder::Llmc
@@ -221,14 +234,17 @@ impl DataLoader {
         LlmcOrder::new(lens, self.batch_size * self.seq_len, self.rank, self.world, self.shuffle)
     }
 
+    /// Sequences per batch.
     pub fn batch_size(&self) -> usize {
         self.batch_size
     }
 
+    /// Tokens per sequence.
     pub fn seq_len(&self) -> usize {
         self.seq_len
     }
 
+    /// Passes over the data completed so far.
     pub fn epoch(&self) -> u64 {
         self.epoch
     }
@@ -241,6 +257,7 @@ impl DataLoader {
         (0..self.set.num_parts()).map(|i| windows(self.set.part_len(i), self.seq_len, 0).1).sum()
     }
 
+    /// Where the loader stands, for [`DataLoader::restore`].
     pub fn state(&self) -> LoaderState {
         let (epoch, part, sample) = match &self.llmc {
             Some(llmc) => llmc.position(),
@@ -263,10 +280,11 @@ impl DataLoader {
     pub fn restore(&mut self, state: LoaderState) -> Result<(), DataError> {
         let bad = |msg: String| Err(DataError::BadState(msg));
         if state.seq_len != self.seq_len {
-            return bad(format!(
-                "it was saved with --seq-length {}, this run uses {}",
-                state.seq_len, self.seq_len
-            ));
+            return Err(DataError::ResumeMismatch {
+                setting: "sequence length",
+                saved: state.seq_len.to_string(),
+                now: self.seq_len.to_string(),
+            });
         }
         if state.total_tokens != self.set.total_tokens() as u64 {
             return bad(format!(
@@ -277,10 +295,11 @@ impl DataLoader {
             ));
         }
         if state.order != self.order() {
-            return bad(format!(
-                "it was saved with --data-order {}; resume with the same order",
-                state.order.name()
-            ));
+            return Err(DataError::ResumeMismatch {
+                setting: "data order",
+                saved: state.order.name().to_string(),
+                now: self.order().name().to_string(),
+            });
         }
         if state.shuffle != self.shuffle {
             return bad("it was saved with a different shuffle setting".into());
@@ -535,7 +554,10 @@ mod tests {
             assert_eq!(resumed.next_batch().unwrap(), loader.next_batch().unwrap());
         }
         let mut trident = DataLoader::new(counting_set(500), b, t, 1, true).unwrap();
-        assert!(matches!(trident.restore(state), Err(DataError::BadState(_))));
+        assert!(matches!(
+            trident.restore(state),
+            Err(DataError::ResumeMismatch { setting: "data order", .. })
+        ));
         // Ranks read their block of each shared slot.
         let mut rank1 = DataLoader::new(counting_set(500), 2, t, 1, false)
             .unwrap()
@@ -609,7 +631,10 @@ mod tests {
         assert!(loader.with_rank(2, 2).is_err());
 
         let mut other = DataLoader::new(counting_set(100), 1, 4, 0, true).unwrap();
-        assert!(matches!(other.restore(state), Err(DataError::BadState(_))));
+        assert!(matches!(
+            other.restore(state),
+            Err(DataError::ResumeMismatch { setting: "sequence length", .. })
+        ));
         let mut other = DataLoader::new(counting_set(120), 1, 8, 0, true).unwrap();
         assert!(other.restore(state).is_err());
         let mut same = DataLoader::new(counting_set(100), 1, 8, 0, true).unwrap();

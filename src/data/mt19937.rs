@@ -8,6 +8,7 @@ const MATRIX_A: u32 = 0x9908_b0df;
 const UPPER: u32 = 0x8000_0000;
 const LOWER: u32 = 0x7fff_ffff;
 
+/// The generator's 624-word state and its position in it.
 #[derive(Clone)]
 pub struct Mt19937 {
     state: [u32; N],
@@ -22,6 +23,7 @@ impl std::fmt::Debug for Mt19937 {
 }
 
 impl Mt19937 {
+    /// The generator seeded with `seed` by the standard recurrence (`init_genrand`).
     pub fn new(seed: u32) -> Self {
         let mut state = [0u32; N];
         state[0] = seed;
@@ -41,6 +43,7 @@ impl Mt19937 {
         self.next = 0;
     }
 
+    /// The next 32-bit output (`genrand_int32`).
     pub fn next_u32(&mut self) -> u32 {
         if self.next >= N {
             self.regenerate();

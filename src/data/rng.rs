@@ -24,10 +24,12 @@ pub fn derive_seed(seed: u64, path: &[u64]) -> u64 {
 }
 
 impl SplitMix64 {
+    /// The generator whose state starts at `seed`.
     pub fn new(seed: u64) -> Self {
         Self { state: seed }
     }
 
+    /// The next 64-bit output.
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(GOLDEN_GAMMA);
         mix64(self.state)

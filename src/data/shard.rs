@@ -7,13 +7,17 @@ use std::path::{Path, PathBuf};
 
 use super::DataError;
 
+/// First header word of an llm.c token shard.
 pub const SHARD_MAGIC: i32 = 20240520;
+/// The shard version read and written: u16 tokens.
 pub const SHARD_VERSION: i32 = 1;
+/// The header: 256 little-endian `i32` words (magic, version, token count, zeros).
 pub const SHARD_HEADER_BYTES: u64 = 256 * 4;
 
 /// What a shard's header promises, checked against the file's size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShardHeader {
+    /// Tokens after the header.
     pub tokens: u64,
 }
 

@@ -13,11 +13,29 @@ pub const ADDITION_VAL_PROBLEMS: usize = 2_000;
 /// Operand width of `--data addition`.
 pub const ADDITION_DEFAULT_DIGITS: u32 = 3;
 
+/// What to train on, as a specification names it: `addition[:DIGITS]`, a text file, a
+/// directory of llm.c shards, or a comma-separated list of `.bin` shards.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DataSpec {
-    Addition { digits: u32 },
-    Text { path: PathBuf, tokenizer: TokenizerKind },
-    Shards { paths: Vec<PathBuf>, tokenizer: TokenizerKind },
+    /// The built-in addition task.
+    Addition {
+        /// Digits per operand.
+        digits: u32,
+    },
+    /// A UTF-8 text file, tokenized and split.
+    Text {
+        /// The file.
+        path: PathBuf,
+        /// The tokenizer (bytes by default).
+        tokenizer: TokenizerKind,
+    },
+    /// llm.c token shards.
+    Shards {
+        /// The shards, sorted.
+        paths: Vec<PathBuf>,
+        /// The tokenizer they were written with (GPT-2 by default).
+        tokenizer: TokenizerKind,
+    },
 }
 
 impl DataSpec {
@@ -27,17 +45,14 @@ impl DataSpec {
         if let Some(rest) = spec.strip_prefix("addition") {
             let digits = match rest.strip_prefix(':') {
                 None if rest.is_empty() => ADDITION_DEFAULT_DIGITS,
-                Some(d) => d.parse().map_err(|_| {
-                    DataError::InvalidArgument(format!(
-                        "--data {spec}: expected addition:DIGITS, e.g. addition:4"
-                    ))
+                Some(d) => d.parse().map_err(|_| DataError::InvalidSpec {
+                    spec: spec.into(),
+                    problem: "expected addition:DIGITS, e.g. addition:4".into(),
                 })?,
                 None => return Self::parse_path(spec, tokenizer),
             };
             if tokenizer.is_some_and(|t| t != TokenizerKind::Addition) {
-                return Err(DataError::InvalidArgument(
-                    "the addition task has its own 13-token vocabulary; drop --tokenizer".into(),
-                ));
+                return Err(DataError::AdditionTokenizer);
             }
             AdditionTask::new(digits)?;
             return Ok(Self::Addition { digits });
@@ -68,10 +83,12 @@ impl DataSpec {
             });
         }
         if !path.is_file() {
-            return Err(DataError::InvalidArgument(format!(
-                "--data {spec}: no such file or directory (use `addition`, a text file, a \
-                 directory of .bin shards, or a comma-separated list of .bin files)"
-            )));
+            return Err(DataError::InvalidSpec {
+                spec: spec.into(),
+                problem: "no such file or directory (use `addition`, a text file, a directory of .bin \
+                          shards, or a comma-separated list of .bin files)"
+                    .into(),
+            });
         }
         Ok(Self::Text { path: path.into(), tokenizer: tokenizer.unwrap_or(TokenizerKind::Bytes) })
     }
@@ -84,6 +101,7 @@ impl DataSpec {
         }
     }
 
+    /// The tokenizer the data uses.
     pub fn tokenizer(&self) -> TokenizerKind {
         match self {
             Self::Addition { .. } => TokenizerKind::Addition,

@@ -21,6 +21,7 @@ pub enum TokenizerKind {
 }
 
 impl TokenizerKind {
+    /// Tokens in the vocabulary: 13 (addition), 256 (bytes), 50257 (GPT-2).
     pub fn vocab_size(self) -> usize {
         match self {
             Self::Addition => ADDITION_ALPHABET.len(),
@@ -29,6 +30,7 @@ impl TokenizerKind {
         }
     }
 
+    /// The name as the command line and checkpoints spell it.
     pub fn name(self) -> &'static str {
         match self {
             Self::Addition => "addition",
@@ -56,6 +58,7 @@ impl fmt::Display for TokenizerKind {
     }
 }
 
+/// GPT-2's BPE vocabulary (`r50k_base`).
 pub const GPT2_VOCAB_SIZE: usize = 50257;
 /// GPT-2's `<|endoftext|>`.
 pub const GPT2_EOT: u32 = 50256;
@@ -74,6 +77,8 @@ impl fmt::Debug for Tokenizer {
 }
 
 impl Tokenizer {
+    /// A tokenizer of `kind`; for GPT-2 it loads the BPE tables ([`DataError::Bpe`] where
+    /// that fails).
     pub fn new(kind: TokenizerKind) -> Result<Self, DataError> {
         let bpe = match kind {
             TokenizerKind::Gpt2 => {
@@ -84,10 +89,12 @@ impl Tokenizer {
         Ok(Self { kind, bpe })
     }
 
+    /// Which tokenizer this is.
     pub fn kind(&self) -> TokenizerKind {
         self.kind
     }
 
+    /// Tokens in its vocabulary.
     pub fn vocab_size(&self) -> usize {
         self.kind.vocab_size()
     }

@@ -3,18 +3,24 @@
 //! published for them.
 
 use trident_kernels::designs::sgemm::{SMEM_TILE, TILED_1D, TILED_2D};
-use trident_runtime::{Device, KernelArg, LaunchConfig, Module, View, ViewMut};
+use trident_runtime::{Arg, Device, LaunchConfig, Module, View, ViewMut};
 
 use crate::launch::LaunchError;
 
 /// One of the SGEMM worklog's designs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SgemmDesign {
+    /// Kernel 1: one thread per element of `C`, uncoalesced.
     Naive,
+    /// Kernel 2: consecutive lanes along a row of `C`, so loads coalesce.
     Coalesced,
+    /// Kernel 3: `A` and `B` tiles staged in shared memory.
     SharedMemory,
+    /// Kernel 4: each thread computes a column of results (1-D blocktiling).
     Tiled1d,
+    /// Kernel 5: each thread computes a 2-D patch of results (2-D blocktiling).
     Tiled2d,
+    /// Kernel 6: kernel 5 with 128-bit loads and a transposed `A` tile.
     Vectorized,
 }
 
@@ -23,15 +29,18 @@ pub enum SgemmDesign {
 pub struct Published {
     /// The worklog's kernel number.
     pub number: u32,
+    /// The worklog's name for it.
     pub title: &'static str,
     /// GFLOP/s at `M = N = K = size`.
     pub gflops: f64,
+    /// The matrix size of that measurement.
     pub size: usize,
     /// The hardware-table name of the GPU it was measured on.
     pub gpu: &'static str,
 }
 
 impl SgemmDesign {
+    /// Every design, in the worklog's order.
     pub const ALL: [SgemmDesign; 6] = [
         SgemmDesign::Naive,
         SgemmDesign::Coalesced,
@@ -157,17 +166,17 @@ impl SgemmDesign {
         }
         let cfg = self.config(m, n, k)?;
         let word = |v: usize, what: &'static str| {
-            u32::try_from(v).map(|v| v.to_word()).map_err(|_| LaunchError::TooLarge { what, value: v })
+            u32::try_from(v).map(Arg::from).map_err(|_| LaunchError::TooLarge { what, value: v })
         };
         let args = [
-            c.addr_mut(),
-            a.addr(),
-            b.addr(),
+            c.arg_mut(),
+            a.arg(),
+            b.arg(),
             word(m, "M")?,
             word(n, "N")?,
             word(k, "K")?,
-            alpha.to_word(),
-            beta.to_word(),
+            alpha.into(),
+            beta.into(),
         ];
         // SAFETY: the views hold the m x k, k x n and m x n elements the kernel touches, on the
         // module's device; the tiled designs were checked for the divisibility they assume.

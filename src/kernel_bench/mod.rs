@@ -40,40 +40,64 @@ pub enum Group {
 /// What one case launches.
 #[derive(Clone, Copy, Debug)]
 pub enum Op {
+    /// [`crate::launch::gemm`] of that shape.
     Gemm(Gemm),
+    /// Causal attention forward of that shape.
     Attention(AttentionShape),
     /// The tensor-core flash attention forward (bf16).
     FlashForward(FlashAttentionShape),
     /// One launch of the flash attention backward; on `Cuda` the case times all three.
     FlashBackward(FlashAttentionShape, FlashStep),
+    /// `out = a + b` over `n` elements.
     Add {
+        /// Elements.
         n: usize,
     },
+    /// GeLU forward over `n` elements.
     GeluForward {
+        /// Elements.
         n: usize,
     },
+    /// GeLU backward, in place, over `n` elements.
     GeluBackward {
+        /// Elements.
         n: usize,
     },
+    /// LayerNorm forward of `rows` rows of `c` channels.
     LayerNormForward {
+        /// Rows.
         rows: usize,
+        /// Channels.
         c: usize,
     },
+    /// LayerNorm backward of `rows` rows of `c` channels.
     LayerNormBackward {
+        /// Rows.
         rows: usize,
+        /// Channels.
         c: usize,
     },
+    /// One AdamW update of `n` parameters.
     AdamW {
+        /// Parameters.
         n: usize,
     },
+    /// Fused softmax cross-entropy (with its gradient) of `rows` rows.
     CrossEntropy {
+        /// Rows.
         rows: usize,
+        /// Vocabulary size.
         v: usize,
+        /// Padded vocabulary (the logits' row length).
         vp: usize,
     },
+    /// Token + position embedding of that shape.
     EncoderForward(EncoderShape),
+    /// A published SGEMM design on `size x size x size`.
     Design {
+        /// Which design.
         design: SgemmDesign,
+        /// M = N = K.
         size: usize,
     },
 }
@@ -92,15 +116,20 @@ pub enum FlashStep {
 /// One benchmark case.
 #[derive(Clone, Debug)]
 pub struct Case {
+    /// The name rows print (`gemm 4096x768x3072`, ...).
     pub name: String,
+    /// What it launches.
     pub op: Op,
 }
 
 /// GPT-2 small as the benchmark shapes it: `B x T` = 4 x 1024 rows, 768 channels, 12 heads,
 /// the vocabulary padded to 50304.
 pub const GPT2_ROWS: usize = 4 * 1024;
+/// GPT-2 small's channels.
 pub const GPT2_C: usize = 768;
+/// GPT-2's vocabulary padded to a multiple of 128.
 pub const GPT2_VP: usize = 50304;
+/// GPT-2's vocabulary.
 pub const GPT2_V: usize = 50257;
 
 /// Every case, in print order.
@@ -184,6 +213,7 @@ fn attention_flops(s: &AttentionShape) -> f64 {
 }
 
 impl Case {
+    /// The group the case is reported in.
     pub fn group(&self) -> Group {
         match self.op {
             Op::Gemm(_) => Group::Gemm,
@@ -529,11 +559,14 @@ fn three(f: &mut [Buffer<f32>]) -> [&mut Buffer<f32>; 3] {
 
 /// The kernels and the raw module (for the design kernels) on one device.
 pub struct Bench {
+    /// Trident's kernels, through the launch wrappers.
     pub kernels: Kernels,
+    /// The same module, for launching the design kernels directly.
     pub module: Module,
 }
 
 impl Bench {
+    /// Loads the kernels on `device` (`Emu` or `Cuda`).
     pub fn load(device: &Device) -> anyhow::Result<Bench> {
         Ok(Bench {
             kernels: Kernels::load(device)?,
@@ -576,7 +609,10 @@ impl Bench {
     /// The case's counters on `Emu` for its full size (see the module documentation for how
     /// little of it runs).
     pub fn count(&self, case: &Case) -> anyhow::Result<Workload> {
-        anyhow::ensure!(matches!(self.device(), Device::Emu), "counting needs --device emu");
+        anyhow::ensure!(
+            matches!(self.device(), Device::Emu),
+            "counting needs the Emu device, whose launches are counted"
+        );
         let kernel = case.kernel();
         // Two short K, multiples of every design's and Trident's K-step (<= 32).
         const K1: usize = 64;
@@ -697,22 +733,30 @@ pub fn gpu_for_device_name(name: &str) -> Option<&'static str> {
 /// One printed row.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Row {
+    /// The case's name.
     pub case: String,
     /// The hardware-table GPU of the prediction (emulator rows).
     pub gpu: Option<String>,
+    /// The case's group.
     pub group: Group,
+    /// The kernel launched (the first, for multi-kernel cases).
     pub kernel: String,
+    /// Useful floating-point operations per launch.
     pub flops: f64,
+    /// Bytes the launch must move to and from DRAM at least.
     pub bytes: u64,
     /// Measured seconds per launch (`Cuda`).
     pub measured_s: Option<f64>,
     /// Predicted seconds per launch for `gpu`.
     pub predicted_s: Option<f64>,
+    /// The time model's bound for the prediction.
     pub predicted_bound: Option<String>,
+    /// Resident blocks per SM in the prediction.
     pub occupancy_blocks_per_sm: Option<u32>,
     /// TFLOP/s (compute groups) or GB/s (memory), of the measurement where there is one,
     /// else of the prediction.
     pub rate: f64,
+    /// `TFLOP/s` or `GB/s`.
     pub rate_unit: String,
     /// `rate` over the ceiling: tensor peak (gemm, attention), fp32 peak (designs), memory
     /// ceiling (memory).
@@ -724,17 +768,26 @@ pub struct Row {
 /// The counters worth printing.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Counts {
+    /// Blocks of the grid.
     pub blocks: u64,
+    /// Warp-level `fma.rn.f32` instructions.
     pub fma: u64,
+    /// Warp-level `mma.sync` instructions.
     pub mma: u64,
+    /// Warp-level shared-memory requests.
     pub shared_requests: u64,
+    /// Shared-memory wavefronts under the 32-bank model (conflicts add wavefronts).
     pub smem_wavefronts: u64,
+    /// Warp-level global loads and stores.
     pub global_requests: u64,
+    /// 32-byte global sectors those touch.
     pub global_sectors: u64,
+    /// Warp-level barriers.
     pub barriers: u64,
 }
 
 impl Counts {
+    /// The counters of workload `w`.
     pub fn of(w: &Workload) -> Counts {
         Counts {
             blocks: w.blocks,
@@ -752,14 +805,19 @@ impl Counts {
 /// The ceilings rates are set against.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Ceilings {
+    /// The tensor peak (bf16, else fp32 where a GPU has none), FLOP/s.
     pub tensor_flops: f64,
+    /// The fp32 peak, FLOP/s.
     pub fp32_flops: f64,
+    /// Memory bandwidth, bytes/s.
     pub memory_bytes_per_s: f64,
     /// `measured copy` or `table`.
     pub memory_source: &'static str,
 }
 
 impl Ceilings {
+    /// The hardware table's peaks for `t` (memory at the table's bandwidth times its
+    /// efficiency).
     pub fn from_table(t: &Target) -> Ceilings {
         Ceilings {
             tensor_flops: t.gpu.bf16_tflops.unwrap_or(t.gpu.fp32_tflops) * 1e12,

@@ -1,5 +1,5 @@
 use trident_kernels::attention::{smem_floats, MAX_HEAD_DIM, ROWS};
-use trident_runtime::{KernelArg, LaunchConfig, View, ViewMut};
+use trident_runtime::{Arg, LaunchConfig, View, ViewMut};
 
 use super::check::Check;
 use super::{to_u32, Kernels, Result};
@@ -7,9 +7,13 @@ use super::{to_u32, Kernels, Result};
 /// Sizes of causal self-attention: `b` sequences of `t` tokens, `nh` heads of `hs` channels.
 #[derive(Clone, Copy, Debug)]
 pub struct AttentionShape {
+    /// Sequences.
     pub b: usize,
+    /// Tokens per sequence.
     pub t: usize,
+    /// Heads.
     pub nh: usize,
+    /// Channels per head (at most `MAX_HEAD_DIM`, 128).
     pub hs: usize,
 }
 
@@ -18,11 +22,11 @@ impl AttentionShape {
         self.nh * self.hs
     }
 
-    fn config(&self, ch: &Check) -> Result<(LaunchConfig, [u64; 3])> {
+    fn config(&self, ch: &Check) -> Result<(LaunchConfig, [Arg; 3])> {
         ch.shape(self.hs >= 1 && self.hs <= MAX_HEAD_DIM as usize, || {
             format!("head size {} is outside 1..={MAX_HEAD_DIM}", self.hs)
         })?;
-        to_u32("B*T*3C", self.b * self.t * 3 * self.c())?;
+        to_u32("B*T*3C", super::product("B*T*3C", &[self.b, self.t, 3, self.nh, self.hs])?)?;
         let cfg = LaunchConfig {
             grid: [
                 to_u32("query blocks", self.t.div_ceil(ROWS as usize).max(1))?,
@@ -32,7 +36,7 @@ impl AttentionShape {
             block: [32 * ROWS, 1, 1],
             dynamic_smem_bytes: 4 * smem_floats(self.hs as u32),
         };
-        Ok((cfg, [(self.t as u32).to_word(), (self.nh as u32).to_word(), (self.hs as u32).to_word()]))
+        Ok((cfg, [to_u32("t", self.t)?.into(), to_u32("nh", self.nh)?.into(), to_u32("hs", self.hs)?.into()]))
     }
 }
 
@@ -53,9 +57,9 @@ pub fn attention_forward(
     if bt == 0 {
         return Ok(());
     }
-    let args = [out.addr_mut(), lse.addr_mut(), qkv.addr(), t, nh, hs];
+    let args = [out.arg_mut(), lse.arg_mut(), qkv.arg(), t, nh, hs];
     // SAFETY: the views hold the sizes the shape implies.
-    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    unsafe { k.launch(KERNEL, &cfg, &args)? };
     Ok(())
 }
 
@@ -82,14 +86,14 @@ pub fn attention_backward(
         return Ok(());
     }
     let pre = LaunchConfig { dynamic_smem_bytes: 0, ..cfg };
-    let args = [dsum.addr_mut(), dout.addr(), out.addr(), t, nh, hs];
+    let args = [dsum.arg_mut(), dout.arg(), out.arg(), t, nh, hs];
     // SAFETY: the views hold the sizes the shape implies.
-    unsafe { k.function("attention_backward_dsum_f32")?.launch(&pre, &args)? };
-    let args = [dqkv.addr_mut(), dout.addr(), qkv.addr(), lse.addr(), dsum.addr_mut(), t, nh, hs];
+    unsafe { k.launch("attention_backward_dsum_f32", &pre, &args)? };
+    let args = [dqkv.arg_mut(), dout.arg(), qkv.arg(), lse.arg(), dsum.arg_mut(), t, nh, hs];
     // SAFETY: as above; the dq and dkv kernels write disjoint thirds of `dqkv`.
     unsafe {
-        k.function("attention_backward_dq_f32")?.launch(&cfg, &args)?;
-        k.function("attention_backward_dkv_f32")?.launch(&cfg, &args)?;
+        k.launch("attention_backward_dq_f32", &cfg, &args)?;
+        k.launch("attention_backward_dkv_f32", &cfg, &args)?;
     }
     Ok(())
 }

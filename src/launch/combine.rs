@@ -1,5 +1,5 @@
 use trident_kernels::reduce::{COMBINE_MAX, COMBINE_SUM};
-use trident_runtime::{KernelArg, LaunchConfig, View, ViewMut};
+use trident_runtime::{LaunchConfig, View, ViewMut};
 
 use super::check::Check;
 use super::{to_u32, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
@@ -7,7 +7,9 @@ use super::{to_u32, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
 /// The reduction a collective applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CombineOp {
+    /// `acc += incoming`.
     Sum,
+    /// `acc = max(acc, incoming)`.
     Max,
 }
 
@@ -24,10 +26,10 @@ pub fn combine(k: &Kernels, op: CombineOp, acc: &mut ViewMut<f32>, incoming: &Vi
     // Host memory a transport lends (no buffer's allocation) is lent to the emulator's checks
     // for the launch.
     let _lent = (acc.as_view().lend_to_emulator(), incoming.lend_to_emulator());
-    let out = acc.addr_mut();
+    let out = acc.arg_mut();
     // The kernel reads each element of `acc` before it writes it, in the same thread.
-    let args = [out, out, incoming.addr(), to_u32("n", n)?.to_word(), op.to_word()];
+    let args = [out, out, incoming.arg(), to_u32("n", n)?.into(), op.into()];
     // SAFETY: both views hold `n` elements on the kernels' device.
-    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    unsafe { k.launch(KERNEL, &cfg, &args)? };
     Ok(())
 }

@@ -1,4 +1,4 @@
-use trident_runtime::{KernelArg, LaunchConfig, View, ViewMut};
+use trident_runtime::{LaunchConfig, View, ViewMut};
 
 use super::check::Check;
 use super::{to_u32, Kernels, Result};
@@ -32,15 +32,15 @@ pub fn crossentropy(
     let cfg =
         LaunchConfig { grid: [to_u32("rows", rows)?, 1, 1], block: [THREADS, 1, 1], dynamic_smem_bytes: 0 };
     let args = [
-        logits.addr_mut(),
-        losses.addr_mut(),
-        targets.addr(),
-        (v as u32).to_word(),
-        (vp as u32).to_word(),
-        dloss.unwrap_or(0.0).to_word(),
-        u32::from(dloss.is_some()).to_word(),
+        logits.arg_mut(),
+        losses.arg_mut(),
+        targets.arg(),
+        to_u32("v", v)?.into(),
+        to_u32("vp", vp)?.into(),
+        dloss.unwrap_or(0.0).into(),
+        u32::from(dloss.is_some()).into(),
     ];
     // SAFETY: the views hold rows x vp logits and rows losses and targets.
-    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    unsafe { k.launch(KERNEL, &cfg, &args)? };
     Ok(())
 }

@@ -1,4 +1,4 @@
-use trident_runtime::{KernelArg, LaunchConfig, View, ViewMut};
+use trident_runtime::{LaunchConfig, View, ViewMut};
 
 use super::{to_u32, Kernels, LaunchError, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
 
@@ -25,10 +25,10 @@ fn launch_add(k: &Kernels, out: &mut ViewMut<f32>, a: Option<&View<f32>>, b: &Vi
     k.check_device(out.device())?;
     let n = to_u32("length", out.len())?;
     let cfg = LaunchConfig::for_items(out.len(), ELEMENTWISE_THREADS, MAX_BLOCKS);
-    let dst = out.addr_mut();
-    let args = [dst, a.map_or(dst, View::addr), b.addr(), n.to_word()];
+    let dst = out.arg_mut();
+    let args = [dst, a.map_or(dst, View::arg), b.arg(), n.into()];
     // SAFETY: every view holds `n` elements on the kernels' device; where `out` is also an
     // operand, each thread reads its element before writing it.
-    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    unsafe { k.launch(KERNEL, &cfg, &args)? };
     Ok(())
 }

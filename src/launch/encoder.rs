@@ -1,4 +1,4 @@
-use trident_runtime::{KernelArg, LaunchConfig, View, ViewMut};
+use trident_runtime::{LaunchConfig, View, ViewMut};
 
 use super::check::Check;
 use super::{to_u32, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
@@ -7,10 +7,15 @@ use super::{to_u32, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
 /// table of `vp` rows and a position table of `max_t` rows.
 #[derive(Clone, Copy, Debug)]
 pub struct EncoderShape {
+    /// Sequences.
     pub b: usize,
+    /// Tokens per sequence (at most `max_t`).
     pub t: usize,
+    /// Channels.
     pub c: usize,
+    /// Rows of the token table (the padded vocabulary).
     pub vp: usize,
+    /// Rows of the position table.
     pub max_t: usize,
 }
 
@@ -40,16 +45,16 @@ pub fn encoder_forward(
     let cfg = LaunchConfig::for_items(bt * s.c, ELEMENTWISE_THREADS, MAX_BLOCKS);
     to_u32("B*T*C", bt * s.c)?;
     let args = [
-        out.addr_mut(),
-        tokens.addr(),
-        wte.addr(),
-        wpe.addr(),
-        (bt as u32).to_word(),
-        (s.t as u32).to_word(),
-        (s.c as u32).to_word(),
+        out.arg_mut(),
+        tokens.arg(),
+        wte.arg(),
+        wpe.arg(),
+        to_u32("B*T", bt)?.into(),
+        to_u32("T", s.t)?.into(),
+        to_u32("C", s.c)?.into(),
     ];
     // SAFETY: sizes checked above; token ids index `wte` by the loader's guarantee.
-    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    unsafe { k.launch(KERNEL, &cfg, &args)? };
     Ok(())
 }
 
@@ -70,14 +75,14 @@ pub fn encoder_backward(
     })?;
     check(&ch, s)?;
     to_u32("B*T*C", bt * s.c)?;
-    let (bt32, t32, c32) = (bt as u32, s.t as u32, s.c as u32);
+    let (bt32, t32, c32) = (to_u32("B*T", bt)?, to_u32("T", s.t)?, to_u32("C", s.c)?);
     let cfg = LaunchConfig::for_items(bt * s.c, ELEMENTWISE_THREADS, MAX_BLOCKS);
-    let args = [dwte.addr_mut(), dout.addr(), tokens.addr(), bt32.to_word(), c32.to_word()];
+    let args = [dwte.arg_mut(), dout.arg(), tokens.arg(), bt32.into(), c32.into()];
     // SAFETY: sizes checked above; token ids index `dwte` by the loader's guarantee.
-    unsafe { k.function("encoder_backward_wte_f32")?.launch(&cfg, &args)? };
+    unsafe { k.launch("encoder_backward_wte_f32", &cfg, &args)? };
     let cfg = LaunchConfig::for_items(s.t * s.c, ELEMENTWISE_THREADS, MAX_BLOCKS);
-    let args = [dwpe.addr_mut(), dout.addr(), (s.b as u32).to_word(), t32.to_word(), c32.to_word()];
+    let args = [dwpe.arg_mut(), dout.arg(), to_u32("B", s.b)?.into(), t32.into(), c32.into()];
     // SAFETY: `dwpe` holds at least t x C elements and `dout` b x t x C.
-    unsafe { k.function("encoder_backward_wpe_f32")?.launch(&cfg, &args)? };
+    unsafe { k.launch("encoder_backward_wpe_f32", &cfg, &args)? };
     Ok(())
 }

@@ -4,7 +4,7 @@
 use trident_kernels::flash_attention::{
     backward_smem_bytes, forward_smem_bytes, BLOCK_KV, BLOCK_Q, PREP_ROWS, THREADS,
 };
-use trident_runtime::{KernelArg, LaunchConfig, View, ViewMut};
+use trident_runtime::{Arg, LaunchConfig, View, ViewMut};
 
 use super::check::Check;
 use super::{to_u32, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
@@ -13,9 +13,13 @@ use super::{to_u32, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
 /// (64 or 128).
 #[derive(Clone, Copy, Debug)]
 pub struct FlashAttentionShape {
+    /// Sequences.
     pub b: usize,
+    /// Tokens per sequence.
     pub t: usize,
+    /// Attention heads.
     pub nh: usize,
+    /// Head size (64 or 128).
     pub hs: usize,
 }
 
@@ -113,15 +117,15 @@ pub fn flash_attention_forward(
         return Ok(());
     }
     let args = [
-        out.addr_mut(),
-        lse.addr_mut(),
-        qkv.addr(),
-        (s.t as u32).to_word(),
-        (s.nh as u32).to_word(),
-        s.scale().to_word(),
+        out.arg_mut(),
+        lse.arg_mut(),
+        qkv.arg(),
+        (s.t as u32).into(),
+        (s.nh as u32).into(),
+        s.scale().into(),
     ];
     // SAFETY: the views hold the sizes and alignments the shape implies.
-    unsafe { k.function(kernel)?.launch(&cfg, &args)? };
+    unsafe { k.launch(kernel, &cfg, &args)? };
     Ok(())
 }
 
@@ -183,30 +187,30 @@ pub fn flash_attention_backward_with(
     if s.b * s.t * s.nh == 0 {
         return Ok(());
     }
-    let (t, nh, hs) = ((s.t as u32).to_word(), (s.nh as u32).to_word(), (s.hs as u32).to_word());
-    let scale = s.scale().to_word();
-    let args = [dsum.addr_mut(), dq_accum.addr_mut(), dout.addr(), out.addr(), t, nh, hs];
+    let (t, nh, hs) = (Arg::from(s.t as u32), Arg::from(s.nh as u32), Arg::from(s.hs as u32));
+    let scale = Arg::from(s.scale());
+    let args = [dsum.arg_mut(), dq_accum.arg_mut(), dout.arg(), out.arg(), t, nh, hs];
     // SAFETY: the views hold the sizes and alignments the shape implies.
-    unsafe { k.function("flash_attention_backward_prep")?.launch(&prep, &args)? };
+    unsafe { k.launch("flash_attention_backward_prep", &prep, &args)? };
     after("flash_attention_backward_prep");
     let args = [
-        dqkv.addr_mut(),
-        dq_accum.addr_mut(),
-        dout.addr(),
-        qkv.addr(),
-        lse.addr(),
-        dsum.addr_mut(),
+        dqkv.arg_mut(),
+        dq_accum.arg_mut(),
+        dout.arg(),
+        qkv.arg(),
+        lse.arg(),
+        dsum.arg_mut(),
         t,
         nh,
         scale,
     ];
     // SAFETY: as above; `dsum` and `dq_accum` were just written by the prep kernel.
-    unsafe { k.function(kernel)?.launch(&main, &args)? };
+    unsafe { k.launch(kernel, &main, &args)? };
     after(kernel);
     let c = to_u32("C", s.c())?;
-    let args = [dqkv.addr_mut(), dq_accum.addr_mut(), pairs.to_word(), c.to_word(), scale];
+    let args = [dqkv.arg_mut(), dq_accum.arg_mut(), pairs.into(), c.into(), scale];
     // SAFETY: as above; the main kernel wrote dK and dV, this writes the disjoint Q third.
-    unsafe { k.function("flash_attention_backward_dq")?.launch(&convert, &args)? };
+    unsafe { k.launch("flash_attention_backward_dq", &convert, &args)? };
     after("flash_attention_backward_dq");
     Ok(())
 }

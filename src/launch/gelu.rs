@@ -1,4 +1,4 @@
-use trident_runtime::{KernelArg, LaunchConfig, View, ViewMut};
+use trident_runtime::{LaunchConfig, View, ViewMut};
 
 use super::{to_u32, Kernels, LaunchError, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
 
@@ -23,9 +23,9 @@ pub fn gelu_forward(k: &Kernels, out: &mut ViewMut<f32>, inp: &View<f32>) -> Res
     const KERNEL: &str = "gelu_forward_f32";
     let n = check(k, KERNEL, out, &[("inp", inp)])?;
     let cfg = LaunchConfig::for_items(out.len(), ELEMENTWISE_THREADS, MAX_BLOCKS);
-    let args = [out.addr_mut(), inp.addr(), n.to_word()];
+    let args = [out.arg_mut(), inp.arg(), n.into()];
     // SAFETY: both views hold `n` elements on the kernels' device.
-    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    unsafe { k.launch(KERNEL, &cfg, &args)? };
     Ok(())
 }
 
@@ -34,9 +34,9 @@ pub fn gelu_backward(k: &Kernels, dinp: &mut ViewMut<f32>, inp: &View<f32>, dout
     const KERNEL: &str = "gelu_backward_f32";
     let n = check(k, KERNEL, dinp, &[("inp", inp), ("dout", dout)])?;
     let cfg = LaunchConfig::for_items(dinp.len(), ELEMENTWISE_THREADS, MAX_BLOCKS);
-    let args = [dinp.addr_mut(), inp.addr(), dout.addr(), n.to_word()];
+    let args = [dinp.arg_mut(), inp.arg(), dout.arg(), n.into()];
     // SAFETY: the three views hold `n` elements each on the kernels' device.
-    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    unsafe { k.launch(KERNEL, &cfg, &args)? };
     Ok(())
 }
 
@@ -45,11 +45,11 @@ pub fn gelu_backward_inplace(k: &Kernels, d: &mut ViewMut<f32>, inp: &View<f32>)
     const KERNEL: &str = "gelu_backward_f32";
     let n = check(k, KERNEL, d, &[("inp", inp)])?;
     let cfg = LaunchConfig::for_items(d.len(), ELEMENTWISE_THREADS, MAX_BLOCKS);
-    let addr = d.addr_mut();
+    let addr = d.arg_mut();
     // The kernel reads `dout[i]` before it writes `dinp[i]`, in the same thread, so the two may
     // be one array.
-    let args = [addr, inp.addr(), addr, n.to_word()];
+    let args = [addr, inp.arg(), addr, n.into()];
     // SAFETY: both views hold `n` elements on the kernels' device.
-    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    unsafe { k.launch(KERNEL, &cfg, &args)? };
     Ok(())
 }

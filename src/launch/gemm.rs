@@ -1,13 +1,15 @@
 use trident_kernels::gemm::{TILE_M, TILE_N};
-use trident_runtime::{KernelArg, LaunchConfig, View, ViewMut};
+use trident_runtime::{LaunchConfig, View, ViewMut};
 
 use super::{to_u32, Kernels, LaunchError, Result};
 
 /// Whether an operand is stored transposed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Transpose {
+    /// Stored as used.
     #[default]
     No,
+    /// Stored transposed: `A` as `k x m`, `B` as `n x k`.
     Yes,
 }
 
@@ -15,13 +17,21 @@ pub enum Transpose {
 /// `op(B)` is `k x n`. Leading dimensions and batch strides default to dense storage.
 #[derive(Clone, Copy, Debug)]
 pub struct Gemm {
+    /// Rows of `op(A)` and `C`.
     pub m: usize,
+    /// Columns of `op(B)` and `C`.
     pub n: usize,
+    /// Columns of `op(A)`, rows of `op(B)`.
     pub k: usize,
+    /// Whether `A` is stored transposed.
     pub trans_a: Transpose,
+    /// Whether `B` is stored transposed.
     pub trans_b: Transpose,
+    /// Scale of the product.
     pub alpha: f32,
+    /// Scale of the old `C` (0 overwrites it; 1 accumulates).
     pub beta: f32,
+    /// Matrices in the batch (grid z).
     pub batch: usize,
     /// `(lda, ldb, ldc)`; `None` for dense.
     pub ld: Option<(usize, usize, usize)>,
@@ -30,6 +40,7 @@ pub struct Gemm {
 }
 
 impl Gemm {
+    /// `C[m, n] = A[m, k] B[k, n]`: dense, untransposed, `alpha = 1`, `beta = 0`, one matrix.
     pub fn new(m: usize, n: usize, k: usize) -> Self {
         Self {
             m,
@@ -45,36 +56,43 @@ impl Gemm {
         }
     }
 
+    /// `A` stored transposed (`k x m`).
     pub fn trans_a(mut self) -> Self {
         self.trans_a = Transpose::Yes;
         self
     }
 
+    /// `B` stored transposed (`n x k`, as a linear layer's weight is).
     pub fn trans_b(mut self) -> Self {
         self.trans_b = Transpose::Yes;
         self
     }
 
+    /// Scales the product by `alpha`.
     pub fn alpha(mut self, alpha: f32) -> Self {
         self.alpha = alpha;
         self
     }
 
+    /// Adds `beta` times the old `C`.
     pub fn beta(mut self, beta: f32) -> Self {
         self.beta = beta;
         self
     }
 
+    /// `batch` independent products, strided as [`Gemm::batch_strides`] says.
     pub fn batched(mut self, batch: usize) -> Self {
         self.batch = batch;
         self
     }
 
+    /// Row strides, in elements, of `A`, `B` and `C` as stored (at least their stored columns).
     pub fn leading_dims(mut self, lda: usize, ldb: usize, ldc: usize) -> Self {
         self.ld = Some((lda, ldb, ldc));
         self
     }
 
+    /// Elements between consecutive matrices of `A`, `B` and `C` in a batch.
     pub fn batch_strides(mut self, a: usize, b: usize, c: usize) -> Self {
         self.strides = Some((a, b, c));
         self
@@ -95,15 +113,16 @@ impl Gemm {
     fn resolved_strides(&self) -> (usize, usize, usize) {
         let [a, b, c] = self.stored();
         let (lda, ldb, ldc) = self.resolved_ld();
-        self.strides.unwrap_or((a.0 * lda, b.0 * ldb, c.0 * ldc))
+        self.strides.unwrap_or((a.0.saturating_mul(lda), b.0.saturating_mul(ldb), c.0.saturating_mul(ldc)))
     }
 
-    /// Elements an operand's view must hold: the last matrix's last row's end.
-    fn extent(&self, rows: usize, cols: usize, ld: usize, stride: usize) -> usize {
+    /// Elements an operand's view must hold: the last matrix's last row's end (`None` where
+    /// that overflows `usize`, which no view holds).
+    fn extent(&self, rows: usize, cols: usize, ld: usize, stride: usize) -> Option<usize> {
         if rows == 0 || cols == 0 || self.batch == 0 {
-            return 0;
+            return Some(0);
         }
-        (self.batch - 1) * stride + (rows - 1) * ld + cols
+        (self.batch - 1).checked_mul(stride)?.checked_add((rows - 1).checked_mul(ld)?)?.checked_add(cols)
     }
 }
 
@@ -129,7 +148,7 @@ pub fn gemm(k: &Kernels, c: &mut ViewMut<f32>, a: &View<f32>, b: &View<f32>, spe
                 what: format!("leading dimension of {what} is {ld}, less than its {cols} stored columns"),
             });
         }
-        let needed = spec.extent(rows, cols, ld, stride);
+        let needed = spec.extent(rows, cols, ld, stride).unwrap_or(usize::MAX);
         if needed > got {
             return Err(LaunchError::TooShort { kernel: KERNEL, what, needed, got });
         }
@@ -156,23 +175,23 @@ pub fn gemm(k: &Kernels, c: &mut ViewMut<f32>, a: &View<f32>, b: &View<f32>, spe
         dynamic_smem_bytes: 0,
     };
     let args = [
-        c.addr_mut(),
-        a.addr(),
-        b.addr(),
-        to_u32("m", spec.m)?.to_word(),
-        to_u32("n", spec.n)?.to_word(),
-        to_u32("k", spec.k)?.to_word(),
-        to_u32("lda", lda)?.to_word(),
-        to_u32("ldb", ldb)?.to_word(),
-        to_u32("ldc", ldc)?.to_word(),
-        (stride_a as u64).to_word(),
-        (stride_b as u64).to_word(),
-        (stride_c as u64).to_word(),
-        spec.alpha.to_word(),
-        spec.beta.to_word(),
+        c.arg_mut(),
+        a.arg(),
+        b.arg(),
+        to_u32("m", spec.m)?.into(),
+        to_u32("n", spec.n)?.into(),
+        to_u32("k", spec.k)?.into(),
+        to_u32("lda", lda)?.into(),
+        to_u32("ldb", ldb)?.into(),
+        to_u32("ldc", ldc)?.into(),
+        (stride_a as u64).into(),
+        (stride_b as u64).into(),
+        (stride_c as u64).into(),
+        spec.alpha.into(),
+        spec.beta.into(),
     ];
     // SAFETY: every element the kernel reads or writes lies inside the views checked above,
     // all on the kernels' device.
-    unsafe { k.function(name)?.launch(&cfg, &args)? };
+    unsafe { k.launch(name, &cfg, &args)? };
     Ok(())
 }

@@ -1,25 +1,89 @@
-use std::collections::HashMap;
-use std::sync::Mutex;
+//! [`Kernels`]: Trident's kernel module on one device, and the stream its launches go to.
 
-use trident_runtime::{Device, Function, Module};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use trident_runtime::{Arg, Device, Function, LaunchConfig, Module, Stream};
 
 use super::{LaunchError, Result};
 
-/// Trident's kernel module, loaded on one device, with its functions looked up once.
+/// Trident's kernel module, loaded on one device, with its functions looked up once, and the
+/// stream the launch wrappers queue their work on (the device's default stream unless
+/// [`Kernels::on_stream`] names another).
+///
+/// ```
+/// use trident::launch::{self, Kernels};
+/// use trident::runtime::{Buffer, Device};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let device = Device::Emu;
+/// let kernels = Kernels::load(&device)?;
+/// let (a, b) = (Buffer::from_slice(&device, &[1.0f32, 2.0])?, Buffer::from_slice(&device, &[10.0f32, 20.0])?);
+/// let mut sum = Buffer::<f32>::zeros(&device, 2)?;
+/// launch::add(&kernels, &mut sum.view_mut(..)?, &a.view(..)?, &b.view(..)?)?;
+///
+/// // The same kernels, launching on a stream of their own.
+/// let stream = device.new_stream()?;
+/// // SAFETY: `sum` is used on no other stream until the default stream waits for this one.
+/// let on_stream = unsafe { kernels.on_stream(&stream)? };
+/// launch::scale(&on_stream, &mut sum.view_mut(..)?, 0.5)?;
+/// device.default_stream().wait_for(&stream)?;
+/// assert_eq!(sum.to_vec()?, [5.5, 11.0]);
+///
+/// // A stream of another device is refused.
+/// // SAFETY: refused before anything is queued.
+/// assert!(unsafe { kernels.on_stream(&Device::Cpu.default_stream()) }.is_err());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
 pub struct Kernels {
     module: Module,
-    functions: Mutex<HashMap<&'static str, Function>>,
+    functions: Arc<Mutex<HashMap<&'static str, Function>>>,
+    stream: Stream,
 }
 
 impl Kernels {
-    /// Loads every kernel on `device` (`Emu` or `Cuda`).
+    /// Loads every kernel on `device` (`Emu` or `Cuda`); the wrappers launch on its default
+    /// stream.
+    ///
+    /// # Errors
+    /// The runtime's [`NoKernels`](trident_runtime::RuntimeError::NoKernels) on `Cpu`; on
+    /// `Cuda` the driver's error where it refuses the PTX.
     pub fn load(device: &Device) -> Result<Self> {
         let module = device.load_module(&crate::kernels::module_source())?;
-        Ok(Self { module, functions: Mutex::new(HashMap::new()) })
+        let stream = device.default_stream();
+        Ok(Self { module, functions: Arc::new(Mutex::new(HashMap::new())), stream })
     }
 
+    /// The same kernels (sharing the loaded module), launching on `stream` instead; a stream
+    /// of another device is refused ([`LaunchError::WrongDevice`]).
+    ///
+    /// Scratch buffers the wrappers allocate are ordered with `stream`, and downloads they make
+    /// go through it.
+    ///
+    /// # Safety
+    /// Work queued through the returned value is not ordered with the device's other streams.
+    /// While it may be running, the views passed to its wrappers must not be used, copied or
+    /// freed by work on another stream, unless that stream was made to wait for `stream`
+    /// ([`Stream::wait_for`]) or `stream` was synchronized, and the views' earlier work on
+    /// other streams must have been waited for by `stream` (an upload on the default stream
+    /// through a plain `copy_from_slice` is: the stream-given copies order themselves with the
+    /// default stream, but kernels on it are not). On `Emu` every launch finishes before it
+    /// returns, so there is nothing to order.
+    pub unsafe fn on_stream(&self, stream: &Stream) -> Result<Kernels> {
+        self.check_device(stream.device())?;
+        Ok(Kernels { module: self.module.clone(), functions: self.functions.clone(), stream: stream.clone() })
+    }
+
+    /// The device the kernels are loaded on.
     pub fn device(&self) -> &Device {
         self.module.device()
+    }
+
+    /// The stream the wrappers queue their work on.
+    pub fn stream(&self) -> &Stream {
+        &self.stream
     }
 
     pub(super) fn function(&self, name: &'static str) -> Result<Function> {
@@ -32,6 +96,28 @@ impl Kernels {
         Ok(f)
     }
 
+    /// Launches kernel `name` on the kernels' stream, its arguments checked against the
+    /// kernel's parameter types.
+    ///
+    /// # Safety
+    /// As for [`Function::launch_on`].
+    pub(super) unsafe fn launch(&self, name: &'static str, cfg: &LaunchConfig, args: &[Arg]) -> Result<()> {
+        let f = self.function(name)?;
+        // SAFETY: forwarded from the caller; the stream's ordering is the contract of
+        // `on_stream` (or the default stream's own order).
+        unsafe { f.launch_on(&self.stream, cfg, args)? };
+        Ok(())
+    }
+
+    /// Makes the kernels' stream wait for the default stream's work so far (a scratch buffer
+    /// just allocated and zeroed there, say); nothing to do when it is the default stream.
+    pub(super) fn after_default_stream(&self) -> Result<()> {
+        if !self.stream.is_default() {
+            self.stream.wait_for(&self.device().default_stream())?;
+        }
+        Ok(())
+    }
+
     /// Fails unless `device` is the one the kernels are loaded on.
     pub(super) fn check_device(&self, device: &Device) -> Result<()> {
         if self.device().same_as(device) {
@@ -39,5 +125,14 @@ impl Kernels {
         } else {
             Err(LaunchError::WrongDevice { view: device.kind(), kernels: self.device().kind() })
         }
+    }
+}
+
+impl std::fmt::Debug for Kernels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernels")
+            .field("device", &self.device().kind())
+            .field("default_stream", &self.stream.is_default())
+            .finish()
     }
 }

@@ -1,4 +1,4 @@
-use trident_runtime::{KernelArg, LaunchConfig, View, ViewMut};
+use trident_runtime::{LaunchConfig, View, ViewMut};
 
 use super::check::Check;
 use super::{to_u32, Kernels, Result};
@@ -29,17 +29,17 @@ pub fn layernorm_forward(
         dynamic_smem_bytes: 0,
     };
     let args = [
-        out.addr_mut(),
-        mean.addr_mut(),
-        rstd.addr_mut(),
-        inp.addr(),
-        weight.addr(),
-        bias.addr(),
-        (n as u32).to_word(),
-        (c as u32).to_word(),
+        out.arg_mut(),
+        mean.arg_mut(),
+        rstd.arg_mut(),
+        inp.arg(),
+        weight.arg(),
+        bias.arg(),
+        to_u32("N", n)?.into(),
+        to_u32("C", c)?.into(),
     ];
     // SAFETY: every view holds the length its role needs for `n` rows of `c`.
-    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    unsafe { k.launch(KERNEL, &cfg, &args)? };
     Ok(())
 }
 
@@ -74,18 +74,18 @@ pub fn layernorm_backward(
         dynamic_smem_bytes: smem as u32,
     };
     let args = [
-        dinp.addr_mut(),
-        dweight.addr_mut(),
-        dbias.addr_mut(),
-        dout.addr(),
-        inp.addr(),
-        weight.addr(),
-        mean.addr(),
-        rstd.addr(),
-        (n as u32).to_word(),
-        (c as u32).to_word(),
+        dinp.arg_mut(),
+        dweight.arg_mut(),
+        dbias.arg_mut(),
+        dout.arg(),
+        inp.arg(),
+        weight.arg(),
+        mean.arg(),
+        rstd.arg(),
+        to_u32("N", n)?.into(),
+        to_u32("C", c)?.into(),
     ];
     // SAFETY: every view holds the length its role needs for `n` rows of `c`.
-    unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+    unsafe { k.launch(KERNEL, &cfg, &args)? };
     Ok(())
 }

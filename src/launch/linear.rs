@@ -1,7 +1,7 @@
 //! A linear layer on the GEMM and bias kernels: `out = inp W^T + bias`, `W` stored `[oc, c]`.
 
 use trident_kernels::bias::BIAS_ROWS_PER_BLOCK;
-use trident_runtime::{KernelArg, LaunchConfig, View, ViewMut};
+use trident_runtime::{LaunchConfig, View, ViewMut};
 
 use super::check::Check;
 use super::{gemm, to_u32, Gemm, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
@@ -25,10 +25,9 @@ pub fn linear_forward(
     if let Some(bias) = bias {
         ch.input("bias", bias, oc)?;
         let cfg = LaunchConfig::for_items(rows * oc, ELEMENTWISE_THREADS, MAX_BLOCKS);
-        let args =
-            [out.addr_mut(), bias.addr(), to_u32("rows", rows)?.to_word(), to_u32("oc", oc)?.to_word()];
+        let args = [out.arg_mut(), bias.arg(), to_u32("rows", rows)?.into(), to_u32("oc", oc)?.into()];
         // SAFETY: `out` holds rows x oc elements and `bias` oc.
-        unsafe { k.function(KERNEL)?.launch(&cfg, &args)? };
+        unsafe { k.launch(KERNEL, &cfg, &args)? };
     }
     Ok(())
 }
@@ -64,9 +63,9 @@ pub fn linear_backward(
             block: [ELEMENTWISE_THREADS, 1, 1],
             dynamic_smem_bytes: 0,
         };
-        let args = [dbias.addr_mut(), dout.addr(), (rows as u32).to_word(), (oc as u32).to_word()];
+        let args = [dbias.arg_mut(), dout.arg(), to_u32("rows", rows)?.into(), to_u32("oc", oc)?.into()];
         // SAFETY: `dbias` holds oc elements and `dout` rows x oc.
-        unsafe { k.function("bias_backward_f32")?.launch(&cfg, &args)? };
+        unsafe { k.launch("bias_backward_f32", &cfg, &args)? };
     }
     Ok(())
 }

@@ -1,8 +1,11 @@
 //! Safe, typed launch wrappers: one per kernel of `kernels/`.
 //!
 //! Each wrapper checks lengths, shapes, strides and devices against what the kernel will touch,
-//! then launches it on the device of its [`Kernels`]. These are the only callers of the kernels;
-//! the ops of the trainer call these wrappers on `Emu` and `Cuda`.
+//! then launches it on the device of its [`Kernels`], queued on their stream (the device's
+//! default stream, or one named with the unsafe [`Kernels::on_stream`]); the runtime checks
+//! the arguments' types against the kernel's parameters once more. These are the only callers
+//! of the kernels; the ops of the trainer call these wrappers on `Emu` and `Cuda`, on the
+//! stream of their context.
 
 mod attention;
 mod check;
@@ -38,12 +41,22 @@ pub use linear::{linear_backward, linear_forward};
 pub use optim::{adamw, first_token_out_of_range, scale, sum_squares, AdamW};
 pub use precision::{round_to, HalfFormat};
 
+/// The launch wrappers' result type.
 pub type Result<T, E = LaunchError> = std::result::Result<T, E>;
 
 /// Threads per block of the elementwise kernels.
 const ELEMENTWISE_THREADS: u32 = 256;
 /// Enough blocks to fill any current GPU; the kernels' grid-stride loops cover the rest.
 const MAX_BLOCKS: u32 = 65_535;
+
+/// The product of `factors`, or [`LaunchError::TooLarge`] naming `what` where it overflows
+/// `usize` (a wrapped product could pass a length check that the kernel's sizes do not).
+fn product(what: &'static str, factors: &[usize]) -> Result<usize> {
+    factors
+        .iter()
+        .try_fold(1usize, |p, &f| p.checked_mul(f))
+        .ok_or(LaunchError::TooLarge { what, value: usize::MAX })
+}
 
 /// `n` as a `u32` kernel argument, or an error naming `what`.
 fn to_u32(what: &'static str, n: usize) -> Result<u32> {

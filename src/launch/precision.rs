@@ -1,11 +1,15 @@
-use trident_runtime::{KernelArg, LaunchConfig, ViewMut};
+//! Mixed precision's storage rounding kernels.
+
+use trident_runtime::{LaunchConfig, ViewMut};
 
 use super::{to_u32, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
 
 /// The 16-bit storage formats of mixed precision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HalfFormat {
+    /// bfloat16: 8 exponent bits, 7 mantissa bits.
     Bf16,
+    /// IEEE binary16: 5 exponent bits, 10 mantissa bits (largest finite 65504).
     F16,
 }
 
@@ -18,8 +22,8 @@ pub fn round_to(k: &Kernels, x: &mut ViewMut<f32>, format: HalfFormat) -> Result
     k.check_device(x.device())?;
     let n = to_u32("length", x.len())?;
     let cfg = LaunchConfig::for_items(x.len(), ELEMENTWISE_THREADS, MAX_BLOCKS);
-    let args = [x.addr_mut(), n.to_word()];
+    let args = [x.arg_mut(), n.into()];
     // SAFETY: `x` holds `n` elements on the kernels' device; each thread rewrites its own.
-    unsafe { k.function(kernel)?.launch(&cfg, &args)? };
+    unsafe { k.launch(kernel, &cfg, &args)? };
     Ok(())
 }

@@ -15,24 +15,38 @@ pub use reference::{
 pub use run::{parse_llmc_output, train_like_llmc, Losses};
 pub use workdir::{write_workdir, Workdir, WorkdirSpec, BYTE_VOCAB};
 
+/// Why a side-by-side run with llm.c failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LlmcError {
+    /// Writing or reading llm.c's model file.
     #[error(transparent)]
     Checkpoint(#[from] crate::checkpoint::CheckpointError),
+    /// Writing or reading its token shards.
     #[error(transparent)]
     Data(#[from] crate::data::DataError),
+    /// Building the model.
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
+    /// An op of Trident's run.
     #[error(transparent)]
     Ops(#[from] crate::ops::OpsError),
+    /// Trident's training run.
     #[error(transparent)]
     Train(#[from] crate::train::TrainError),
+    /// A model whose vocabulary is not the byte-level one the work directory's text uses.
     #[error(
         "the work directory's text is byte-level: the model needs a vocabulary of {BYTE_VOCAB} (got {0})"
     )]
     Vocabulary(usize),
+    /// Creating the work directory or a file in it.
     #[error("creating {path}: {cause}")]
-    Io { path: PathBuf, cause: std::io::Error },
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The I/O error.
+        cause: std::io::Error,
+    },
+    /// llm.c's printed output does not hold the losses expected.
     #[error("reading llm.c's output: {0}")]
     Output(String),
 }

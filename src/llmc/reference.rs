@@ -6,11 +6,15 @@
 use crate::optim::AdamWConfig;
 use crate::train::{DecayStyle, LrSchedule, TrainSettings};
 
+/// Sequences per batch (`B`).
 pub const REFERENCE_BATCH: usize = 4;
+/// Tokens per sequence (`T`).
 pub const REFERENCE_SEQ_LEN: usize = 64;
 /// Steps 0 to 40.
 pub const REFERENCE_STEPS: u64 = 41;
+/// Steps between validations.
 pub const REFERENCE_EVAL_INTERVAL: u64 = 10;
+/// Validation batches averaged.
 pub const REFERENCE_EVAL_BATCHES: usize = 5;
 
 /// The reference trainer's optimisation as Trident's settings (use with

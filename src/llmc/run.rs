@@ -16,7 +16,9 @@ use crate::train::Trainer;
 /// whose update they were measured.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Losses {
+    /// Training loss of each step, step 0 first.
     pub train: Vec<f32>,
+    /// `(step, validation loss)`, measured before that step's update.
     pub val: Vec<(u64, f32)>,
 }
 

@@ -19,10 +19,13 @@ pub const BYTE_VOCAB: usize = 256;
 /// What to write: the model's shape and seed, and how many addition problems make the text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WorkdirSpec {
+    /// The model's shape.
     pub config: GptConfig,
     /// Seeds the initialisation and the text.
     pub seed: u64,
+    /// Addition problems in the training text.
     pub train_problems: usize,
+    /// Addition problems in the validation text.
     pub val_problems: usize,
 }
 
@@ -50,13 +53,18 @@ impl Default for WorkdirSpec {
 /// The paths written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Workdir {
+    /// llm.c's model file (`gpt2_124M.bin`).
     pub model: PathBuf,
+    /// llm.c's tokenizer file.
     pub tokenizer: PathBuf,
+    /// The training token shard.
     pub train: PathBuf,
+    /// The validation token shard.
     pub val: PathBuf,
 }
 
 impl Workdir {
+    /// The paths under `dir`, where llm.c's `train_gpt2.c` looks for them.
     pub fn in_dir(dir: &Path) -> Self {
         let data = dir.join("dev/data/tinyshakespeare");
         Self {

@@ -1,6 +1,6 @@
 use std::sync::{Mutex, MutexGuard};
 
-use trident_runtime::{Buffer, Device};
+use trident_runtime::{Buffer, Device, Stream};
 
 use super::{OpsError, Result};
 use crate::launch::Kernels;
@@ -11,6 +11,8 @@ use crate::launch::Kernels;
 pub struct OpsContext {
     device: Device,
     kernels: Option<Kernels>,
+    /// The device's default stream, where no kernels are loaded (`Cpu`).
+    default_stream: Stream,
     scratch: Mutex<Option<Buffer<f32>>>,
 }
 
@@ -24,11 +26,26 @@ impl OpsContext {
             }
             Device::Emu | Device::Cuda(_) => Some(Kernels::load(device)?),
         };
-        Ok(Self { device: device.clone(), kernels, scratch: Mutex::new(None) })
+        Ok(Self {
+            device: device.clone(),
+            kernels,
+            default_stream: device.default_stream(),
+            scratch: Mutex::new(None),
+        })
     }
 
+    /// The device the ops run on.
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// The stream the context's kernels and copies use: the device's default stream (its
+    /// kernels' stream, see [`Kernels::stream`]).
+    pub fn stream(&self) -> &Stream {
+        match &self.kernels {
+            Some(k) => k.stream(),
+            None => &self.default_stream,
+        }
     }
 
     /// The loaded kernels; an error on `Cpu`, which runs none.

@@ -9,6 +9,7 @@ use trident_runtime::{View, ViewMut};
 use super::{AdamWParams, OpsContext, OpsError, Result};
 use crate::launch::{self, AdamW, AttentionShape, EncoderShape};
 
+/// [`super::encoder_forward`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn encoder_forward(
     ctx: &OpsContext,
     out: &mut ViewMut<f32>,
@@ -34,12 +35,15 @@ pub fn device_tokens(ctx: &OpsContext, op: &'static str, tokens: &View<u32>, voc
     match launch::first_token_out_of_range(ctx.kernels()?, tokens, vocab)? {
         None => Ok(()),
         Some(position) => {
-            let token = tokens.to_vec()?[position];
+            let mut token = [0u32];
+            tokens.sub(position..position + 1)?.copy_to_slice_on(ctx.stream(), &mut token)?;
+            let token = token[0];
             Err(OpsError::TokenOutOfRange { op, token, position, vocab })
         }
     }
 }
 
+/// [`super::encoder_backward`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn encoder_backward(
     ctx: &OpsContext,
     dwte: &mut ViewMut<f32>,
@@ -54,6 +58,7 @@ pub fn encoder_backward(
     Ok(launch::encoder_backward(ctx.kernels()?, dwte, dwpe, &dout, &tokens, &s)?)
 }
 
+/// [`super::layernorm_forward`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn layernorm_forward(
     ctx: &OpsContext,
     out: &mut ViewMut<f32>,
@@ -68,6 +73,7 @@ pub fn layernorm_forward(
     Ok(launch::layernorm_forward(ctx.kernels()?, out, mean, rstd, &inp, &weight, &bias, n, c)?)
 }
 
+/// [`super::layernorm_backward`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn layernorm_backward(
     ctx: &OpsContext,
     dinp: &mut ViewMut<f32>,
@@ -85,6 +91,7 @@ pub fn layernorm_backward(
     Ok(launch::layernorm_backward(k, dinp, dweight, dbias, &dout, &inp, &weight, &mean, &rstd, n, c)?)
 }
 
+/// [`super::matmul_forward`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn matmul_forward(
     ctx: &OpsContext,
     out: &mut ViewMut<f32>,
@@ -98,6 +105,7 @@ pub fn matmul_forward(
     Ok(launch::linear_forward(ctx.kernels()?, out, &inp, &weight, bias.as_ref(), n, ic, oc)?)
 }
 
+/// [`super::matmul_residual_forward`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn matmul_residual_forward(
     ctx: &OpsContext,
     out: &mut ViewMut<f32>,
@@ -114,6 +122,7 @@ pub fn matmul_residual_forward(
     Ok(launch::add_assign(k, out, &residual)?)
 }
 
+/// [`super::matmul_backward`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn matmul_backward(
     ctx: &OpsContext,
     dinp: &mut ViewMut<f32>,
@@ -139,6 +148,7 @@ fn attention_shape(b: usize, t: usize, c: usize, nh: usize) -> Result<AttentionS
     Ok(AttentionShape { b, t, nh, hs: c / nh })
 }
 
+/// [`super::attention_forward`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn attention_forward(
     ctx: &OpsContext,
     out: &mut ViewMut<f32>,
@@ -152,6 +162,7 @@ pub fn attention_forward(
     Ok(launch::attention_forward(ctx.kernels()?, out, lse, &qkv, &attention_shape(b, t, c, nh)?)?)
 }
 
+/// [`super::attention_backward`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn attention_backward(
     ctx: &OpsContext,
     dqkv: &mut ViewMut<f32>,
@@ -170,14 +181,17 @@ pub fn attention_backward(
     Ok(launch::attention_backward(ctx.kernels()?, dqkv, &mut dsum, &dout, &qkv, &out, &lse, &s)?)
 }
 
+/// [`super::gelu_forward`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn gelu_forward(ctx: &OpsContext, out: &mut ViewMut<f32>, inp: View<f32>, _n: usize) -> Result<()> {
     Ok(launch::gelu_forward(ctx.kernels()?, out, &inp)?)
 }
 
+/// [`super::gelu_backward`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn gelu_backward(ctx: &OpsContext, d: &mut ViewMut<f32>, inp: View<f32>, _n: usize) -> Result<()> {
     Ok(launch::gelu_backward_inplace(ctx.kernels()?, d, &inp)?)
 }
 
+/// [`super::residual_forward`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn residual_forward(
     ctx: &OpsContext,
     out: &mut ViewMut<f32>,
@@ -188,6 +202,7 @@ pub fn residual_forward(
     Ok(launch::add(ctx.kernels()?, out, &a, &b)?)
 }
 
+/// [`super::softmax_cross_entropy`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn softmax_cross_entropy(
     ctx: &OpsContext,
     logits: &mut ViewMut<f32>,
@@ -202,6 +217,7 @@ pub fn softmax_cross_entropy(
     Ok(launch::crossentropy(ctx.kernels()?, logits, losses, &targets, n, v, vp, dloss)?)
 }
 
+/// [`super::adamw_update`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn adamw_update(
     ctx: &OpsContext,
     params: &mut ViewMut<f32>,
@@ -224,10 +240,12 @@ pub fn adamw_update(
     Ok(launch::adamw(ctx.kernels()?, params, m, v, &grads, &h)?)
 }
 
+/// [`super::sum_of_squares`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn sum_of_squares(ctx: &OpsContext, x: View<f32>) -> Result<f64> {
     Ok(launch::sum_squares(ctx.kernels()?, &x)?)
 }
 
+/// [`super::round_to`] on a GPU device.
 pub fn round_to(ctx: &OpsContext, x: &mut ViewMut<f32>, format: crate::launch::HalfFormat) -> Result<()> {
     Ok(launch::round_to(ctx.kernels()?, x, format)?)
 }

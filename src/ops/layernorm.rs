@@ -2,8 +2,9 @@ use trident_runtime::{Device, View, ViewMut};
 
 use super::{check, cpu, gpu, OpsContext, Result};
 
-/// LayerNorm over the last dimension of `inp` (`[n, c]`): `out = (inp - mean) * rstd * weight
-/// + bias`, saving each row's `mean` and `rstd` (`[n]`) for the backward pass. Eps is 1e-5.
+/// LayerNorm over the last dimension of `inp` (`[n, c]`):
+/// `out = (inp - mean) * rstd * weight + bias`, saving each row's `mean` and `rstd` (`[n]`)
+/// for the backward pass. Eps is 1e-5.
 #[allow(clippy::too_many_arguments)]
 pub fn layernorm_forward(
     ctx: &OpsContext,

@@ -8,9 +8,13 @@ use super::{check, cpu, gpu, OpsContext, Result};
 /// Hyper-parameters of one AdamW step over one tensor.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamWParams {
+    /// Learning rate.
     pub lr: f32,
+    /// Decay of the first moment.
     pub beta1: f32,
+    /// Decay of the second moment.
     pub beta2: f32,
+    /// Added to the root of the second moment.
     pub eps: f32,
     /// Decoupled weight decay (0 for tensors that do not decay).
     pub weight_decay: f32,

@@ -25,7 +25,7 @@ pub enum TrainError {
     BatchSizes { global: usize, micro: usize },
     #[error("the data gave a {got_b} x {got_t} batch, the trainer expects {b} x {t}")]
     BatchShape { got_b: usize, got_t: usize, b: usize, t: usize },
-    #[error("the loss became {loss} at iteration {iter}; lower --lr or set --clip-grad")]
+    #[error("the loss became {loss} at iteration {iter}")]
     NonFinite { loss: f32, iter: u64 },
     /// A checkpoint that does not fit this run, or a save that failed.
     #[error("{0}")]

@@ -22,6 +22,8 @@ macro_rules! device_tests {
     )*};
 }
 
+/// [`device_tests!`] for the kernel devices only: per function `name(&Device)`, a module
+/// `name` with an `emu` and a `cuda` test.
 #[macro_export]
 macro_rules! kernel_tests {
     ($($name:ident),* $(,)?) => {$(

@@ -7,6 +7,9 @@ use crate::error::Result;
 use crate::frame::Header;
 use crate::sink::CopySink;
 
+/// Broadcasts `buf` from `root` over a binomial tree: in step `s` every rank that has the
+/// data sends it to the rank `2^s` further on (relative to the root). Ranks receive into
+/// `buf` in `granule`-byte pieces.
 pub fn binomial(link: &mut Link, op: &Header, buf: &mut [u8], root: usize, granule: usize) -> Result<()> {
     let n = link.size;
     let v = (link.rank + n - root) % n;
@@ -32,6 +35,8 @@ pub fn binomial(link: &mut Link, op: &Header, buf: &mut [u8], root: usize, granu
     Ok(())
 }
 
+/// Broadcasts `buf` from `root` down the chain root, root + 1, ...: each rank forwards slice
+/// `k` (of `slice_bytes`) to its successor while it receives slice `k + 1`.
 pub fn chain(
     link: &mut Link,
     op: &Header,

@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::frame::Header;
 use crate::sink::CopySink;
 
+/// AllReduce of `buf` by recursive doubling (see the module docs), combining with `combine`.
 pub fn all_reduce<T: Element>(
     link: &mut Link,
     op: &Header,

@@ -16,21 +16,30 @@ use std::time::Duration;
 /// A transport plus what every message needs: this rank's identity, the timeout, and the
 /// broken flag that makes a failed communicator refuse further work.
 pub struct Link {
+    /// How messages travel to the other ranks.
     pub transport: Box<dyn Transport>,
+    /// This rank, `0..size`.
     pub rank: usize,
+    /// Ranks in the communicator.
     pub size: usize,
+    /// How long a step waits for a peer before [`CommError::Timeout`].
     pub timeout: Duration,
+    /// Why the communicator broke, once it has: every later call fails with it.
     pub broken: Option<String>,
 }
 
 /// What one side of a step receives: from `peer`, `len` bytes, into `sink`.
 pub struct Recv<'s> {
+    /// The sending rank.
     pub peer: usize,
+    /// Bytes to receive.
     pub len: usize,
+    /// Where they go (copied, or combined into a buffer).
     pub sink: &'s mut dyn Sink,
 }
 
 impl Link {
+    /// [`CommError::Broken`] once the communicator has failed, so no rank runs on alone.
     pub fn ensure_healthy(&self) -> Result<()> {
         match &self.broken {
             Some(why) => Err(CommError::Broken(why.clone())),
@@ -154,10 +163,12 @@ pub fn scratch_as<T: Element>(scratch: &mut Vec<u64>, len: usize) -> &mut [T] {
     &mut bytemuck::cast_slice_mut::<u64, T>(&mut scratch[..words])[..len]
 }
 
+/// The bytes of a slice of elements.
 pub fn bytes<T: Element>(s: &[T]) -> &[u8] {
     bytemuck::cast_slice(s)
 }
 
+/// The bytes of a mutable slice of elements.
 pub fn bytes_mut<T: Element>(s: &mut [T]) -> &mut [u8] {
     bytemuck::cast_slice_mut(s)
 }

@@ -67,6 +67,8 @@ pub fn all_gather_in_place<T: Element>(
     Ok(())
 }
 
+/// AllReduce of `buf` on the ring: a reduce-scatter of `size` chunks, then an all-gather of
+/// the reduced chunks, `2 (size - 1)` steps each moving one chunk per rank.
 pub fn all_reduce<T: Element>(
     link: &mut Link,
     op: &Header,

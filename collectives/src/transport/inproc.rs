@@ -75,6 +75,7 @@ pub struct InprocFabric {
 }
 
 impl InprocFabric {
+    /// A fabric with no groups yet.
     pub fn new() -> Self {
         Self::default()
     }
@@ -125,6 +126,8 @@ impl Fabric for InprocFabric {
     }
 }
 
+/// One rank's end of an in-process group: messages are handed between threads through
+/// shared queues, and ranks read each other's buffers directly.
 pub struct InprocTransport {
     group: Arc<Group>,
     rank: usize,

@@ -66,22 +66,30 @@ pub(crate) fn wait_chain_budget(timeout: Duration) -> Duration {
 
 /// A message to send: its header and payload.
 pub struct Outgoing<'a> {
+    /// The receiving rank.
     pub peer: usize,
+    /// The message's header.
     pub header: Header,
+    /// Its payload (`header.payload_len` bytes).
     pub payload: &'a [u8],
 }
 
 /// A message to receive: the header this rank expects, and where the payload goes.
 pub struct Incoming<'a> {
+    /// The sending rank.
     pub peer: usize,
+    /// The header the message must carry; another is [`CommError::Mismatch`](crate::CommError::Mismatch).
     pub expect: Header,
+    /// Where the payload goes.
     pub sink: &'a mut dyn Sink,
 }
 
 /// Moves messages between the ranks of one group (ranks are indices within the group).
 /// Messages between a pair of ranks arrive in the order they were sent.
 pub trait Transport: Send {
+    /// This rank within the group.
     fn rank(&self) -> usize;
+    /// Ranks in the group.
     fn size(&self) -> usize;
 
     /// Sends one message and receives one, concurrently, so that two ranks sending to each
@@ -191,6 +199,7 @@ impl SharedRegion {
         self.parts[rank]
     }
 
+    /// Every member's part, by rank.
     pub fn parts(&self) -> &[*mut u8] {
         &self.parts
     }

@@ -151,6 +151,8 @@ pub struct ShmFabric {
 }
 
 impl ShmFabric {
+    /// A fabric whose ranks exchange segment names through `store`, authenticated by
+    /// `token`; `server` is kept alive with it where this process runs the store.
     pub fn new(store: Arc<Mutex<StoreClient>>, token: JobToken, server: Option<StoreServer>) -> Self {
         ShmFabric { store, token, _server: server }
     }
@@ -336,6 +338,8 @@ impl Fabric for ShmFabric {
     }
 }
 
+/// One rank's end of a shared-memory group: each rank owns a segment the others map, with a
+/// ring per peer for messages.
 pub struct ShmTransport {
     own: Segment,
     peers: Vec<Option<Segment>>,

@@ -17,20 +17,27 @@ use std::time::{Duration, Instant};
 
 const STAGE_BYTES: usize = 256 << 10;
 const HELLO_MAGIC: u32 = 0x4844_5254; // "TRDH"
+/// Bytes of an encoded [`Hello`].
 pub const HELLO_LEN: usize = 40;
 
 /// The handshake both ends of a data connection send: who they are, in which group, and
 /// the job token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hello {
+    /// The job token.
     pub token: [u8; 16],
+    /// The group's identifier (a digest of its name and members).
     pub group: u64,
+    /// The connecting rank, within the group.
     pub from: u32,
+    /// The rank it means to reach.
     pub to: u32,
+    /// The group's size.
     pub size: u32,
 }
 
 impl Hello {
+    /// The [`HELLO_LEN`] bytes on the wire: magic, token, group, from, to, size (little-endian).
     pub fn encode(&self) -> [u8; HELLO_LEN] {
         let mut b = [0u8; HELLO_LEN];
         b[0..4].copy_from_slice(&HELLO_MAGIC.to_le_bytes());
@@ -42,6 +49,7 @@ impl Hello {
         b
     }
 
+    /// The hello `b` encodes; `None` where the magic is wrong.
     pub fn decode(b: &[u8; HELLO_LEN]) -> Option<Hello> {
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
         (u32_at(0) == HELLO_MAGIC).then(|| Hello {
@@ -72,6 +80,9 @@ pub struct TcpFabric {
 }
 
 impl TcpFabric {
+    /// A fabric whose ranks listen on `bind`, publish `advertise` as their address through
+    /// `store`, and authenticate with `token`; `server` is kept alive with it where this
+    /// process runs the store.
     pub fn new(
         store: Arc<Mutex<StoreClient>>,
         token: JobToken,
@@ -267,6 +278,8 @@ impl Fabric for TcpFabric {
     }
 }
 
+/// One rank's end of a TCP group: a connection per peer, each message a [`Header`] and its
+/// payload.
 pub struct TcpTransport {
     conns: Vec<Option<Conn>>,
     rank: usize,

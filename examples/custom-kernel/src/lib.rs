@@ -18,14 +18,16 @@
 
 use std::fmt;
 
-use trident_runtime::{Device, LaunchConfig, Module, ModuleSource, RuntimeError, View, ViewMut};
+use trident_runtime::{Arg, Device, LaunchConfig, Module, ModuleSource, RuntimeError, View, ViewMut};
 
 /// The kernels' PTX, built for sm_90 by `build.rs`.
 pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/custom_kernels.ptx"));
 
 /// The module: [`PTX`] for `Cuda`, the host entries for `Emu`.
-pub const SOURCE: ModuleSource =
-    ModuleSource { name: "custom_kernels", ptx: PTX, host_kernels: &[custom_kernel_kernels::HOST_KERNELS] };
+pub const SOURCE: ModuleSource<'static> = ModuleSource::from_static("custom_kernels", PTX, HOST_KERNELS);
+
+/// The kernels' host entries, in the one group the module has.
+const HOST_KERNELS: &[&[trident_runtime::HostKernel]] = &[custom_kernel_kernels::HOST_KERNELS];
 
 /// Threads per block of both launches (a power of two, as `block_sum_f32` needs).
 pub const THREADS: u32 = 256;
@@ -123,7 +125,7 @@ pub fn saxpy(module: &Module, a: f32, x: &View<'_, f32>, y: &mut ViewMut<'_, f32
         return Ok(());
     }
     let cfg = LaunchConfig::for_items(x.len(), THREADS, MAX_BLOCKS);
-    let args = [y.addr_mut(), x.addr(), u64::from(a.to_bits()), u64::from(n)];
+    let args = [y.arg_mut(), x.arg(), Arg::from(a), Arg::from(n)];
     // SAFETY: `saxpy_f32(y, x, a, n)` reads and writes elements 0..n of `y` and reads 0..n
     // of `x`; both views have `n` elements and live on the module's device (checked above).
     unsafe { module.function("saxpy_f32")?.launch(&cfg, &args)? };
@@ -141,7 +143,7 @@ pub fn sum(module: &Module, x: &View<'_, f32>) -> Result<f32, Error> {
     cfg.dynamic_smem_bytes = THREADS * 4;
     let blocks = cfg.grid[0] as usize;
     let mut partial = trident_runtime::Buffer::<f32>::zeros(module.device(), blocks)?;
-    let args = [partial.view_mut(..)?.addr_mut(), x.addr(), u64::from(n)];
+    let args = [partial.view_mut(..)?.arg_mut(), x.arg(), Arg::from(n)];
     // SAFETY: `block_sum_f32(partial, x, n)` reads elements 0..n of `x` (`n` is its length)
     // and writes element b of `partial` for each of the `blocks` blocks, which it has; the
     // block has THREADS (a power of two) threads and 4 * THREADS bytes of dynamic shared
@@ -165,7 +167,7 @@ pub fn reverse_tiles(module: &Module, x: &mut ViewMut<'_, f32>) -> Result<(), Er
         return Ok(());
     }
     let cfg = LaunchConfig { grid: [tiles, 1, 1], block: [TILE as u32, 1, 1], dynamic_smem_bytes: 0 };
-    let args = [x.addr_mut()];
+    let args = [x.arg_mut()];
     // SAFETY: block b of `tiles` reads and writes elements b*TILE..(b+1)*TILE of `x`, which
     // has tiles * TILE elements on the module's device; the block has TILE threads.
     unsafe { module.function("reverse_tiles_f32")?.launch(&cfg, &args)? };

@@ -28,6 +28,8 @@ fn visible(i0: usize, r: usize) -> usize {
     i0 + r + 1
 }
 
+/// Causal self-attention forward on the host: `out` `[b, t, C]` and the log-sum-exp `lse`
+/// `[b, nh, t]` from `qkv` `[b, t, 3C]`, as the kernel computes them.
 pub fn attention_forward(
     out: &mut [f32],
     lse: &mut [f32],

@@ -3,6 +3,7 @@ use rayon::prelude::*;
 use super::math::{simd, sum};
 use super::scratch::with_scratch;
 
+/// The epsilon added to the variance (GPT-2's), as the kernel's.
 pub const LAYERNORM_EPS: f32 = 1e-5;
 
 /// Normalises each of the `n` rows of `inp` (`[n, c]`) and applies `weight` and `bias`; saves

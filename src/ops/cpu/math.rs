@@ -52,6 +52,7 @@ pub fn tanh(x: f32) -> f32 {
     t.copysign(x)
 }
 
+/// `sum a[i] b[i]` over the shorter length, in `LANES` partial sums.
 #[inline(always)]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
@@ -79,6 +80,7 @@ pub fn axpy(alpha: f32, x: &[f32], y: &mut [f32]) {
     }
 }
 
+/// `y *= alpha`.
 #[inline(always)]
 pub fn scale(alpha: f32, y: &mut [f32]) {
     for y in y.iter_mut() {
@@ -86,6 +88,7 @@ pub fn scale(alpha: f32, y: &mut [f32]) {
     }
 }
 
+/// `sum a[i]`, in `LANES` partial sums.
 #[inline(always)]
 pub fn sum(a: &[f32]) -> f32 {
     let mut acc = [0.0f32; LANES];
@@ -99,6 +102,7 @@ pub fn sum(a: &[f32]) -> f32 {
     sum_lanes(acc) + tail
 }
 
+/// The largest element (`-inf` for none).
 #[inline(always)]
 pub fn max(a: &[f32]) -> f32 {
     let mut acc = [f32::NEG_INFINITY; LANES];
@@ -156,6 +160,8 @@ unsafe impl<T: Send> Send for DisjointMut<T> {}
 unsafe impl<T: Send> Sync for DisjointMut<T> {}
 
 impl<T> DisjointMut<T> {
+    /// Remembers `slice`'s pointer and length; it carries no borrow, so the accessor's
+    /// contract covers the slice's lifetime.
     pub fn new(slice: &mut [T]) -> Self {
         Self { ptr: slice.as_mut_ptr(), len: slice.len() }
     }
@@ -163,8 +169,8 @@ impl<T> DisjointMut<T> {
     /// Elements `start..start + len`.
     ///
     /// # Safety
-    /// While the returned slice lives, no other slice obtained from this `DisjointMut` (or the
-    /// slice it was made from) may overlap it.
+    /// The slice this was made from must still be alive and not be used otherwise while the
+    /// returned slice lives, and no other slice obtained from this `DisjointMut` may overlap it.
     #[allow(clippy::mut_from_ref)]
     #[inline(always)]
     pub unsafe fn slice(&self, start: usize, len: usize) -> &mut [T] {
