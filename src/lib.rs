@@ -18,8 +18,6 @@ pub struct ReadmeDoctests;
 pub use trident_runtime as runtime;
 
 pub mod checkpoint;
-// documented after the trainer refactor
-#[allow(missing_docs)]
 pub mod cli;
 pub mod data;
 pub mod device_collectives;
@@ -28,21 +26,13 @@ pub mod kernels;
 pub mod launch;
 pub mod llmc;
 pub mod metrics;
-// documented after the trainer refactor
-#[allow(missing_docs)]
 pub mod model;
 pub mod ops;
-// documented after the trainer refactor
-#[allow(missing_docs)]
 pub mod optim;
-// documented after the trainer refactor
-#[allow(missing_docs)]
 pub mod parallel;
 // documented after the trainer refactor
 #[allow(missing_docs)]
 pub mod plan;
 pub mod plot;
 pub mod progress;
-// documented after the trainer refactor
-#[allow(missing_docs)]
 pub mod train;
