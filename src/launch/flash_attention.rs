@@ -193,17 +193,8 @@ pub fn flash_attention_backward_with(
     // SAFETY: the views hold the sizes and alignments the shape implies.
     unsafe { k.launch("flash_attention_backward_prep", &prep, &args)? };
     after("flash_attention_backward_prep");
-    let args = [
-        dqkv.arg_mut(),
-        dq_accum.arg_mut(),
-        dout.arg(),
-        qkv.arg(),
-        lse.arg(),
-        dsum.arg_mut(),
-        t,
-        nh,
-        scale,
-    ];
+    let args =
+        [dqkv.arg_mut(), dq_accum.arg_mut(), dout.arg(), qkv.arg(), lse.arg(), dsum.arg_mut(), t, nh, scale];
     // SAFETY: as above; `dsum` and `dq_accum` were just written by the prep kernel.
     unsafe { k.launch(kernel, &main, &args)? };
     after(kernel);

@@ -25,7 +25,8 @@ use crate::model::{
 use crate::ops::{self, OpsContext};
 use crate::optim::{clip_scale, AdamW};
 use crate::parallel::{
-    on_host, BucketPaths, DpWorker, Interleaved, ModelShape, ParallelConfig, Pending, RankGroups, TpGroup,
+    on_host, BucketPaths, DpWorker, Interleaved, ModelShape, ParallelConfig, ParallelError, Pending,
+    RankGroups, TpGroup,
 };
 
 /// Bytes one rank holds, by kind.
@@ -179,10 +180,8 @@ impl Trainer {
         };
         let model = Gpt::new(device, layout.clone(), full, options)?;
         let (b, t) = (settings.micro_batch, settings.seq_len);
-        let ws = Workspace::new(device, &model, b, t)?;
         let chunks = groups.place.chunks;
-        let schedule = Interleaved::new(par.pp, micro_batches, chunks)
-            .map_err(|e| TrainError::Checkpoint(e.to_string()))?;
+        let schedule = Interleaved::new(par.pp, micro_batches, chunks).map_err(ParallelError::Unsupported)?;
         let stage = groups.place.stage;
         let lanes = lanes.min(b);
         let lanes = if device.kind() == DeviceKind::Cpu && par.world_size() == 1 && lanes > 1 {
@@ -199,20 +198,21 @@ impl Trainer {
             Vec::new()
         };
         // With lanes, the micro-batch's activations live in them.
+        let ws = lanes.is_empty().then(|| Workspace::new(device, &model, b, t)).transpose()?;
         let mut slots = Vec::with_capacity(chunks);
         let mut grad_in = Vec::with_capacity(chunks);
-        let n_act = ws.activation_len();
-        for chunk in 0..chunks {
-            let in_flight = if lanes.is_empty() { schedule.in_flight_of_chunk(stage, chunk) } else { 0 };
-            let acts = (0..in_flight)
-                .map(|_| MicroActs::for_chunk(device, &model, &ws, chunk))
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            // Received gradients of the chunk's output: all but the model's last chunk.
-            let inner = !groups.place.is_last_chunk(chunk);
-            grad_in.push(if inner { vec![vec![0.0; n_act]; acts.len()] } else { Vec::new() });
-            slots.push(acts);
+        if let Some(ws) = &ws {
+            for chunk in 0..chunks {
+                let acts = (0..schedule.in_flight_of_chunk(stage, chunk))
+                    .map(|_| MicroActs::for_chunk(device, &model, ws, chunk))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                // Received gradients of the chunk's output: all but the model's last chunk.
+                let inner = !groups.place.is_last_chunk(chunk);
+                let n_act = ws.activation_len();
+                grad_in.push(if inner { vec![vec![0.0; n_act]; acts.len()] } else { Vec::new() });
+                slots.push(acts);
+            }
         }
-        let ws = lanes.is_empty().then_some(ws);
         let (len, dp, dp_rank) = (layout.len(), par.dp, groups.dp_rank);
         let owned = super::checkpoint::owned_range(len, dp, dp_rank, par.distributed_optimizer);
         let zero = if par.distributed_optimizer {
@@ -227,8 +227,9 @@ impl Trainer {
         let mut dp = DpWorker::new(dp_comm);
         let layer_blocks: Vec<_> = layout.layers().map(|l| (l, layout.layer_block(l))).collect();
         if par.dp > 1 && zero.is_none() {
-            // The buckets, in the order the backward hands them over: bucket i is layer
-            // block i (local layer order), then the stage block (when the stage has one).
+            // The buckets: bucket i is layer block i (local layer order), then the stage block
+            // (when the stage has one). Every data-parallel replica hands them to its DP
+            // thread in the same order, the order its schedule finishes them.
             let stage_block = layout.stage_block();
             let lens: Vec<usize> = layer_blocks
                 .iter()
