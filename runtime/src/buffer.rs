@@ -382,6 +382,14 @@ impl<'a, T: Pod> View<'a, T> {
         Arg::pointer::<T>(self.addr(), self.len, false)
     }
 
+    /// The view as a launch argument for a `Global<U>` parameter: its bytes read as elements
+    /// of `U` (a kernel reading bf16 pairs as `u32`, say). [`RuntimeError::Reinterpret`] unless
+    /// the view holds whole elements of `U` at an address aligned for it.
+    pub fn arg_as<U: Pod>(&self) -> Result<Arg> {
+        let len = reinterpreted::<T, U>(self.addr(), self.len)?;
+        Ok(Arg::pointer::<U>(self.addr(), len, false))
+    }
+
     /// The view's elements, copied to the host (see [`View::copy_to_slice`]).
     pub fn to_vec(&self) -> Result<Vec<T>> {
         let mut out = vec![T::zeroed(); self.len];
@@ -537,6 +545,14 @@ impl<'a, T: Pod> ViewMut<'a, T> {
     /// `Emu` the emulator bounds the kernel's accesses through it by this view.
     pub fn arg_mut(&mut self) -> Arg {
         Arg::pointer::<T>(self.addr_mut(), self.len, true)
+    }
+
+    /// The view as a launch argument for a `GlobalMut<U>` parameter, its bytes read as
+    /// elements of `U` (see [`View::arg_as`]).
+    pub fn arg_mut_as<U: Pod>(&mut self) -> Result<Arg> {
+        let addr = self.addr_mut();
+        let len = reinterpreted::<T, U>(addr, self.len)?;
+        Ok(Arg::pointer::<U>(addr, len, true))
     }
 
     /// Overwrites the view with `data`, which must have the view's length
@@ -728,4 +744,13 @@ mod tests {
         assert_eq!(v.to_vec().unwrap(), [3]);
         assert_eq!(v.addr(), b.view(..).unwrap().addr() + 8);
     }
+}
+
+/// How many `U` the `len` elements of `T` at `addr` are, when they are whole and aligned ones.
+fn reinterpreted<T, U>(addr: u64, len: usize) -> Result<usize> {
+    let (bytes, elem_bytes, align) = (len * size_of::<T>(), size_of::<U>(), align_of::<U>());
+    if elem_bytes == 0 || bytes % elem_bytes != 0 || addr % align as u64 != 0 {
+        return Err(RuntimeError::Reinterpret { bytes, addr, elem_bytes, align });
+    }
+    Ok(bytes / elem_bytes)
 }

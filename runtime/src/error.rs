@@ -115,6 +115,19 @@ pub enum RuntimeError {
         /// The length it must have.
         expected: usize,
     },
+    /// A view handed to a kernel as another element type does not hold whole, aligned
+    /// elements of it.
+    #[error("a view of {bytes} bytes at {addr:#x} is not whole, {align}-byte aligned elements of {elem_bytes} bytes")]
+    Reinterpret {
+        /// The view's bytes.
+        bytes: usize,
+        /// Its address.
+        addr: u64,
+        /// The size of the element type asked for.
+        elem_bytes: usize,
+        /// Its alignment.
+        align: usize,
+    },
 }
 
 impl From<trident_simt::EmuError> for RuntimeError {

@@ -100,3 +100,14 @@ fn launches_on_two_streams_give_their_results_and_foreign_streams_are_refused() 
     s2.synchronize().unwrap();
     assert_eq!(y.to_vec().unwrap(), [2.0, 4.0, 6.0, -1.0, -2.0, -3.0]);
 }
+
+#[test]
+fn a_view_is_read_as_another_element_type_only_when_whole_and_aligned() {
+    let device = Device::Cpu;
+    let pairs = Buffer::<u16>::zeros(&device, 8).unwrap();
+    assert!(pairs.view(..).unwrap().arg_as::<u32>().is_ok(), "8 u16 are 4 aligned u32");
+    let odd = pairs.view(..7).unwrap().arg_as::<u32>().unwrap_err();
+    assert!(matches!(odd, trident_runtime::RuntimeError::Reinterpret { bytes: 14, .. }), "{odd}");
+    let shifted = pairs.view(1..5).unwrap().arg_as::<u32>().unwrap_err();
+    assert!(shifted.to_string().contains("4-byte aligned"), "{shifted}");
+}

@@ -116,8 +116,9 @@ pub fn flash_attention_forward(
     if s.b * s.t * s.nh == 0 {
         return Ok(());
     }
+    // The output is written as bf16 pairs (`u32`); the alignment was checked above.
     let args = [
-        out.arg_mut(),
+        out.arg_mut_as::<u32>()?,
         lse.arg_mut(),
         qkv.arg(),
         (s.t as u32).into(),
@@ -189,17 +190,28 @@ pub fn flash_attention_backward_with(
     }
     let (t, nh, hs) = (Arg::from(s.t as u32), Arg::from(s.nh as u32), Arg::from(s.hs as u32));
     let scale = Arg::from(s.scale());
-    let args = [dsum.arg_mut(), dq_accum.arg_mut(), dout.arg(), out.arg(), t, nh, hs];
+    // The prep kernel reads dO and O as bf16 pairs (`u32`); the main and dQ kernels write
+    // dqkv as pairs.
+    let args = [dsum.arg_mut(), dq_accum.arg_mut(), dout.arg_as::<u32>()?, out.arg_as::<u32>()?, t, nh, hs];
     // SAFETY: the views hold the sizes and alignments the shape implies.
     unsafe { k.launch("flash_attention_backward_prep", &prep, &args)? };
     after("flash_attention_backward_prep");
-    let args =
-        [dqkv.arg_mut(), dq_accum.arg_mut(), dout.arg(), qkv.arg(), lse.arg(), dsum.arg_mut(), t, nh, scale];
+    let args = [
+        dqkv.arg_mut_as::<u32>()?,
+        dq_accum.arg_mut(),
+        dout.arg(),
+        qkv.arg(),
+        lse.arg(),
+        dsum.arg_mut(),
+        t,
+        nh,
+        scale,
+    ];
     // SAFETY: as above; `dsum` and `dq_accum` were just written by the prep kernel.
     unsafe { k.launch(kernel, &main, &args)? };
     after(kernel);
     let c = to_u32("C", s.c())?;
-    let args = [dqkv.arg_mut(), dq_accum.arg_mut(), pairs.into(), c.into(), scale];
+    let args = [dqkv.arg_mut_as::<u32>()?, dq_accum.arg_mut(), pairs.into(), c.into(), scale];
     // SAFETY: as above; the main kernel wrote dK and dV, this writes the disjoint Q third.
     unsafe { k.launch("flash_attention_backward_dq", &convert, &args)? };
     after("flash_attention_backward_dq");
