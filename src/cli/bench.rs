@@ -3,12 +3,15 @@
 use clap::{Args, Subcommand};
 use trident_collectives::bench::{self, BenchOp, BenchOptions};
 
+/// `trident bench`: the benchmark to run.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
+    /// The benchmark.
     #[command(subcommand)]
     pub what: BenchCommand,
 }
 
+/// What `trident bench` measures.
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
     /// Collective bandwidth (algbw and busbw as nccl-tests reports them).
@@ -18,6 +21,8 @@ pub enum BenchCommand {
     Kernels(KernelsArgs),
 }
 
+/// `trident bench kernels`: the GEMM, attention and memory-bound kernels at training
+/// sizes, timed on cuda, or counted on emu and their time predicted for `--gpu`.
 #[derive(Args, Debug)]
 pub struct KernelsArgs {
     /// cuda (time the kernels) or emu (count them and predict their time on --gpu).
@@ -45,18 +50,23 @@ pub struct KernelsArgs {
     pub list: bool,
 }
 
+/// `trident bench collectives`: algorithm and bus bandwidth of one collective over a range
+/// of message sizes (doubling from `--min-bytes` to `--max-bytes`).
 #[derive(Args, Debug)]
 pub struct CollectivesArgs {
     /// inproc (threads), shm (processes on this host) or tcp.
     #[arg(long, default_value = "shm")]
     pub transport: String,
+    /// Ranks taking part.
     #[arg(long, default_value_t = 2)]
     pub world_size: usize,
     /// all_reduce, all_gather, reduce_scatter or broadcast.
     #[arg(long, default_value = "all_reduce")]
     pub op: String,
+    /// Smallest message, in bytes.
     #[arg(long, default_value_t = 1 << 20)]
     pub min_bytes: usize,
+    /// Largest message, in bytes.
     #[arg(long, default_value_t = 256 << 20)]
     pub max_bytes: usize,
     /// Most timed iterations per size.

@@ -13,7 +13,9 @@ use crate::model::GptConfig;
 /// `--device`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceArg {
+    /// `cpu`: the host's cores, running the ops natively.
     Cpu,
+    /// `emu`: the SIMT emulator, running the GPU kernels on the host.
     Emu,
     /// `cuda`: this local rank's GPU; `cuda:N`: GPU N.
     Cuda(Option<usize>),
@@ -40,6 +42,9 @@ impl std::str::FromStr for DeviceArg {
     }
 }
 
+/// Opens the device `--device` names. `auto` takes this local rank's GPU when the driver
+/// finds one, else the Cpu; a `cuda` device that cannot be opened is an error that says
+/// which flag to use instead.
 pub fn open_device(arg: DeviceArg) -> anyhow::Result<Device> {
     Ok(match arg {
         DeviceArg::Cpu => Device::Cpu,
@@ -103,8 +108,17 @@ pub fn checkpoint_dir(path: &Path) -> anyhow::Result<PathBuf> {
 
 /// What `--load` names: a Trident checkpoint to resume, or an llm.c model file to start from.
 pub enum Start {
+    /// A checkpoint directory: the model, optimizer, data position and step to resume.
     Checkpoint(Box<Checkpoint<serde_json::Value>>),
-    LlmcModel { path: PathBuf, config: GptConfig, params: Vec<f32> },
+    /// An llm.c model file (`gpt2_124M.bin`): weights only, a fresh optimizer.
+    LlmcModel {
+        /// The file.
+        path: PathBuf,
+        /// The shape its header gives.
+        config: GptConfig,
+        /// Every parameter, in llm.c order ([`ParamLayout`](crate::model::ParamLayout)).
+        params: Vec<f32>,
+    },
 }
 
 impl Start {
@@ -128,6 +142,7 @@ impl Start {
         Ok(Self::Checkpoint(Box::new(ck)))
     }
 
+    /// The model's shape, as saved.
     pub fn config(&self) -> GptConfig {
         match self {
             Self::Checkpoint(ck) => ck.config,

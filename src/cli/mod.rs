@@ -17,11 +17,14 @@ use clap::{Parser, Subcommand};
     version,
     about = "GPU kernel and collectives runtime, and a GPT trainer on top of it"
 )]
+/// The parsed command line: one subcommand and its flags.
 pub struct Cli {
+    /// The subcommand to run.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The subcommands; each variant's flags are its arguments struct.
 #[derive(Subcommand, Debug)]
 #[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum Command {

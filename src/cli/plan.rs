@@ -17,16 +17,21 @@ use crate::plan::{
     Options, PipelineCache, Plan, Precision, Problem,
 };
 
+/// `trident plan`: the model, batch, layout and cluster to cost (every layout flag left
+/// out is searched with `--search`), and how to report it.
 #[derive(Args, Debug, Clone)]
 pub struct PlanArgs {
     /// Model preset: Trident's (nano, tiny, small, gpt2-124m), gpt3-125m ... gpt3-175b,
     /// megatron-1.7b ... megatron-1t; the shape flags override its fields.
     #[arg(long)]
     pub model: Option<String>,
+    /// Transformer blocks (default: the preset's).
     #[arg(long)]
     pub num_layers: Option<usize>,
+    /// Hidden size (default: the preset's).
     #[arg(long)]
     pub hidden_size: Option<usize>,
+    /// Attention heads (default: the preset's).
     #[arg(long)]
     pub num_attention_heads: Option<usize>,
     /// Vocabulary before padding (default: the preset's).
@@ -79,8 +84,10 @@ pub struct PlanArgs {
     /// GPU type from the hardware table (see --hardware).
     #[arg(long, default_value = "a100-80gb")]
     pub gpu: String,
+    /// GPUs in each node.
     #[arg(long, default_value_t = 8)]
     pub gpus_per_node: usize,
+    /// Nodes of the cluster.
     #[arg(long, default_value_t = 1)]
     pub nodes: usize,
     /// Link between the GPUs of a node (default: the GPU's own, e.g. nvlink3 for the A100).
@@ -305,6 +312,8 @@ fn recommendations(problem: &Problem, ranked: &crate::plan::search::Ranked) -> V
     vec![tp, pp]
 }
 
+/// Prints the plan of one layout (memory per GPU, step time, throughput; PREDICTED by the
+/// planner's model), or with `--search` the layouts ranked.
 pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     let (problem, measured) = problem(&args)?;
     let costing = costing(&args)?;

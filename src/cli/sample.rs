@@ -11,6 +11,7 @@ use crate::data::{DataSpec, Tokenizer, TokenizerKind};
 use crate::model::{generate, init::NormalRng, Gpt, SamplingParams};
 use crate::ops::OpsContext;
 
+/// `trident sample`: the checkpoint to load and how to sample from it.
 #[derive(Args, Debug)]
 #[command(allow_negative_numbers = true)]
 pub struct SampleArgs {
@@ -20,6 +21,7 @@ pub struct SampleArgs {
     /// Text to continue (default: the task's first prompt for the built-in data, else a newline).
     #[arg(long)]
     pub prompt: Option<String>,
+    /// Tokens to generate after the prompt.
     #[arg(long, default_value_t = 64)]
     pub max_new_tokens: usize,
     /// 0 samples greedily.
@@ -28,6 +30,7 @@ pub struct SampleArgs {
     /// Sample among the k most likely tokens (0: all).
     #[arg(long, default_value_t = 0)]
     pub top_k: usize,
+    /// Seeds the sampling.
     #[arg(long, default_value_t = 1234)]
     pub seed: u64,
     /// cpu, emu, cuda (this local rank's GPU: LOCAL_RANK modulo the GPUs), cuda:N, or auto
@@ -39,6 +42,8 @@ pub struct SampleArgs {
     pub num_problems: usize,
 }
 
+/// Loads the checkpoint, continues the prompt and prints the text; on the built-in addition
+/// task also scores `--num-problems` held-out problems.
 pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     let dir = checkpoint_dir(&args.load)?;
     let ck =

@@ -19,6 +19,8 @@ const DEFAULT_MICRO_BATCH: usize = 8;
 /// what 8 sequences of 256 tokens hold, in one-problem sequences.
 const BUILTIN_BATCH_TOKENS: usize = 2048;
 
+/// `trident train`: the model, data, optimisation, parallel layout, precision and
+/// checkpointing of a run, with Megatron-LM's flag names.
 #[derive(Args, Debug)]
 #[command(allow_negative_numbers = true)]
 pub struct TrainArgs {
@@ -199,6 +201,8 @@ impl TrainArgs {
     }
 }
 
+/// Runs `trident train`: checks the flags, opens the device, the data and `--load`, builds
+/// the model's shape, and plans (`--dry-run`) or trains.
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     if args.exit_signal_handler {
         exit::install_signal_handler().context("installing the --exit-signal-handler")?;

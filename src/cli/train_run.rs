@@ -32,6 +32,10 @@ pub fn launched() -> bool {
     ["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"].iter().any(|v| std::env::var(v).is_ok())
 }
 
+/// Trains `config` on `dataset` for `iters` iterations with the flags' parallel layout:
+/// derives DP from `--world-size` (or the launcher's world), checks the layout and the
+/// memory the run needs, resumes or starts from `start`, then trains every rank and reports
+/// the metrics, checkpoints and loss curve.
 pub fn run(
     args: &TrainArgs,
     device: Device,

@@ -1,38 +1,75 @@
+//! The model's shape ([`GptConfig`]) and the checks that make every size derived from it
+//! (parameter offsets, activation widths) safe to compute.
+
 use serde::{Deserialize, Serialize};
 
 /// GPT-2 hyper-parameters, named as in llm.c.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GptConfig {
-    /// Longest sequence the position table covers.
+    /// Longest sequence the position table covers (llm.c's `maxT`, `--max-position-embeddings`).
     pub max_seq_len: usize,
     /// Tokens the tokenizer produces.
     pub vocab_size: usize,
     /// `vocab_size` rounded up (to a multiple of 128 in single-rank runs); rows past
     /// `vocab_size` are never targets and their logits are masked out of the softmax.
     pub padded_vocab_size: usize,
+    /// Transformer blocks (llm.c's `L`, `--num-layers`).
     pub num_layers: usize,
+    /// Attention heads per block (llm.c's `NH`, `--num-attention-heads`); divides
+    /// [`channels`](Self::channels).
     pub num_heads: usize,
-    /// Hidden size (llm.c's `C`).
+    /// Hidden size (llm.c's `C`, `--hidden-size`).
     pub channels: usize,
 }
 
+/// Why a [`GptConfig`] cannot describe a model ([`GptConfig::validate`]).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
+    /// `channels % num_heads != 0`: the heads cannot split the hidden size evenly.
     #[error("--num-attention-heads {heads} does not divide --hidden-size {hidden}: each head needs hidden/heads channels")]
-    HeadsDoNotDivide { heads: usize, hidden: usize },
+    HeadsDoNotDivide {
+        /// [`GptConfig::num_heads`].
+        heads: usize,
+        /// [`GptConfig::channels`].
+        hidden: usize,
+    },
+    /// A size that must be at least 1 is 0.
     #[error("{what} must be at least 1 (got {value})")]
-    Zero { what: &'static str, value: usize },
+    Zero {
+        /// The size, named by its flag where it has one (`--num-layers`).
+        what: &'static str,
+        /// The value given (0).
+        value: usize,
+    },
+    /// `padded_vocab_size < vocab_size`: some real tokens would have no embedding row.
     #[error("padded vocabulary {padded} is smaller than the vocabulary {vocab}")]
-    PaddedTooSmall { padded: usize, vocab: usize },
+    PaddedTooSmall {
+        /// [`GptConfig::padded_vocab_size`].
+        padded: usize,
+        /// [`GptConfig::vocab_size`].
+        vocab: usize,
+    },
+    /// The parameter count, or its f32 byte count, overflows `usize`
+    /// ([`GptConfig::checked_num_params`] is `None`).
     #[error(
         "a model of {layers} layers, hidden size {hidden}, {positions} positions and a vocabulary of {vocab} \
          has more parameters than this machine can count; lower --hidden-size or --num-layers"
     )]
-    TooLarge { layers: usize, hidden: usize, positions: usize, vocab: usize },
+    TooLarge {
+        /// [`GptConfig::num_layers`].
+        layers: usize,
+        /// [`GptConfig::channels`].
+        hidden: usize,
+        /// [`GptConfig::max_seq_len`].
+        positions: usize,
+        /// [`GptConfig::padded_vocab_size`].
+        vocab: usize,
+    },
 }
 
 impl GptConfig {
-    /// A config with the vocabulary padded to a multiple of `multiple`.
+    /// A config with the vocabulary padded to a multiple of `multiple` (llm.c pads to 128;
+    /// 0 counts as 1), validated ([`validate`](Self::validate)).
     pub fn new(
         max_seq_len: usize,
         vocab_size: usize,
@@ -47,6 +84,10 @@ impl GptConfig {
         Ok(cfg)
     }
 
+    /// Checks that the sizes describe a model: every size at least 1, heads dividing the
+    /// hidden size, a parameter count that fits `usize` (so that no layout arithmetic can
+    /// overflow), and a padded vocabulary covering the real one. Checked in that order; the
+    /// first failure is returned.
     pub fn validate(&self) -> Result<(), ConfigError> {
         for (what, value) in [
             ("--max-position-embeddings", self.max_seq_len),
@@ -96,6 +137,7 @@ impl GptConfig {
         Some(total)
     }
 
+    /// Channels per attention head (llm.c's `hs`): `C / NH`, exact for a validated config.
     pub fn head_dim(&self) -> usize {
         self.channels / self.num_heads
     }

@@ -31,6 +31,46 @@ type Result<T> = std::result::Result<T, ModelError>;
 
 /// One rank's share of the model: its parameters and their gradients, one buffer each in
 /// [`ShardLayout`] order.
+///
+/// A training step runs [`embed`](Self::embed), [`forward`](Self::forward) and
+/// [`backward`](Self::backward) per micro-batch over a [`Workspace`] and one [`MicroActs`]
+/// each (the trainer does that, pipeline schedule included); inference on a whole model is
+/// [`logits`](Self::logits). A tiny whole model on the CPU:
+///
+/// ```
+/// use trident::model::{Gpt, GptConfig, ModelError};
+/// use trident::ops::OpsContext;
+/// use trident::runtime::Device;
+///
+/// # fn main() -> Result<(), ModelError> {
+/// // 8 positions, a vocabulary of 10 (padded to 16), 2 layers, 2 heads, hidden size 16.
+/// let config = GptConfig::new(8, 10, 2, 2, 16, 16)?;
+/// let device = Device::Cpu;
+/// let model = Gpt::init(&device, config, 1234)?;
+/// // Per layer 12 C^2 + 13 C, then (Vp + maxT) C embeddings and the final LayerNorm's 2 C.
+/// assert_eq!(model.num_params(), 2 * (12 * 16 * 16 + 13 * 16) + (16 + 8) * 16 + 2 * 16);
+///
+/// let ctx = OpsContext::new(&device)?;
+/// let (b, t) = (2, 4);
+/// let tokens = [1, 2, 3, 4, 5, 6, 7, 8]; // [b, t], row-major
+/// let logits = model.logits(&ctx, &tokens, b, t)?; // [b, t, vocab_size]: padding dropped
+/// assert_eq!(logits.len(), b * t * config.vocab_size);
+/// assert!(logits.iter().all(|x| x.is_finite()));
+///
+/// // Causal attention: position 0 of sequence 0 sees only token 1, whatever follows it.
+/// let alone = model.logits(&ctx, &[1, 9, 9, 9], 1, t)?;
+/// for (x, y) in alone[..10].iter().zip(&logits[..10]) {
+///     assert!((x - y).abs() < 1e-5);
+/// }
+///
+/// // Token 10 is outside the vocabulary; more positions than the model has are refused.
+/// let bad = model.logits(&ctx, &[10, 1, 2, 3], 1, t);
+/// assert!(matches!(bad, Err(ModelError::TokenOutOfRange { token: 10, position: 0, .. })));
+/// let long = model.logits(&ctx, &[1; 9], 1, 9);
+/// assert!(matches!(long, Err(ModelError::SeqTooLong { seq: 9, max: 8 })));
+/// # Ok(())
+/// # }
+/// ```
 pub struct Gpt {
     layout: ShardLayout,
     /// The master weights (fp32).
@@ -46,9 +86,13 @@ pub struct Gpt {
 /// How a model runs, beside its shape and place.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GptOptions {
+    /// What the backward recomputes instead of keeping ([`Recompute::None`]: keep every
+    /// activation; `--recompute-granularity`).
     pub recompute: Recompute,
     /// Split the residual stream over the tensor-parallel ranks (only at TP > 1).
     pub sequence_parallel: bool,
+    /// The precision of activations, their gradients and the products' weights (`--bf16`,
+    /// `--fp16`; fp32 master weights either way).
     pub precision: Precision,
 }
 
@@ -102,18 +146,23 @@ impl Gpt {
         Self::from_params(device, config, &gpt2_init(&ParamLayout::new(config), seed))
     }
 
+    /// The whole model's shape (not this rank's share of it).
     pub fn config(&self) -> &GptConfig {
         &self.layout.config
     }
 
+    /// Where each of this rank's tensors lies in [`params`](Self::params) and
+    /// [`grads`](Self::grads), and which layers and chunks the rank holds.
     pub fn layout(&self) -> &ShardLayout {
         &self.layout
     }
 
+    /// The vocabulary rows this rank's embedding holds (all of them at TP = 1).
     pub fn vocab(&self) -> VocabShard {
         self.vocab
     }
 
+    /// What the backward recomputes ([`GptOptions::recompute`]).
     pub fn recompute(&self) -> Recompute {
         self.options.recompute
     }
@@ -133,6 +182,8 @@ impl Gpt {
         self.layout.len()
     }
 
+    /// The fp32 master weights, [`num_params`](Self::num_params) elements in [`ShardLayout`]
+    /// order.
     pub fn params(&self) -> &Buffer<f32> {
         &self.params
     }
@@ -154,14 +205,19 @@ impl Gpt {
         Ok(full)
     }
 
+    /// The master weights, to update or load. Under mixed precision call
+    /// [`sync_compute_weights`](Self::sync_compute_weights) after writing them.
     pub fn params_mut(&mut self) -> &mut Buffer<f32> {
         &mut self.params
     }
 
+    /// The fp32 gradients, in [`ShardLayout`] order: the sum of every
+    /// [`backward`](Self::backward) since the last [`zero_grads`](Self::zero_grads).
     pub fn grads(&self) -> &Buffer<f32> {
         &self.grads
     }
 
+    /// The gradients, to reduce, scale or clip in place.
     pub fn grads_mut(&mut self) -> &mut Buffer<f32> {
         &mut self.grads
     }
@@ -171,6 +227,7 @@ impl Gpt {
         (&mut self.params, &self.grads)
     }
 
+    /// Sets every gradient to 0 (before the first micro-batch of a step).
     pub fn zero_grads(&mut self) -> Result<()> {
         Ok(self.grads.view_mut(..)?.fill_zero()?)
     }

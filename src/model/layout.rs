@@ -12,27 +12,38 @@ pub enum ParamTensor {
     Wte,
     /// Position embedding `[maxT, C]`.
     Wpe,
+    /// First LayerNorm's gain `[L, C]` (before attention).
     Ln1W,
+    /// First LayerNorm's bias `[L, C]`.
     Ln1B,
     /// `[L, 3C, C]`: Q, K, V projections stacked on the output dimension.
     QkvW,
+    /// `[L, 3C]`: the Q, K, V biases.
     QkvB,
-    /// `[L, C, C]`
+    /// `[L, C, C]`: the attention output projection.
     AttnProjW,
+    /// `[L, C]`: the attention output projection's bias.
     AttnProjB,
+    /// Second LayerNorm's gain `[L, C]` (before the MLP).
     Ln2W,
+    /// Second LayerNorm's bias `[L, C]`.
     Ln2B,
-    /// `[L, 4C, C]`
+    /// `[L, 4C, C]`: the MLP's first product (C to 4C).
     FcW,
+    /// `[L, 4C]`: the MLP's first bias.
     FcB,
-    /// `[L, C, 4C]`
+    /// `[L, C, 4C]`: the MLP's output projection (4C to C).
     FcProjW,
+    /// `[L, C]`: the MLP's output projection's bias.
     FcProjB,
+    /// Final LayerNorm's gain `[C]` (before the LM head).
     LnfW,
+    /// Final LayerNorm's bias `[C]`.
     LnfB,
 }
 
 impl ParamTensor {
+    /// Every tensor in buffer order; `ALL[t as usize] == t`.
     pub const ALL: [ParamTensor; 16] = [
         Self::Wte,
         Self::Wpe,
@@ -81,6 +92,7 @@ impl ParamTensor {
         !matches!(self, Self::Wte | Self::Wpe | Self::LnfW | Self::LnfB)
     }
 
+    /// llm.c's name of the tensor (`wte`, `qkvw`, ...), as checkpoints and reports print it.
     pub fn name(self) -> &'static str {
         match self {
             Self::Wte => "wte",
@@ -106,6 +118,7 @@ impl ParamTensor {
 /// Offsets (in f32 elements) of every tensor in the parameter buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParamLayout {
+    /// The model the layout is for.
     pub config: GptConfig,
     offsets: [usize; 16],
     sizes: [usize; 16],
@@ -113,6 +126,9 @@ pub struct ParamLayout {
 }
 
 impl ParamLayout {
+    /// The layout of `config`'s parameters: the sixteen tensors back to back in
+    /// [`ParamTensor::ALL`] order. `config` must be valid ([`GptConfig::validate`]), or the
+    /// sizes may overflow.
     pub fn new(config: GptConfig) -> Self {
         let mut offsets = [0; 16];
         let mut sizes = [0; 16];
@@ -130,6 +146,7 @@ impl ParamLayout {
         self.total
     }
 
+    /// Whether the buffer has no elements (never, for a valid config).
     pub fn is_empty(&self) -> bool {
         self.total == 0
     }

@@ -13,9 +13,14 @@ use crate::ops::HalfFormat;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
+    /// Everything in fp32 (`--fp32`; the default on cpu and emu).
     #[default]
     Fp32,
+    /// bf16 activations and compute weights, fp32 master weights and reductions (`--bf16`;
+    /// the default on cuda).
     Bf16,
+    /// fp16 activations and compute weights with loss scaling, fp32 master weights and
+    /// reductions (`--fp16`).
     Fp16,
 }
 

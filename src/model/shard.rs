@@ -22,9 +22,11 @@ pub use crate::parallel::ShardPlace;
 /// One tensor of the local buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocalTensor {
+    /// Which parameter tensor (a layer's slice of it when per layer).
     pub tensor: ParamTensor,
     /// The model layer (0 for tensors that are not per layer).
     pub layer: usize,
+    /// Element range in the local buffer ([`ShardLayout`] order).
     pub range: Range<usize>,
     /// Whether every tensor-parallel rank holds the same values (counted once in norms).
     pub tp_replicated: bool,
@@ -48,7 +50,9 @@ const LAYER_TENSORS: [ParamTensor; 12] = [
 /// The local parameter buffer's layout for one [`ShardPlace`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShardLayout {
+    /// The whole model's shape.
     pub config: GptConfig,
+    /// The rank's position in the tensor- and pipeline-parallel grid.
     pub place: ShardPlace,
     /// Model layers of each chunk this stage owns (one chunk without interleaving; with it,
     /// chunk `c` of stage `r` holds virtual stage `c p + r`'s layers).
@@ -100,14 +104,18 @@ impl ShardLayout {
         self.chunks.iter().flat_map(|c| c.clone())
     }
 
+    /// Elements of the local buffer (this rank's parameters).
     pub fn len(&self) -> usize {
         self.total
     }
 
+    /// Whether the rank holds no parameters (only an inner stage given no layers).
     pub fn is_empty(&self) -> bool {
         self.total == 0
     }
 
+    /// Every local tensor, in buffer order: each layer's twelve, chunk after chunk, then the
+    /// stage's embedding, position table and final LayerNorm where it has them.
     pub fn tensors(&self) -> &[LocalTensor] {
         &self.tensors
     }

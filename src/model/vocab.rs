@@ -12,6 +12,7 @@ type Result<T> = std::result::Result<T, ModelError>;
 /// The rows of the vocabulary a rank holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VocabShard {
+    /// First (padded) vocabulary row held: `tp_rank * local`.
     pub start: usize,
     /// Rows held (padded vocabulary / TP).
     pub local: usize,

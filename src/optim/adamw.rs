@@ -14,11 +14,16 @@ type Result<T> = std::result::Result<T, OpsError>;
 /// AdamW's hyper-parameters (the learning rate comes per step from the schedule).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamWConfig {
+    /// Decay of the first moment (the gradient's running mean; `--adam-beta1`, 0.9).
     pub beta1: f32,
+    /// Decay of the second moment (the squared gradient's running mean; `--adam-beta2`,
+    /// 0.95).
     pub beta2: f32,
+    /// Added to the second moment's square root in the denominator (`--adam-eps`, 1e-8).
     pub eps: f32,
-    /// Applied to the tensors where [`ParamTensor::decays`](crate::model::ParamTensor::decays)
-    /// holds.
+    /// Decoupled weight decay per unit of learning rate (`--weight-decay`, 0.1): each update
+    /// also subtracts `lr * weight_decay * w`. Applied to the tensors where
+    /// [`ParamTensor::decays`](crate::model::ParamTensor::decays) holds.
     pub weight_decay: f32,
 }
 
@@ -31,6 +36,7 @@ impl Default for AdamWConfig {
 
 /// AdamW state (both moments, on the model's device) for the local parameter range `owned`.
 pub struct AdamW {
+    /// The hyper-parameters every step uses.
     pub config: AdamWConfig,
     /// The part of the local parameter buffer this rank updates.
     pub owned: Range<usize>,
@@ -74,6 +80,8 @@ impl AdamW {
         (self.m.len() + self.v.len()) * 4
     }
 
+    /// Updates taken so far (AdamW's `t`, which its bias corrections use); skipped fp16
+    /// steps do not count.
     pub fn steps(&self) -> u64 {
         self.step
     }

@@ -3,14 +3,48 @@
 use super::{ParallelError, Result};
 
 /// How much of each parallelism a run uses, and its options.
+///
+/// [`from_world`](Self::from_world) derives DP from the world; [`validate`](Self::validate)
+/// then checks a model and a batch against the grid, as Megatron-LM does at start-up:
+///
+/// ```
+/// use trident::parallel::{ModelShape, ParallelConfig, ParallelError};
+///
+/// // 8 ranks as TP 2 x PP 2 leave 2 data-parallel replicas.
+/// let mut par = ParallelConfig::from_world(8, 2, 2).unwrap();
+/// assert_eq!((par.tp, par.pp, par.dp, par.world_size()), (2, 2, 2, 8));
+/// assert!(matches!(ParallelConfig::from_world(6, 4, 1), Err(ParallelError::WorldSize { .. })));
+///
+/// // 4 heads, 4 layers, a vocabulary padded to 256 = 128 x TP: a global batch of 16 in
+/// // micro-batches of 2 is 16 / (2 x 2) = 4 micro-batches per step on each replica.
+/// let model = ModelShape { heads: 4, layers: 4, padded_vocab: 256 };
+/// assert_eq!(par.validate(model, 2, 16).unwrap(), 4);
+///
+/// // 3 heads cannot split over 2 tensor-parallel ranks; the error names the flags.
+/// let three_heads = ModelShape { heads: 3, ..model };
+/// let err = par.validate(three_heads, 2, 16).unwrap_err();
+/// assert!(matches!(err, ParallelError::HeadsNotDivisible { heads: 3, tp: 2 }));
+/// assert!(err.to_string().contains("--tensor-model-parallel-size 2"));
+///
+/// // Interleaving 2 chunks per stage needs micro-batches per step in groups of PP:
+/// // 12 / (2 x 2) = 3 is not.
+/// par.virtual_stages = 2;
+/// assert!(matches!(par.validate(model, 2, 12), Err(ParallelError::InterleavedMicroBatches { micro_batches: 3, pp: 2 })));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ParallelConfig {
+    /// Tensor-parallel size (`--tensor-model-parallel-size`): ranks splitting each layer's
+    /// heads, MLP columns and vocabulary rows.
     pub tp: usize,
+    /// Pipeline-parallel size (`--pipeline-model-parallel-size`): stages splitting the layers.
     pub pp: usize,
+    /// Data-parallel size: replicas of the model, each on its share of the global batch.
+    /// Derived, `world / (tp pp)`, as Megatron-LM derives it.
     pub dp: usize,
     /// ZeRO-1: gradients reduce-scattered, optimizer state sharded over DP, parameters
     /// all-gathered (`--use-distributed-optimizer`).
     pub distributed_optimizer: bool,
+    /// What the backward recomputes instead of keeping (`--recompute-granularity`).
     pub recompute: Recompute,
     /// Sequence parallelism (`--sequence-parallel`, Korthikanti et al. 2022): LayerNorms and
     /// the residual stream split over the tensor-parallel ranks by rows, all-gather and
@@ -35,6 +69,7 @@ pub struct ModelShape {
 /// Activation recomputation (`--recompute-granularity`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Recompute {
+    /// Keep every activation the backward needs; recompute nothing (no flag).
     #[default]
     None,
     /// Keep only each layer's input; rerun the whole layer's forward before its backward.
@@ -81,6 +116,7 @@ impl ParallelConfig {
         })
     }
 
+    /// Ranks of the layout: `tp pp dp`.
     pub fn world_size(&self) -> usize {
         self.tp * self.pp * self.dp
     }

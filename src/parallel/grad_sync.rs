@@ -57,7 +57,9 @@ type Job = Box<dyn FnOnce(&mut Communicator) + Send>;
 pub struct DpWorker {
     jobs: Option<Sender<Job>>,
     thread: Option<JoinHandle<()>>,
+    /// Data-parallel replicas (DP).
     pub size: usize,
+    /// This rank's index among them.
     pub rank: usize,
     /// Registered buckets, by index; empty until [`DpWorker::register_buckets`].
     buckets: Vec<Bucket>,
@@ -78,6 +80,12 @@ pub struct Pending {
 }
 
 impl DpWorker {
+    /// Moves `comm` (the data-parallel group) to a new communication thread; the collectives
+    /// handed to the worker run there in the order they are handed.
+    ///
+    /// # Panics
+    ///
+    /// If the thread cannot be spawned.
     pub fn new(mut comm: Communicator) -> Self {
         let (size, rank) = (comm.size(), comm.rank());
         let (tx, rx) = channel::<Job>();

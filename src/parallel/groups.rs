@@ -24,7 +24,9 @@ pub fn on_host<R, E: From<RuntimeError>>(
 /// The tensor-parallel group; a group of one makes every collective a no-op.
 pub struct TpGroup {
     comm: Option<Communicator>,
+    /// This rank's index in the group (its [`ShardPlace::tp_rank`]).
     pub rank: usize,
+    /// Ranks in the group (TP).
     pub size: usize,
 }
 
@@ -34,11 +36,14 @@ impl TpGroup {
         Self { comm: None, rank: 0, size: 1 }
     }
 
+    /// The group over `comm`'s ranks; a communicator of one rank is dropped and the
+    /// collectives become no-ops.
     pub fn new(comm: Communicator) -> Self {
         let (rank, size) = (comm.rank(), comm.size());
         Self { comm: (size > 1).then_some(comm), rank, size }
     }
 
+    /// Reduces the host slice `buf` over the group with `op`, in place on every rank.
     pub fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<()> {
         match &mut self.comm {
             Some(c) => Ok(c.all_reduce(buf, op)?),
@@ -54,6 +59,7 @@ impl TpGroup {
         on_host(view, |h| self.all_reduce(h, ReduceOp::Sum))
     }
 
+    /// Sums `buf` over the group in f64 (partial norms and loss sums, where f32 would round).
     pub fn all_reduce_f64(&mut self, buf: &mut [f64]) -> Result<()> {
         match &mut self.comm {
             Some(c) => Ok(c.all_reduce(buf, ReduceOp::Sum)?),
@@ -89,11 +95,15 @@ const PIPE_TAG: u32 = 0x5050;
 /// The pipeline group: this stage's neighbours.
 pub struct PipeGroup {
     comm: Option<Communicator>,
+    /// This rank's pipeline stage, `0..stages`.
     pub stage: usize,
+    /// Pipeline stages (PP).
     pub stages: usize,
 }
 
 impl PipeGroup {
+    /// The group over `comm`'s ranks, one per stage in stage order; with one stage there is
+    /// no communicator and the transfers below panic.
     pub fn new(comm: Communicator) -> Self {
         let (stage, stages) = (comm.rank(), comm.size());
         Self { comm: (stages > 1).then_some(comm), stage, stages }
@@ -104,6 +114,10 @@ impl PipeGroup {
     }
 
     /// Sends to `to` and/or receives from `from` (stage indices), both at once.
+    ///
+    /// # Panics
+    ///
+    /// With a single stage (there is no neighbour to exchange with).
     pub fn exchange(
         &mut self,
         send: Option<(&[f32], usize)>,
@@ -114,6 +128,10 @@ impl PipeGroup {
 
     /// Sums `buf` between the first and the last stage (the tied embedding's gradient); both
     /// get the bitwise same sum.
+    ///
+    /// # Panics
+    ///
+    /// With a single stage.
     pub fn sum_first_last(&mut self, buf: &mut [f32]) -> Result<()> {
         let last = self.stages - 1;
         let peer = if self.stage == 0 { last } else { 0 };
@@ -124,6 +142,7 @@ impl PipeGroup {
         Ok(())
     }
 
+    /// Sums `buf` over all stages in f64 (a no-op with one stage).
     pub fn all_reduce_f64(&mut self, buf: &mut [f64]) -> Result<()> {
         match &mut self.comm {
             Some(c) => Ok(c.all_reduce(buf, ReduceOp::Sum)?),
@@ -134,11 +153,17 @@ impl PipeGroup {
 
 /// A rank's groups and its place in the grid.
 pub struct RankGroups {
+    /// The rank in the world communicator.
     pub rank: usize,
+    /// The TP x DP x PP grid the groups were carved from.
     pub grid: RankGrid,
+    /// The rank's tensor-parallel index, stage and model chunks.
     pub place: ShardPlace,
+    /// The rank's index among its stage's data-parallel replicas, `0..dp`.
     pub dp_rank: usize,
+    /// The ranks sharing this rank's layers (same stage and DP index).
     pub tp: TpGroup,
+    /// The ranks holding the other stages (same TP and DP index).
     pub pipe: PipeGroup,
     /// Taken by the trainer's data-parallel thread.
     pub dp: Option<Communicator>,

@@ -4,9 +4,13 @@
 /// (virtual pipeline stages) the stage holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShardPlace {
+    /// Index of the rank in its tensor-parallel group, `0..tp`.
     pub tp_rank: usize,
+    /// Tensor-parallel size (`--tensor-model-parallel-size`).
     pub tp: usize,
+    /// Pipeline stage of the rank, `0..pp`.
     pub stage: usize,
+    /// Pipeline stages (`--pipeline-model-parallel-size`).
     pub pp: usize,
     /// Model chunks of the stage (`v` of the interleaved schedule; 1 without interleaving):
     /// chunk `c` of stage `r` is virtual stage `c p + r` of `p v`.

@@ -11,20 +11,30 @@ use std::fmt;
 /// stages never wait on each other's sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
+    /// Receive micro-batch `i`'s activation from the previous stage.
     RecvForward(usize),
+    /// Run micro-batch `i`'s forward through the stage's layers.
     Forward(usize),
+    /// Send micro-batch `i`'s output activation to the next stage.
     SendForward(usize),
+    /// Receive the gradient of micro-batch `i`'s output from the next stage.
     RecvBackward(usize),
+    /// Run micro-batch `i`'s backward through the stage's layers.
     Backward(usize),
+    /// Send the gradient of micro-batch `i`'s input to the previous stage.
     SendBackward(usize),
     /// Send micro-batch `send`'s activation to the next stage, receive `recv`'s gradient from it.
     SendForwardRecvBackward {
+        /// The micro-batch whose activation goes out.
         send: usize,
+        /// The micro-batch whose gradient comes in.
         recv: usize,
     },
     /// Send micro-batch `send`'s gradient to the previous stage, receive `recv`'s activation.
     SendBackwardRecvForward {
+        /// The micro-batch whose gradient goes out.
         send: usize,
+        /// The micro-batch whose activation comes in.
         recv: usize,
     },
 }
@@ -32,8 +42,12 @@ pub enum Action {
 /// What every stage runs for one optimizer step.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Schedule {
+    /// Pipeline stages (`p`).
     pub stages: usize,
+    /// Micro-batches per step (`m`).
     pub micro_batches: usize,
+    /// Per stage (`p` lists), its actions in the order it runs them: every stage runs each
+    /// micro-batch's forward and backward once.
     pub actions: Vec<Vec<Action>>,
 }
 
@@ -152,11 +166,17 @@ impl fmt::Display for Schedule {
 pub struct Timeline {
     /// Per stage, `(action, start, end)` of each forward and backward.
     pub spans: Vec<Vec<(Action, f64, f64)>>,
+    /// When the last stage to finish finished (the step's time, in the unit of the
+    /// simulated durations).
     pub makespan: f64,
 }
 
 impl Timeline {
     /// Fraction of the step stage `r` spent without computing.
+    ///
+    /// # Panics
+    ///
+    /// If `r` is not a stage of the timeline.
     pub fn idle_fraction(&self, r: usize) -> f64 {
         let busy: f64 = self.spans[r].iter().map(|(_, s, e)| e - s).sum();
         1.0 - busy / self.makespan
@@ -229,8 +249,11 @@ pub fn simulate(schedule: &Schedule, forward: f64, backward: f64) -> Result<Time
 /// virtual pipeline places them, so a micro-batch passes the stages `v` times.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkStep {
+    /// A backward (else a forward).
     pub backward: bool,
+    /// The micro-batch, `0..m`.
     pub micro_batch: usize,
+    /// The stage's model chunk, `0..v`.
     pub chunk: usize,
 }
 
@@ -244,11 +267,46 @@ impl fmt::Display for ChunkStep {
 /// holds `chunks` model chunks; its computations only, in order (each forward's output goes to
 /// the next stage's same chunk, or from the last stage to stage 0's next chunk; backwards
 /// flow the other way).
+///
+/// Two stages of two chunks each over four micro-batches: stage 0 warms up with four
+/// forwards, stage 1 with two, and the bubble shrinks from 1/5 (one chunk) to 1/9 of the
+/// step. The simulated step (a forward 1, a backward 2, free transfers) shows the same idle
+/// time on the first stage:
+///
+/// ```
+/// use trident::parallel::{simulate_interleaved, Interleaved};
+///
+/// let schedule = Interleaved::new(2, 4, 2).unwrap();
+/// print!("{schedule}");
+/// let table = schedule.to_string();
+/// let stage1 = table.lines().nth(2).unwrap();
+/// assert_eq!(stage1, "stage 1: F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 F3.1 B3.1 B2.0 B3.0");
+/// assert_eq!(schedule.steps[0].len(), 2 * 2 * 4); // forward and backward, per chunk, per micro-batch
+///
+/// // (p - 1) / (v m + p - 1)
+/// assert!((schedule.bubble_fraction() - 1.0 / 9.0).abs() < 1e-12);
+/// let plain = Interleaved::new(2, 4, 1).unwrap();
+/// assert!((plain.bubble_fraction() - 1.0 / 5.0).abs() < 1e-12);
+///
+/// // Activations held at once: the deeper warm-up of stage 0 keeps more micro-batch chunks.
+/// assert_eq!((schedule.in_flight(0), schedule.in_flight(1)), (5, 3));
+///
+/// let timeline = simulate_interleaved(&schedule, 1.0, 2.0).unwrap();
+/// assert!((timeline.idle_fraction(0) - schedule.bubble_fraction()).abs() < 1e-12);
+///
+/// // The interleaved schedule takes micro-batches in groups of `p`.
+/// assert!(Interleaved::new(2, 3, 2).is_err());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Interleaved {
+    /// Pipeline stages (`p`).
     pub stages: usize,
+    /// Model chunks per stage (`v`; 1 without interleaving).
     pub chunks: usize,
+    /// Micro-batches per step (`m`).
     pub micro_batches: usize,
+    /// Per stage (`p` lists), its `2 v m` computations in order: each micro-batch's forward
+    /// and backward through each of the stage's chunks.
     pub steps: Vec<Vec<ChunkStep>>,
 }
 
@@ -379,10 +437,17 @@ impl fmt::Display for Interleaved {
 pub struct ChunkTimeline {
     /// Per stage, `(step, start, end)` of each chunk's forward and backward.
     pub spans: Vec<Vec<(ChunkStep, f64, f64)>>,
+    /// When the last stage to finish finished (the step's time, in the unit of the
+    /// simulated durations).
     pub makespan: f64,
 }
 
 impl ChunkTimeline {
+    /// Fraction of the step stage `r` spent without computing (its share of the bubble).
+    ///
+    /// # Panics
+    ///
+    /// If `r` is not a stage of the timeline.
     pub fn idle_fraction(&self, r: usize) -> f64 {
         let busy: f64 = self.spans[r].iter().map(|(_, s, e)| e - s).sum();
         1.0 - busy / self.makespan

@@ -55,7 +55,9 @@ pub struct ExitPolicy {
 /// Why a run stopped early.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExitReason {
+    /// `--exit-interval N` (the `N`): the iteration just finished is divisible by it.
     Interval(u64),
+    /// `--exit-signal-handler`: this signal number (SIGTERM or SIGINT) arrived.
     Signal(i32),
 }
 

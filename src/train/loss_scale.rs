@@ -12,9 +12,14 @@
 pub struct LossScaleConfig {
     /// A fixed scale (`--loss-scale`); `None`: dynamic.
     pub fixed: Option<f32>,
+    /// The dynamic scale to start from (`--initial-loss-scale`, 2^32).
     pub initial: f32,
+    /// The dynamic scale never halves below this (`--min-loss-scale`, 1).
     pub min: f32,
+    /// Clean steps in a row after which the dynamic scale doubles (`--loss-scale-window`,
+    /// 1000).
     pub window: u64,
+    /// Overflowing steps allowed before the dynamic scale halves (`--hysteresis`, 2).
     pub hysteresis: u32,
 }
 
@@ -28,6 +33,7 @@ impl Default for LossScaleConfig {
 /// uninterrupted one).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LossScaler {
+    /// The factor the loss gradient is multiplied by in the next step.
     pub scale: f32,
     /// Clean steps since the last overflow or growth.
     pub growth_tracker: u64,
@@ -40,6 +46,8 @@ pub struct LossScaler {
 }
 
 impl LossScaler {
+    /// A scaler at its starting point: the fixed scale, or the dynamic one at
+    /// `config.initial` with a full hysteresis.
     pub fn new(config: &LossScaleConfig) -> Self {
         match config.fixed {
             Some(scale) => Self {

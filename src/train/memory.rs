@@ -4,8 +4,9 @@
 //! The estimate follows the buffers the trainers allocate, with checked arithmetic throughout,
 //! so that an absurd shape is an error and never a wrapped size or an abort:
 //! - parameters, gradients and AdamW's two moments: 4 bytes per parameter each;
-//! - the activation arena of every workspace ([`Act`] widths, per layer where stacked), plus
-//!   8 bytes per token of inputs and targets;
+//! - the activation arena of every workspace (the tensors of [`MicroActs`](crate::model::MicroActs)
+//!   and [`Workspace`](crate::model::Workspace) at their local widths, per layer where
+//!   stacked), plus 8 bytes per token of inputs and targets;
 //! - on the Cpu trainer, one gradient buffer per share of rows ([`Trainer`](super::Trainer));
 //! - a checkpoint save's host copies of the parameters and both moments, when there is --save;
 //! - the token shards the data loaders read whole (set by the caller, [`MemoryNeed::data`]);
@@ -20,28 +21,54 @@ pub const WORKSPACE_MARGIN: u64 = 256 << 20;
 /// Bytes one process needs, by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MemoryNeed {
+    /// The fp32 parameters held (4 bytes each).
     pub params: u64,
+    /// The fp32 gradients: one buffer like the parameters, plus one per share of rows on the
+    /// Cpu trainer, or the gradient shard ZeRO-1 keeps.
     pub grads: u64,
+    /// AdamW's two fp32 moments (of the rank's 1/DP shard under ZeRO-1).
     pub optimizer: u64,
+    /// The activation arenas of the micro-batches in flight, with their tokens and targets.
     pub activations: u64,
     /// Host copies a checkpoint save makes.
     pub checkpoint: u64,
     /// Token shards the data loaders hold (one each for training and validation).
     pub data: u64,
+    /// The fixed margin for the ops' scratch and the process ([`WORKSPACE_MARGIN`]).
     pub workspace: u64,
 }
 
+/// Why the memory check refused a run.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum MemoryError {
+    /// A byte count of the estimate overflows `u64`: the shape is absurd.
     #[error("the memory this run needs overflows 64 bits ({what}); lower {flags}")]
-    Overflow { what: &'static str, flags: &'static str },
+    Overflow {
+        /// The quantity that overflowed ("the parameter count", "the activations").
+        what: &'static str,
+        /// The flags that would shrink it.
+        flags: &'static str,
+    },
+    /// The run needs more memory than the machine (or its cgroup) has left
+    /// ([`MemoryNeed::check`]).
     #[error(
         "this run needs about {} of memory ({need}{ranks}) but {} is available ({from}); lower {flags}",
         gib(need.total()),
         gib(*available),
         ranks = if *ranks > 1 { format!("; {ranks} ranks on this machine") } else { String::new() },
     )]
-    TooLarge { need: MemoryNeed, ranks: u64, available: u64, from: &'static str, flags: &'static str },
+    TooLarge {
+        /// What all `ranks` processes need together, by kind.
+        need: MemoryNeed,
+        /// Processes or rank threads sharing the machine.
+        ranks: u64,
+        /// Bytes that can still be allocated.
+        available: u64,
+        /// Where `available` comes from (`MemAvailable` in `/proc/meminfo`, the cgroup limit).
+        from: &'static str,
+        /// The flags to lower first ([`MemoryNeed::flags_to_lower`]).
+        flags: &'static str,
+    },
 }
 
 fn gib(bytes: u64) -> String {
@@ -81,6 +108,7 @@ fn add(a: u64, b: u64, what: &'static str, flags: &'static str) -> Result<u64, M
 }
 
 impl MemoryNeed {
+    /// Bytes of every kind together, saturating at `u64::MAX`.
     pub fn total(&self) -> u64 {
         // Each part was computed checked; their sum saturates rather than wraps (a total past
         // u64::MAX is refused by any availability anyway).

@@ -17,17 +17,23 @@ use crate::parallel::{BucketPaths, ParallelConfig, RankGroups};
 /// What every rank of a run is given.
 #[derive(Clone, Debug)]
 pub struct RunSpec {
+    /// The whole model's shape.
     pub config: GptConfig,
+    /// The grid (`--tensor-model-parallel-size`, `--pipeline-model-parallel-size`, DP from
+    /// `--world-size`) and its options.
     pub par: ParallelConfig,
     /// `micro_batch` per rank; `global_batch` = micro-batch x DP x micro-batches.
     pub settings: TrainSettings,
     /// Seed of the data order.
     pub data_seed: u64,
+    /// How the training windows are drawn (`--data-order`).
     pub data_order: DataOrder,
+    /// The iteration the run ends at (`--train-iters`); a resumed run continues up to it.
     pub iters: u64,
     /// Validation every this many steps (0: only after the last), over `eval_iters`
     /// micro-batches; only when a validation set is given.
     pub eval_interval: u64,
+    /// Validation micro-batches per evaluation (`--eval-iters`).
     pub eval_iters: usize,
     /// `--save`: where and how often the run writes checkpoints.
     pub save: Option<SavePlan>,
@@ -41,6 +47,7 @@ pub struct RunSpec {
 /// The splits a rank reads (each rank takes its data-parallel share).
 #[derive(Clone, Debug)]
 pub struct RankData {
+    /// The training split's tokens (each rank draws its data-parallel share).
     pub train: TokenSet,
     /// Evaluated every `eval_interval` steps and after the last, when present.
     pub val: Option<TokenSet>,
@@ -49,8 +56,11 @@ pub struct RankData {
 /// What one rank ends with.
 #[derive(Clone, Debug)]
 pub struct RankResult {
+    /// The rank in the world.
     pub rank: usize,
+    /// Its tensor-parallel index, stage and chunks.
     pub place: ShardPlace,
+    /// Its index among the data-parallel replicas.
     pub dp_rank: usize,
     /// Per step: the loss and gradient norm (the same on every rank).
     pub steps: Vec<StepStats>,
@@ -58,7 +68,9 @@ pub struct RankResult {
     pub val_losses: Vec<(u64, f32)>,
     /// The rank's parameters in [`ShardLayout`] order.
     pub params: Vec<f32>,
+    /// What the rank held at the end ([`Trainer::memory`]).
     pub memory: MemoryReport,
+    /// The rank's measured compute and wall time in the pipeline schedule.
     pub timing: StageTiming,
     /// How the data-parallel gradient buckets were reduced (exact counts over the run).
     pub dp_buckets: BucketPaths,

@@ -4,10 +4,15 @@
 
 use std::str::FromStr;
 
+/// How the learning rate falls from `--lr` to `--min-lr` after the warmup
+/// (`--lr-decay-style`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DecayStyle {
+    /// No decay: `--lr` after the warmup, until the end.
     Constant,
+    /// Linearly to `--min-lr` at the last iteration.
     Linear,
+    /// Along half a cosine period to `--min-lr` at the last iteration.
     Cosine,
 }
 
@@ -24,13 +29,19 @@ impl FromStr for DecayStyle {
     }
 }
 
+/// The learning rate of every iteration: warmup, then decay ([`lr`](Self::lr)).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LrSchedule {
+    /// The peak rate, reached at the end of the warmup (`--lr`).
     pub max_lr: f32,
+    /// The rate at the end of the decay and after it (`--min-lr`).
     pub min_lr: f32,
+    /// Iterations of linear warmup from `max_lr / warmup_iters` to `max_lr`
+    /// (`--lr-warmup-iters`; 0: none).
     pub warmup_iters: u64,
     /// Iteration at which the decay reaches `min_lr` (the run's length).
     pub decay_iters: u64,
+    /// The decay's shape (`--lr-decay-style`).
     pub style: DecayStyle,
 }
 

@@ -9,6 +9,9 @@ use crate::optim::AdamWConfig;
 /// Where batches come from: the data loader, or anything else that yields `[b, t]` inputs and
 /// next-token targets.
 pub trait BatchSource {
+    /// The next micro-batch: `b x t` input tokens and their `b x t` next-token targets,
+    /// both row-major. The trainer refuses one of another shape
+    /// ([`TrainError::BatchShape`]).
     fn next_batch(&mut self) -> Result<Batch, DataError>;
 }
 
@@ -25,8 +28,13 @@ pub struct TrainSettings {
     pub micro_batch: usize,
     /// Sequences per optimizer step, over all data-parallel ranks.
     pub global_batch: usize,
+    /// Tokens per sequence (`--seq-length`), at most the model's positions.
     pub seq_len: usize,
+    /// The learning rate of each iteration (`--lr`, `--min-lr`, `--lr-warmup-iters`,
+    /// `--lr-decay-style`, `--train-iters`).
     pub schedule: LrSchedule,
+    /// AdamW's hyper-parameters (`--adam-beta1`, `--adam-beta2`, `--adam-eps`,
+    /// `--weight-decay`).
     pub adamw: AdamWConfig,
     /// Global gradient-norm limit; 0 turns clipping off.
     pub clip_grad: f32,
@@ -53,6 +61,8 @@ pub struct StepStats {
     pub loss: f32,
     /// Global gradient norm before clipping.
     pub grad_norm: f32,
+    /// The learning rate the step's update used (the schedule's, for the updates taken so
+    /// far).
     pub lr: f32,
     /// fp16: the loss scale the step ran with.
     pub loss_scale: Option<f32>,

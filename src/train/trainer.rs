@@ -32,9 +32,14 @@ use crate::parallel::{
 /// Bytes one rank holds, by kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryReport {
+    /// The fp32 parameters of the rank's share.
     pub params: usize,
+    /// The fp32 gradients: the model's, the Cpu lanes' and ZeRO-1's shard.
     pub grads: usize,
+    /// AdamW's two moments over the owned range.
     pub optimizer: usize,
+    /// Every buffer of the passes in flight: the workspaces, the micro-batches' saved
+    /// activations and the received gradients of the stage's output.
     pub activations: usize,
 }
 
@@ -55,12 +60,15 @@ impl std::fmt::Display for MemoryReport {
 /// How a stage spent its steps: computing, or waiting (the pipeline bubble and transfers).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StageTiming {
+    /// Time spent in the stage's forwards and backwards.
     pub busy: Duration,
     /// Time from the first to the last action of the schedule.
     pub wall: Duration,
 }
 
 impl StageTiming {
+    /// Fraction of [`wall`](Self::wall) not spent computing: the measured bubble and
+    /// transfer time (0 before any step).
     pub fn idle_fraction(&self) -> f64 {
         if self.wall.is_zero() {
             return 0.0;
@@ -87,18 +95,90 @@ struct Lane {
 }
 
 /// One rank's trainer.
+///
+/// [`single`](Self::single) makes the trainer of a one-rank run; [`new`](Self::new) takes a
+/// rank's groups of a parallel one (see [`train_rank`](super::run::train_rank)). Each [`step`](Self::step)
+/// draws its micro-batches from a [`BatchSource`]. A tiny model learning to count on the CPU:
+///
+/// ```
+/// use trident::data::{Batch, DataError};
+/// use trident::model::{gpt2_init, GptConfig, ParamLayout};
+/// use trident::optim::AdamWConfig;
+/// use trident::runtime::Device;
+/// use trident::train::{BatchSource, DecayStyle, LrSchedule, TrainError, TrainSettings, Trainer};
+///
+/// /// Sequence `i` counts up from `i` (mod 10); each target is the next number.
+/// struct Counting;
+///
+/// impl BatchSource for Counting {
+///     fn next_batch(&mut self) -> Result<Batch, DataError> {
+///         let (b, t) = (2, 8);
+///         let at = |i: usize, j: usize| ((i + j) % 10) as u32;
+///         let inputs = (0..b * t).map(|k| at(k / t, k % t)).collect();
+///         let targets = (0..b * t).map(|k| at(k / t, k % t + 1)).collect();
+///         Ok(Batch { batch_size: b, seq_len: t, inputs, targets })
+///     }
+/// }
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // 8 positions, a vocabulary of 10 (padded to 16), 2 layers, 2 heads, hidden size 16.
+/// let config = GptConfig::new(8, 10, 2, 2, 16, 16)?;
+/// let init = gpt2_init(&ParamLayout::new(config), 1234);
+/// let settings = TrainSettings {
+///     micro_batch: 2,
+///     global_batch: 4, // two micro-batches per step
+///     seq_len: 8,
+///     schedule: LrSchedule { max_lr: 1e-2, min_lr: 0.0, warmup_iters: 0, decay_iters: 20, style: DecayStyle::Constant },
+///     adamw: AdamWConfig::default(),
+///     clip_grad: 1.0,
+///     precision: Default::default(), // fp32
+///     loss_scale: Default::default(),
+/// };
+/// let mut trainer = Trainer::single(&Device::Cpu, config, &init, settings)?;
+/// let first = trainer.step(&mut Counting)?;
+/// // GPT-2's initialisation gives nearly uniform predictions: a loss near ln 10.
+/// assert!((first.loss - 10f32.ln()).abs() < 0.1, "{}", first.loss);
+/// assert_eq!((first.lr, first.skipped, trainer.iter), (1e-2, false, 1));
+/// assert!(first.grad_norm.is_finite() && first.grad_norm > 0.0);
+///
+/// let mut last = first;
+/// for _ in 0..10 {
+///     last = trainer.step(&mut Counting)?;
+/// }
+/// assert!(last.loss < first.loss - 0.5, "{} -> {}", first.loss, last.loss);
+///
+/// // A batch of another shape than the settings' is refused.
+/// struct OneRow;
+/// impl BatchSource for OneRow {
+///     fn next_batch(&mut self) -> Result<Batch, DataError> {
+///         Ok(Batch { batch_size: 1, seq_len: 8, inputs: vec![0; 8], targets: vec![1; 8] })
+///     }
+/// }
+/// let err = trainer.step(&mut OneRow).unwrap_err();
+/// assert!(matches!(err, TrainError::BatchShape { got_b: 1, b: 2, .. }), "{err}");
+/// # Ok(())
+/// # }
+/// ```
 pub struct Trainer {
+    /// The ops' context on the rank's device (its kernels and stream).
     pub ctx: OpsContext,
+    /// The rank's share of the model, its parameters and gradients.
     pub model: Gpt,
+    /// The rank's tensor-parallel and pipeline groups and its place in the grid (the
+    /// data-parallel communicator moved to [`dp`](Self::dp)).
     pub groups: RankGroups,
+    /// The data-parallel group, reducing gradient buckets on its own thread.
     pub dp: DpWorker,
     /// The pipeline schedule this rank runs (1F1B, interleaved over the model chunks when
     /// the stage holds several).
     pub schedule: Interleaved,
+    /// AdamW over the parameters this rank updates (its 1/DP share under ZeRO-1).
     pub optimizer: AdamW,
     /// Per rank: `micro_batch` is each rank's, `global_batch` the whole step's.
     pub settings: TrainSettings,
+    /// The run's parallel layout.
     pub par: ParallelConfig,
+    /// Steps taken, skipped fp16 steps included: the 0-based index of the next step.
     pub iter: u64,
     /// Steps skipped for an fp16 overflow (the learning-rate schedule counts the others).
     pub skipped: u64,
@@ -107,6 +187,7 @@ pub struct Trainer {
     /// Tests: make the next step's gradients overflow.
     #[cfg(test)]
     pub(crate) inject_overflow: bool,
+    /// Measured compute and wall time of the pipeline schedule, summed over the steps.
     pub timing: StageTiming,
     /// The pass state of the micro-batches in flight (`None` with lanes, which hold their own).
     ws: Option<Workspace>,
