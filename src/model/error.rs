@@ -39,19 +39,6 @@ pub enum ModelError {
         /// Tokens per sequence (`t`).
         seq: usize,
     },
-    /// A batch larger than the workspace it was to run in was sized for. (No pass returns it
-    /// at present: every workspace is made for its own batch shape.)
-    #[error("a batch of {batch} x {seq} tokens does not fit the workspace made for {cap_batch} x {cap_seq}")]
-    BatchTooLarge {
-        /// Sequences of the batch.
-        batch: usize,
-        /// Tokens per sequence of the batch.
-        seq: usize,
-        /// Sequences the workspace holds.
-        cap_batch: usize,
-        /// Tokens per sequence the workspace holds.
-        cap_seq: usize,
-    },
     /// A token slice whose length is not the workspace's `b t`
     /// ([`Gpt::embed`](super::Gpt::embed)'s tokens, [`Gpt::forward`](super::Gpt::forward)'s
     /// targets).
