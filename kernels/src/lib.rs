@@ -31,6 +31,7 @@ pub mod elementwise;
 pub mod encoder;
 pub mod gelu;
 pub mod gemm;
+pub mod gemm_tc;
 pub mod layernorm;
 pub mod reduce;
 pub mod selftest;
@@ -47,6 +48,8 @@ pub static HOST_KERNELS: &[&[trident_simt::HostKernel]] = &[
     encoder::HOST_KERNELS,
     gelu::HOST_KERNELS,
     gemm::HOST_KERNELS,
+    gemm_tc::HOST_KERNELS,
+    gemm_tc::epilogue::HOST_KERNELS,
     layernorm::HOST_KERNELS,
     reduce::HOST_KERNELS,
 ];
@@ -59,7 +62,8 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
 }
 
 /// Kernels that must not spill registers to local memory: the PTX test fails if `ptxas`
-/// reports spill stores or loads for any of them.
+/// reports spill stores or loads for any of them or for any tensor-core GEMM main loop
+/// ([`gemm_tc::KERNEL_NAMES`]).
 pub const NO_SPILL: &[&str] = &[
     "add_f32",
     "gelu_forward_f32",
@@ -85,4 +89,8 @@ pub const NO_SPILL: &[&str] = &[
     "attention_backward_dsum_f32",
     "attention_backward_dq_f32",
     "attention_backward_dkv_f32",
+    "gemm_tc_splitk_reduce_f32",
+    "gemm_tc_splitk_reduce_bf16",
+    "gemm_tc_splitk_reduce_f16",
 ];
+
