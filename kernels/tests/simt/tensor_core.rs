@@ -73,7 +73,7 @@ fn f16_conversions_match_ieee_rounding() {
     // edges) and at random, against `half`'s round-to-nearest-even.
     let seed = seed("f16_conversions");
     let mut rng = Rng::new(seed);
-    let mut check = |x: f32| {
+    let check = |x: f32| {
         let want = half::f16::from_f32(x).to_bits();
         let got = f32_to_f16(x);
         assert!(got == want || (x.is_nan() && got & 0x7C00 == 0x7C00 && got & 0x3FF != 0), "seed {seed}: {x:e}");
