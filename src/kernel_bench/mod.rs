@@ -502,8 +502,12 @@ impl Bench {
     }
 
     fn count_once(&self, op: &Op, kernel: &str) -> anyhow::Result<Workload> {
+        self.count_sampled(op, kernel, BlockSample::Edges)
+    }
+
+    fn count_sampled(&self, op: &Op, kernel: &str, sample: BlockSample) -> anyhow::Result<Workload> {
         let mut bufs = op.buffers(self.device())?;
-        let previous = set_block_sample(BlockSample::Edges);
+        let previous = set_block_sample(sample);
         let result = op.launch(&self.kernels, &self.module, &mut bufs);
         set_block_sample(previous);
         result?;
@@ -579,9 +583,18 @@ impl Bench {
             (TcOut::B16, HalfType::Bf16) => "gemm_tc_splitk_reduce_bf16",
             (TcOut::B16, HalfType::F16) => "gemm_tc_splitk_reduce_f16",
         };
+        // The reduction reads every partial, so the whole grid of the main loop runs: at K =
+        // splits x BK and on `REDUCE_ROWS` rows, scaled to M (every row does the same work;
+        // exact while the rows fill whole blocks of the reduction's grid).
+        const REDUCE_ROWS: usize = 64;
+        let rows = REDUCE_ROWS.min(g.m);
         let k = plan.splits * BK_TC;
-        let whole = Op::GemmTc(GemmTc { k, plan: Some(GemmTcPlan { k_split: BK_TC, ..plan }), ..g }, out);
-        let reduce = self.count_once(&whole, reduce_kernel)?.with_dram_bytes(partials + out_bytes);
+        let plan = Some(GemmTcPlan { k_split: BK_TC, ..plan });
+        let few_rows = Op::GemmTc(GemmTc { m: rows, k, plan, ld: None, ..g }, out);
+        let reduce = self
+            .count_sampled(&few_rows, reduce_kernel, BlockSample::All)?
+            .scaled(g.m as f64 / rows as f64)
+            .with_dram_bytes(partials + out_bytes);
         Ok(vec![main, reduce])
     }
 

@@ -139,10 +139,16 @@ impl Output for u16 {
     }
     #[inline(always)]
     unsafe fn store_pair<I: Input>(c: GlobalMut<u16>, at: usize, v: [f32; 2]) {
-        // SAFETY: forwarded from the caller.
+        let (lo, hi) = (I::round(v[0]), I::round(v[1]));
+        // SAFETY: forwarded from the caller; an even `at` on an aligned base is a 4-byte
+        // aligned word holding exactly elements `at` and `at + 1`.
         unsafe {
-            c.store(at, I::round(v[0]));
-            c.store(at + 1, I::round(v[1]));
+            if at % 2 == 0 {
+                c.pairs().store(at / 2, simt::pack_bf16x2(lo, hi));
+            } else {
+                c.store(at, lo);
+                c.store(at + 1, hi);
+            }
         }
     }
 }
