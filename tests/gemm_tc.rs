@@ -96,7 +96,13 @@ struct Case {
     plan: Option<GemmTcPlan>,
 }
 
-fn run_case<O: Out>(device: &Device, k: &Kernels, rng: &mut StdRng, case: Case, (m, n, kk): (usize, usize, usize)) {
+fn run_case<O: Out>(
+    device: &Device,
+    k: &Kernels,
+    rng: &mut StdRng,
+    case: Case,
+    (m, n, kk): (usize, usize, usize),
+) {
     let t = case.input;
     let round8 = |x: usize| x.div_ceil(8) * 8;
     // Stored shapes; leading dimensions are multiples of 8 with a random pad.
@@ -140,8 +146,10 @@ fn run_case<O: Out>(device: &Device, k: &Kernels, rng: &mut StdRng, case: Case, 
     .unwrap_or_else(|e| panic!("{case:?} {m}x{n}x{kk}: {e}"));
     let got = dc.to_vec().unwrap();
 
-    let at = |i: usize, p: usize| f64::from(widen(t, if case.trans_a { a[p * lda + i] } else { a[i * lda + p] }));
-    let bt = |p: usize, j: usize| f64::from(widen(t, if case.trans_b { b[j * ldb + p] } else { b[p * ldb + j] }));
+    let at =
+        |i: usize, p: usize| f64::from(widen(t, if case.trans_a { a[p * lda + i] } else { a[i * lda + p] }));
+    let bt =
+        |p: usize, j: usize| f64::from(widen(t, if case.trans_b { b[j * ldb + p] } else { b[p * ldb + j] }));
     let gelu_tol = if matches!(device, Device::Cuda(_)) { 2e-3 } else { 0.0 };
     for i in 0..m {
         for j in 0..ldc {
@@ -257,20 +265,58 @@ fn gemm_tc_main_loop_is_conflict_free(device: &Device) {
             if trans_b {
                 spec = spec.trans_b();
             }
-            launch::gemm_tc(&k, &mut c.view_mut(..).unwrap(), &a.view(..).unwrap(), &b.view(..).unwrap(), None, None, &spec)
-                .unwrap();
+            launch::gemm_tc(
+                &k,
+                &mut c.view_mut(..).unwrap(),
+                &a.view(..).unwrap(),
+                &b.view(..).unwrap(),
+                None,
+                None,
+                &spec,
+            )
+            .unwrap();
             let s = last_launch_stats().expect("the emulator counted the launch");
             let what = format!("{} trans_a {trans_a} trans_b {trans_b}", config.suffix);
             let warps = u64::from(config.threads() / 32);
             let k_tiles = (kk / BK) as u64;
-            assert_eq!(s.warp_instructions.mma, warps * k_tiles * 64, "{what}: 4 x 8 tiles x 2 k16 steps per slice");
-            assert_eq!(s.warp_instructions.ldmatrix, warps * k_tiles * 16, "{what}: 8 x4 loads per operand per slice");
-            assert_eq!(s.shared_loads.requests, s.warp_instructions.ldmatrix, "{what}: ldmatrix is the only shared load");
-            assert_eq!(s.shared_loads.wavefronts * 128, s.shared_loads.bytes, "{what}: ldmatrix bank conflicts");
-            assert_eq!(s.shared_stores.wavefronts * 128, s.shared_stores.bytes, "{what}: cp.async bank conflicts");
+            assert_eq!(
+                s.warp_instructions.mma,
+                warps * k_tiles * 64,
+                "{what}: 4 x 8 tiles x 2 k16 steps per slice"
+            );
+            assert_eq!(
+                s.warp_instructions.ldmatrix,
+                warps * k_tiles * 16,
+                "{what}: 8 x4 loads per operand per slice"
+            );
+            assert_eq!(
+                s.shared_loads.requests, s.warp_instructions.ldmatrix,
+                "{what}: ldmatrix is the only shared load"
+            );
+            assert_eq!(
+                s.shared_loads.wavefronts * 128,
+                s.shared_loads.bytes,
+                "{what}: ldmatrix bank conflicts"
+            );
+            assert_eq!(
+                s.shared_stores.wavefronts * 128,
+                s.shared_stores.bytes,
+                "{what}: cp.async bank conflicts"
+            );
             let copies = ((m + n) * kk / 8) as u64;
             assert_eq!(s.shared_stores.bytes, 16 * copies, "{what}: every chunk of A and B copied once");
-            assert!(c.to_vec().unwrap().iter().all(|&v| v == (0.5 * 0.25 * kk as f64) as f32), "{what}: values");
+            // Slice t's copies are waited for min(t, stages - 2) barriers after they were
+            // issued: the ring's depth, as the time model reads it.
+            let per_slice = copies / k_tiles;
+            let mut overlap = [0u64; 4];
+            for t in 0..k_tiles {
+                overlap[(t as usize).min(config.stages as usize - 2)] += per_slice;
+            }
+            assert_eq!(s.async_copies_by_overlap, overlap, "{what}: copies by barriers in flight");
+            assert!(
+                c.to_vec().unwrap().iter().all(|&v| v == (0.5 * 0.25 * kk as f64) as f32),
+                "{what}: values"
+            );
         }
     }
 }
@@ -306,7 +352,26 @@ fn gemm_tc_checks_its_arguments(device: &Device) {
     assert!(err.to_string().contains("16-byte aligned"), "{err}");
 }
 
-kernel_tests!(gemm_tc_matches_f64_reference, gemm_tc_main_loop_is_conflict_free, gemm_tc_checks_its_arguments);
+kernel_tests!(
+    gemm_tc_matches_f64_reference,
+    gemm_tc_main_loop_is_conflict_free,
+    gemm_tc_checks_its_arguments
+);
+
+#[test]
+fn bench_counts_of_tensor_core_gemms_extrapolated_in_k_equal_the_whole_launch() {
+    use trident::kernel_bench::{Bench, Case, Op, TcOut};
+    let bench = Bench::load(&Device::Emu).unwrap();
+    let g = GemmTc::new(130, 260, 320, HalfType::Bf16).trans_b();
+    let case = Case { name: "tc".into(), op: Op::GemmTc(g, TcOut::B16) };
+    let extrapolated = bench.count(&case).unwrap();
+    let whole = bench.count_exact(&case.op).unwrap();
+    assert_eq!(extrapolated.blocks, whole.blocks);
+    assert_eq!(extrapolated.warp, whole.warp);
+    assert_eq!(extrapolated.smem_wavefronts, whole.smem_wavefronts);
+    assert_eq!(extrapolated.global_sectors, whole.global_sectors);
+    assert_eq!(extrapolated.async_overlap, whole.async_overlap);
+}
 
 #[test]
 fn plans_fill_the_gpu() {

@@ -93,4 +93,3 @@ pub const NO_SPILL: &[&str] = &[
     "gemm_tc_splitk_reduce_bf16",
     "gemm_tc_splitk_reduce_f16",
 ];
-

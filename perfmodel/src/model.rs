@@ -223,7 +223,8 @@ pub fn predict(gpu: &Gpu, arch: &Arch, work: &Workload, res: Resources) -> Resul
     } else {
         loads / arch.loads_in_flight_per_warp
     };
-    let latency = arch.gmem_latency_cycles * exposed_latency_fraction(work, throughput.seconds * hz, rounds, barriers, arch);
+    let latency = arch.gmem_latency_cycles
+        * exposed_latency_fraction(work, throughput.seconds * hz, rounds, barriers, arch);
     let latency_s = if loads == 0.0 { 0.0 } else { cycles_to_s(rounds * trips * latency) };
     let core_s = if barriers > 0.0 {
         (throughput.seconds + latency_s / resident).max(latency_s)
@@ -257,7 +258,13 @@ pub fn predict(gpu: &Gpu, arch: &Arch, work: &Workload, res: Resources) -> Resul
 /// spend those intervals on the resident blocks' other work: it waits `max(0, L - d t)` of the
 /// latency `L`, with `t` the pipe time of one barrier interval on the busiest SM (`pipe_cycles`
 /// over `rounds` rounds of resident blocks and `barriers` intervals per warp and round).
-fn exposed_latency_fraction(work: &Workload, pipe_cycles: f64, rounds: f64, barriers: f64, arch: &Arch) -> f64 {
+fn exposed_latency_fraction(
+    work: &Workload,
+    pipe_cycles: f64,
+    rounds: f64,
+    barriers: f64,
+    arch: &Arch,
+) -> f64 {
     let c = &work.warp;
     let copies: u64 = work.async_overlap.iter().sum();
     let loads = (c.global_load + c.async_copy) as f64;
@@ -404,7 +411,12 @@ mod tests {
         let mut w = work(blocks, per_slice, 0, 0);
         w.threads_per_block = 256;
         let warps = blocks * 8;
-        w.warp = WarpCounts { mma: 6400 * warps, async_copy: 600 * warps, barrier: 100 * warps, ..Default::default() };
+        w.warp = WarpCounts {
+            mma: 6400 * warps,
+            async_copy: 600 * warps,
+            barrier: 100 * warps,
+            ..Default::default()
+        };
         let res = Resources { registers: 224, static_smem: 0 };
         let copies = 600 * 256 * blocks;
         // Waited for in the interval that issued them: every step waits for its loads.

@@ -50,15 +50,36 @@ pub enum Op {
     /// The tensor-core GEMM, with the plan its wrapper picks (split-K: two launches).
     GemmTc(GemmTc, TcOut),
     Attention(AttentionShape),
-    Add { n: usize },
-    GeluForward { n: usize },
-    GeluBackward { n: usize },
-    LayerNormForward { rows: usize, c: usize },
-    LayerNormBackward { rows: usize, c: usize },
-    AdamW { n: usize },
-    CrossEntropy { rows: usize, v: usize, vp: usize },
+    Add {
+        n: usize,
+    },
+    GeluForward {
+        n: usize,
+    },
+    GeluBackward {
+        n: usize,
+    },
+    LayerNormForward {
+        rows: usize,
+        c: usize,
+    },
+    LayerNormBackward {
+        rows: usize,
+        c: usize,
+    },
+    AdamW {
+        n: usize,
+    },
+    CrossEntropy {
+        rows: usize,
+        v: usize,
+        vp: usize,
+    },
     EncoderForward(EncoderShape),
-    Design { design: SgemmDesign, size: usize },
+    Design {
+        design: SgemmDesign,
+        size: usize,
+    },
 }
 
 /// One benchmark case.
@@ -167,7 +188,11 @@ fn gemm_tc_kernel(g: &GemmTc, out: TcOut) -> &'static str {
     let input = if g.input == HalfType::Bf16 { "bf16" } else { "f16" };
     let out = if out == TcOut::F32 || plan.splits > 1 { "f32" } else { "b16" };
     let name = format!("gemm_tc_{input}_{layout}_{out}_{}", plan.config.suffix);
-    trident_kernels::gemm_tc::KERNEL_NAMES.iter().copied().find(|k| *k == name).expect("every variant is built")
+    trident_kernels::gemm_tc::KERNEL_NAMES
+        .iter()
+        .copied()
+        .find(|k| *k == name)
+        .expect("every variant is built")
 }
 
 fn gemm_kernel(g: &Gemm) -> &'static str {
@@ -231,7 +256,8 @@ impl Case {
         match &self.op {
             Op::Gemm(g) => f(g.m * g.k + g.k * g.n + g.m * g.n * if g.beta == 0.0 { 1 } else { 2 }),
             Op::GemmTc(g, out) => {
-                2 * (g.m * g.k + g.k * g.n) as u64 + (g.m * g.n) as u64 * if *out == TcOut::F32 { 4 } else { 2 }
+                2 * (g.m * g.k + g.k * g.n) as u64
+                    + (g.m * g.n) as u64 * if *out == TcOut::F32 { 4 } else { 2 }
             }
             Op::Design { size, .. } => f(4 * size * size),
             Op::Attention(s) => f(s.b * s.t * 3 * s.nh * s.hs + s.b * s.t * s.nh * s.hs + s.b * s.nh * s.t),
@@ -306,7 +332,10 @@ impl Op {
         if let Op::GemmTc(g, out) = self {
             let half = |n: usize, seed: u32| -> trident_runtime::Result<Buffer<u16>> {
                 let values = filled(&Device::Cpu, n, seed)?.to_vec()?;
-                Buffer::from_slice(device, &values.into_iter().map(trident_kernels::simt::f32_to_bf16).collect::<Vec<_>>())
+                Buffer::from_slice(
+                    device,
+                    &values.into_iter().map(trident_kernels::simt::f32_to_bf16).collect::<Vec<_>>(),
+                )
             };
             h.push(half(g.m * g.k, 1)?);
             h.push(half(g.k * g.n, 2)?);
@@ -468,7 +497,10 @@ const BK_TC: usize = trident_kernels::gemm_tc::BK;
 
 /// The predicted time of a case's launches on `target`, one after another: their seconds
 /// summed, the rest (bound, occupancy, terms) of the longest.
-pub fn predict_launches(target: &Target, works: &[Workload]) -> Result<Prediction, trident_perfmodel::ModelError> {
+pub fn predict_launches(
+    target: &Target,
+    works: &[Workload],
+) -> Result<Prediction, trident_perfmodel::ModelError> {
     let mut preds = works.iter().map(|w| target.predict(w)).collect::<Result<Vec<_>, _>>()?;
     let seconds = preds.iter().map(|p| p.seconds).sum();
     preds.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
@@ -575,9 +607,11 @@ impl Bench {
         let partials = (plan.splits * g.m * g.n * 4) as u64;
         let out_bytes = (g.m * g.n) as u64 * if out == TcOut::F32 { 4 } else { 2 };
         main = main.scaled(plan.splits as f64);
-        main.blocks = (g.m.div_ceil(plan.config.bm() as usize) * g.n.div_ceil(plan.config.bn() as usize) * plan.splits)
-            as u64;
-        let main = main.with_dram_bytes(2 * (g.m * g.k + g.k * g.n) as u64 + partials).with_flops(case.flops());
+        main.blocks = (g.m.div_ceil(plan.config.bm() as usize)
+            * g.n.div_ceil(plan.config.bn() as usize)
+            * plan.splits) as u64;
+        let main =
+            main.with_dram_bytes(2 * (g.m * g.k + g.k * g.n) as u64 + partials).with_flops(case.flops());
         let reduce_kernel = match (out, g.input) {
             (TcOut::F32, _) => "gemm_tc_splitk_reduce_f32",
             (TcOut::B16, HalfType::Bf16) => "gemm_tc_splitk_reduce_bf16",

@@ -194,7 +194,8 @@ pub fn plan_gemm_tc(m: usize, n: usize, k: usize) -> GemmTcPlan {
             let blocks = tiles(&config) * splits;
             let slots = PLAN_SMS * resident(&config);
             let block_macs = (config.bm() * config.bn()) as f64 * k_split as f64;
-            let compute = blocks.div_ceil(slots) as f64 * resident(&config) as f64 * block_macs / MACS_PER_SM_S;
+            let compute =
+                blocks.div_ceil(slots) as f64 * resident(&config) as f64 * block_macs / MACS_PER_SM_S;
             let workspace = if splits > 1 { 2.0 * 4.0 * (splits * m * n) as f64 / BYTES_PER_S } else { 0.0 };
             let time = compute + workspace;
             if time < best.0 {
@@ -231,7 +232,9 @@ pub fn gemm_tc<O: GemmTcOutput>(
         ("C", sc, ldc, c.len(), c.addr_mut()),
     ] {
         if ld < cols {
-            return Err(shape(format!("leading dimension of {what} is {ld}, less than its {cols} stored columns")));
+            return Err(shape(format!(
+                "leading dimension of {what} is {ld}, less than its {cols} stored columns"
+            )));
         }
         if what != "C" && ld % 8 != 0 {
             return Err(shape(format!("leading dimension of {what} is {ld}, not a multiple of 8")));
@@ -248,7 +251,12 @@ pub fn gemm_tc<O: GemmTcOutput>(
     if let Some(bias) = bias {
         k.check_device(bias.device())?;
         if bias.len() != spec.n {
-            return Err(LaunchError::Length { kernel: KERNEL, what: "bias", got: bias.len(), expected: spec.n });
+            return Err(LaunchError::Length {
+                kernel: KERNEL,
+                what: "bias",
+                got: bias.len(),
+                expected: spec.n,
+            });
         }
         flags |= BIAS;
     }
@@ -256,7 +264,12 @@ pub fn gemm_tc<O: GemmTcOutput>(
         k.check_device(residual.device())?;
         let needed = extent(spec.m, spec.n, ldc);
         if residual.len() < needed {
-            return Err(LaunchError::TooShort { kernel: KERNEL, what: "residual", needed, got: residual.len() });
+            return Err(LaunchError::TooShort {
+                kernel: KERNEL,
+                what: "residual",
+                needed,
+                got: residual.len(),
+            });
         }
         flags |= RESIDUAL;
     }
@@ -264,7 +277,8 @@ pub fn gemm_tc<O: GemmTcOutput>(
         return Ok(());
     }
     let plan = spec.plan.unwrap_or_else(|| plan_gemm_tc(spec.m, spec.n, spec.k));
-    if plan.k_split == 0 || plan.k_split % BK != 0 || plan.splits == 0 || plan.splits * plan.k_split < spec.k {
+    if plan.k_split == 0 || plan.k_split % BK != 0 || plan.splits == 0 || plan.splits * plan.k_split < spec.k
+    {
         return Err(shape(format!(
             "plan of {} splits of {} does not cover k = {} in multiples of {BK}",
             plan.splits, plan.k_split, spec.k
@@ -274,11 +288,8 @@ pub fn gemm_tc<O: GemmTcOutput>(
     if grid_y > 65_535 || plan.splits > 65_535 {
         return Err(shape(format!("m = {} or {} splits exceed the grid's 65535 limit", spec.m, plan.splits)));
     }
-    let grid = [
-        to_u32("n blocks", spec.n.div_ceil(plan.config.bn() as usize))?,
-        grid_y as u32,
-        plan.splits as u32,
-    ];
+    let grid =
+        [to_u32("n blocks", spec.n.div_ceil(plan.config.bn() as usize))?, grid_y as u32, plan.splits as u32];
     let cfg = LaunchConfig {
         grid,
         block: [plan.config.threads(), 1, 1],
@@ -328,7 +339,8 @@ pub fn gemm_tc<O: GemmTcOutput>(
     };
     let pairs = spec.m * spec.n.div_ceil(2);
     let blocks = pairs.div_ceil(ELEMENTWISE_THREADS as usize).min(MAX_BLOCKS as usize) as u32;
-    let reduce_cfg = LaunchConfig { grid: [blocks, 1, 1], block: [ELEMENTWISE_THREADS, 1, 1], dynamic_smem_bytes: 0 };
+    let reduce_cfg =
+        LaunchConfig { grid: [blocks, 1, 1], block: [ELEMENTWISE_THREADS, 1, 1], dynamic_smem_bytes: 0 };
     let args = [
         c.addr_mut(),
         partial_view.addr_mut(),
@@ -351,8 +363,9 @@ pub fn gemm_tc<O: GemmTcOutput>(
 /// and block tile.
 fn main_kernel(input: HalfType, layout: &str, out: &str, config: &Config) -> Result<&'static str> {
     let name = format!("gemm_tc_{}_{layout}_{out}_{}", input.name(), config.suffix);
-    gemm_tc::KERNEL_NAMES.iter().copied().find(|k| *k == name).ok_or_else(|| LaunchError::Shape {
-        kernel: KERNEL,
-        what: format!("no kernel {name} is built"),
-    })
+    gemm_tc::KERNEL_NAMES
+        .iter()
+        .copied()
+        .find(|k| *k == name)
+        .ok_or_else(|| LaunchError::Shape { kernel: KERNEL, what: format!("no kernel {name} is built") })
 }

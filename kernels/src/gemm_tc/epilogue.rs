@@ -1,7 +1,7 @@
 //! The GEMM's fused epilogue (`bias`, GeLU, residual add, f32 or 16-bit output) and the
 //! split-K reduction kernels that apply it after summing the partial products.
 
-use super::{Bf16, F16, Input, Output};
+use super::{Bf16, Input, Output, F16};
 use crate::gelu::{CUBE, SQRT_2_OVER_PI};
 use crate::simt::{self, Global, GlobalMut};
 

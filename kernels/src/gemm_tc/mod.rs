@@ -39,8 +39,8 @@ pub mod epilogue;
 mod tile;
 
 use crate::simt::{self, Global, GlobalMut};
-pub use epilogue::{BIAS, GELU, RESIDUAL};
 use epilogue::Epilogue;
+pub use epilogue::{BIAS, GELU, RESIDUAL};
 pub use tile::BK;
 use tile::{a_fragments, b_fragments, Operand, WARP_TILE};
 

@@ -110,7 +110,14 @@ impl Operand {
 /// The A fragments (4 tiles of 16 x 16, rows `wm0..wm0 + 64`) of k16 step `kk` (0 or 1) of a
 /// stage, from an A tile `bm` rows wide.
 #[inline(always)]
-pub fn a_fragments(tile: Shared<u16>, k_major: bool, bm: usize, wm0: usize, kk: usize, lane: usize) -> [[u32; 4]; 4] {
+pub fn a_fragments(
+    tile: Shared<u16>,
+    k_major: bool,
+    bm: usize,
+    wm0: usize,
+    kk: usize,
+    lane: usize,
+) -> [[u32; 4]; 4] {
     // Lane l addresses row l % 8 of matrix l / 8; matrices 0..3 are a0..a3: (rows 0-7, k 0-7),
     // (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) of the 16 x 16 tile.
     let (matrix, r) = (lane / 8, lane % 8);
@@ -130,7 +137,14 @@ pub fn a_fragments(tile: Shared<u16>, k_major: bool, bm: usize, wm0: usize, kk: 
 /// The B fragments (8 tiles of 16 x 8, columns `wn0..wn0 + 64`) of k16 step `kk` of a stage,
 /// from a B tile `bn` columns wide.
 #[inline(always)]
-pub fn b_fragments(tile: Shared<u16>, k_major: bool, bn: usize, wn0: usize, kk: usize, lane: usize) -> [[u32; 2]; 8] {
+pub fn b_fragments(
+    tile: Shared<u16>,
+    k_major: bool,
+    bn: usize,
+    wn0: usize,
+    kk: usize,
+    lane: usize,
+) -> [[u32; 2]; 8] {
     // One ldmatrix.x4 per pair of n8 tiles; matrices 0..3 are b0, b1 of tile 2p and b0, b1 of
     // tile 2p + 1: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15).
     let (matrix, r) = (lane / 8, lane % 8);

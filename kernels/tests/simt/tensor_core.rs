@@ -76,14 +76,21 @@ fn f16_conversions_match_ieee_rounding() {
     let check = |x: f32| {
         let want = half::f16::from_f32(x).to_bits();
         let got = f32_to_f16(x);
-        assert!(got == want || (x.is_nan() && got & 0x7C00 == 0x7C00 && got & 0x3FF != 0), "seed {seed}: {x:e}");
+        assert!(
+            got == want || (x.is_nan() && got & 0x7C00 == 0x7C00 && got & 0x3FF != 0),
+            "seed {seed}: {x:e}"
+        );
     };
     for bits in (0..=u16::MAX).step_by(7) {
         let v = half::f16::from_bits(bits).to_f32();
         let next = half::f16::from_bits(bits.wrapping_add(1)).to_f32();
         if v.is_finite() && next.is_finite() {
             let mid = (f64::from(v) + f64::from(next)) / 2.0;
-            for x in [mid as f32, f32::from_bits((mid as f32).to_bits() + 1), f32::from_bits((mid as f32).to_bits() - 1)] {
+            for x in [
+                mid as f32,
+                f32::from_bits((mid as f32).to_bits() + 1),
+                f32::from_bits((mid as f32).to_bits() - 1),
+            ] {
                 check(x);
             }
         }
