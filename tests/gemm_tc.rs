@@ -317,6 +317,32 @@ fn gemm_tc_main_loop_is_conflict_free(device: &Device) {
                 c.to_vec().unwrap().iter().all(|&v| v == (0.5 * 0.25 * kk as f64) as f32),
                 "{what}: values"
             );
+
+            // A 16-bit output goes through shared memory: its pair stores and row loads are
+            // conflict-free as well, and its global stores are whole 16-byte chunks.
+            let mut c16 = Buffer::<u16>::uninit(device, m * n).unwrap();
+            let (va, vb) = (a.view(..).unwrap(), b.view(..).unwrap());
+            launch::gemm_tc(&k, &mut c16.view_mut(..).unwrap(), &va, &vb, None, None, &spec).unwrap();
+            let s = last_launch_stats().expect("the emulator counted the launch");
+            assert_eq!(s.shared_loads.requests, warps * (k_tiles * 16 + 16), "{what}: b16 loads");
+            assert_eq!(
+                s.shared_loads.wavefronts * 128,
+                s.shared_loads.bytes,
+                "{what}: b16 ldmatrix and row loads"
+            );
+            assert_eq!(
+                s.shared_stores.wavefronts * 128,
+                s.shared_stores.bytes,
+                "{what}: b16 cp.async and pairs"
+            );
+            assert_eq!(s.global_stores.bytes_requested, 2 * (m * n) as u64, "{what}: b16 output bytes");
+            assert_eq!(
+                s.global_stores.sectors * 32,
+                s.global_stores.bytes_requested,
+                "{what}: whole sectors"
+            );
+            let want = f32_to_bf16((0.5 * 0.25 * kk as f64) as f32);
+            assert!(c16.to_vec().unwrap().iter().all(|&v| v == want), "{what}: b16 values");
         }
     }
 }

@@ -1,12 +1,15 @@
 //! `trident bench kernels`: Trident's kernels at the sizes that matter (square GEMMs, the
-//! GPT-2 layer's GEMMs, causal attention, every memory-bound kernel) and the published SGEMM
+//! GPT-2 layer's GEMMs in f32 and on tensor cores, causal attention, every memory-bound
+//! kernel) and the published SGEMM
 //! designs, timed on `Cuda` or counted on `Emu` and predicted by the time model
 //! (`trident-perfmodel`) for a named GPU.
 //!
 //! Counting on `Emu` runs a sample of each grid ([`BlockSample::Edges`]) and, where the work
 //! repeats exactly, less of it: a GEMM at two short `K` (its counters are affine in the
 //! number of K-steps) extrapolated to the real `K`; attention for one (sequence, head) pair,
-//! scaled to all of them (every pair does the same work).
+//! scaled to all of them (every pair does the same work). A split-K tensor-core GEMM is two
+//! launches, counted apart ([`Bench::count_launches`]) and predicted one after the other
+//! ([`predict_launches`]).
 
 pub mod designs;
 
@@ -38,6 +41,7 @@ pub enum Group {
 /// Output element of a tensor-core GEMM case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TcOut {
+    /// f32.
     F32,
     /// The inputs' 16-bit type.
     B16,
@@ -604,7 +608,7 @@ impl Bench {
         if plan.splits == 1 {
             return Ok(vec![main.with_dram_bytes(case.bytes()).with_flops(case.flops())]);
         }
-        let partials = (plan.splits * g.m * g.n * 4) as u64;
+        let partials = (plan.splits * (g.m * g.n).div_ceil(4) * 4 * 4) as u64;
         let out_bytes = (g.m * g.n) as u64 * if out == TcOut::F32 { 4 } else { 2 };
         main = main.scaled(plan.splits as f64);
         main.blocks = (g.m.div_ceil(plan.config.bm() as usize)

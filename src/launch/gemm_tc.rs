@@ -17,7 +17,9 @@ const KERNEL: &str = "gemm_tc";
 /// The 16-bit floating-point type of A and B (and of a 16-bit output).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HalfType {
+    /// bfloat16 (8 exponent bits, 7 mantissa bits).
     Bf16,
+    /// IEEE binary16 (5 exponent bits, 10 mantissa bits).
     F16,
 }
 
@@ -54,6 +56,7 @@ mod sealed {
 /// Block tile and split-K factor of one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemmTcPlan {
+    /// The block tile (`trident_kernels::gemm_tc::LARGE` or `SMALL`).
     pub config: Config,
     /// Number of K ranges (grid z); 1 for no split.
     pub splits: usize,
@@ -68,11 +71,17 @@ pub struct GemmTcPlan {
 /// B; a residual has C's layout.
 #[derive(Clone, Copy, Debug)]
 pub struct GemmTc {
+    /// Rows of `op(A)` and C.
     pub m: usize,
+    /// Columns of `op(B)` and C.
     pub n: usize,
+    /// The reduction dimension.
     pub k: usize,
+    /// The type of A and B (and of a 16-bit C and residual).
     pub input: HalfType,
+    /// A stored `k x m`.
     pub trans_a: Transpose,
+    /// B stored `n x k`.
     pub trans_b: Transpose,
     /// `(lda, ldb, ldc)`; `None` for dense.
     pub ld: Option<(usize, usize, usize)>,
@@ -83,6 +92,7 @@ pub struct GemmTc {
 }
 
 impl GemmTc {
+    /// A dense `m x n x k` GEMM with neither operand transposed and no GeLU.
     pub fn new(m: usize, n: usize, k: usize, input: HalfType) -> Self {
         Self {
             m,
@@ -97,26 +107,31 @@ impl GemmTc {
         }
     }
 
+    /// A stored transposed (`k x m`).
     pub fn trans_a(mut self) -> Self {
         self.trans_a = Transpose::Yes;
         self
     }
 
+    /// B stored transposed (`n x k`).
     pub fn trans_b(mut self) -> Self {
         self.trans_b = Transpose::Yes;
         self
     }
 
+    /// Leading dimensions of A, B and C (and of the residual), in elements.
     pub fn leading_dims(mut self, lda: usize, ldb: usize, ldc: usize) -> Self {
         self.ld = Some((lda, ldb, ldc));
         self
     }
 
+    /// GeLU after the bias.
     pub fn gelu(mut self) -> Self {
         self.gelu = true;
         self
     }
 
+    /// Launches with `plan` instead of [`plan_gemm_tc`]'s.
     pub fn with_plan(mut self, plan: GemmTcPlan) -> Self {
         self.plan = Some(plan);
         self
@@ -327,9 +342,11 @@ pub fn gemm_tc<O: GemmTcOutput>(
     }
     // Split-K: dense f32 partial products, one m x n matrix per split, then the reduction.
     // The workspace is freed in stream order, after the reduction that reads it.
-    let mut partial = Buffer::<f32>::uninit(k.device(), plan.splits * spec.m * spec.n)?;
+    // Each partial starts 16-byte aligned, as the kernel's paired stores need.
+    let stride = (spec.m * spec.n).div_ceil(4) * 4;
+    let mut partial = Buffer::<f32>::uninit(k.device(), plan.splits * stride)?;
     let mut partial_view = partial.view_mut(..)?;
-    let (name, args) = main_args(partial_view.addr_mut(), "f32", spec.n, spec.m * spec.n, 0)?;
+    let (name, args) = main_args(partial_view.addr_mut(), "f32", spec.n, stride, 0)?;
     // SAFETY: as above; the partials are `splits` dense m x n matrices of the workspace.
     unsafe { k.function(name)?.launch(&cfg, &args)? };
     let reduce = match (O::NAME, spec.input) {
@@ -351,6 +368,7 @@ pub fn gemm_tc<O: GemmTcOutput>(
         to_u32("ldc", ldc)?.to_word(),
         to_u32("ldr", ldc)?.to_word(),
         to_u32("splits", plan.splits)?.to_word(),
+        (stride as u64).to_word(),
         flags.to_word(),
     ];
     // SAFETY: the workspace holds the `splits` partials the main kernel wrote; C, the bias and

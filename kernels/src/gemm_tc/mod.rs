@@ -38,8 +38,8 @@ macro_rules! unroll {
 pub mod epilogue;
 mod tile;
 
-use crate::simt::{self, Global, GlobalMut};
-use epilogue::Epilogue;
+use crate::simt::{self, Global, GlobalMut, Shared};
+pub use epilogue::Epilogue;
 pub use epilogue::{BIAS, GELU, RESIDUAL};
 pub use tile::BK;
 use tile::{a_fragments, b_fragments, Operand, WARP_TILE};
@@ -93,6 +93,9 @@ impl Input for F16 {
 
 /// The output element: f32, or `u16` holding the inputs' 16-bit type.
 pub trait Output: Copy {
+    /// Whether a block's tile is written through shared memory in 16-byte row chunks (16-bit
+    /// outputs, whose pair stores would fill half of every sector) rather than by pairs.
+    const STAGED: bool;
     /// `v` as an output element (rounded to the input type `I` for `u16`).
     fn from_f32<I: Input>(v: f32) -> Self;
     /// The element's value.
@@ -103,9 +106,27 @@ pub trait Output: Copy {
     ///
     /// Both elements must lie in `c`, whose base is 16-byte aligned.
     unsafe fn store_pair<I: Input>(c: GlobalMut<Self>, at: usize, v: [f32; 2]);
+    /// Applies the epilogue to a warp's accumulators (`acc`, the 64 x 64 tile at `row0`,
+    /// `col0` of C) and stores them; `stage` is shared memory the warp may use ([`STAGED`]).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Epilogue::store_pair`]; `stage` holds 4096 elements no other warp uses until
+    /// the next barrier.
+    ///
+    /// [`STAGED`]: Output::STAGED
+    unsafe fn store_warp_tile<I: Input>(
+        e: &Epilogue<Self>,
+        stage: Shared<u16>,
+        acc: &mut [[[f32; 4]; 8]; 4],
+        row0: usize,
+        col0: usize,
+        lane: usize,
+    );
 }
 
 impl Output for f32 {
+    const STAGED: bool = false;
     #[inline(always)]
     fn from_f32<I: Input>(v: f32) -> Self {
         v
@@ -113,6 +134,18 @@ impl Output for f32 {
     #[inline(always)]
     fn to_f32<I: Input>(self) -> f32 {
         self
+    }
+    #[inline(always)]
+    unsafe fn store_warp_tile<I: Input>(
+        e: &Epilogue<f32>,
+        _stage: Shared<u16>,
+        acc: &mut [[[f32; 4]; 8]; 4],
+        row0: usize,
+        col0: usize,
+        lane: usize,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe { epilogue::store_tile_pairs::<I, f32>(e, acc, row0, col0, lane) }
     }
     #[inline(always)]
     unsafe fn store_pair<I: Input>(c: GlobalMut<f32>, at: usize, v: [f32; 2]) {
@@ -129,6 +162,7 @@ impl Output for f32 {
 }
 
 impl Output for u16 {
+    const STAGED: bool = true;
     #[inline(always)]
     fn from_f32<I: Input>(v: f32) -> Self {
         I::round(v)
@@ -136,6 +170,21 @@ impl Output for u16 {
     #[inline(always)]
     fn to_f32<I: Input>(self) -> f32 {
         I::widen(self)
+    }
+    #[inline(always)]
+    unsafe fn store_warp_tile<I: Input>(
+        e: &Epilogue<u16>,
+        stage: Shared<u16>,
+        acc: &mut [[[f32; 4]; 8]; 4],
+        row0: usize,
+        col0: usize,
+        lane: usize,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            epilogue::apply_tile::<I, u16>(e, acc, row0, col0, lane);
+            epilogue::store_tile_b16::<I>(e, stage, acc, row0, col0, lane);
+        }
     }
     #[inline(always)]
     unsafe fn store_pair<I: Input>(c: GlobalMut<u16>, at: usize, v: [f32; 2]) {
@@ -156,8 +205,9 @@ impl Output for u16 {
 /// A block-tile configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
-    /// Warps along M and along N; the block tile is `64 WM x 64 WN`.
+    /// Warps along M; the block tile is `64 warps_m x 64 warps_n`.
     pub warps_m: u32,
+    /// Warps along N.
     pub warps_n: u32,
     /// Stages of the `cp.async` ring (at least 3).
     pub stages: u32,
@@ -243,6 +293,8 @@ unsafe fn gemm_block<
     e.c = e.c.add(z * split_stride);
 
     let stage_elems = (bm + bn) * BK;
+    // The staged epilogue reuses the stages: one 64 x 64 16-bit tile per warp.
+    const { assert!(WM * WN * WARP_TILE * WARP_TILE <= STAGES * (WM + WN) * WARP_TILE * BK) };
     // SAFETY: the launch provides `STAGES * stage_elems` 16-bit elements of dynamic shared
     // memory, 16-byte aligned at offset 0.
     let smem = unsafe { simt::dynamic_shared::<u16>(0, STAGES * stage_elems) };
@@ -287,22 +339,14 @@ unsafe fn gemm_block<
         });
     }
 
-    // Accumulator (mi, nj) of lane (g, p) = (lane / 4, lane % 4): registers 0, 1 are row g,
-    // columns 2p, 2p + 1 of the 16 x 8 tile; registers 2, 3 the same at row g + 8.
-    let (g, p) = (lane / 4, lane % 4);
-    unroll!(mi in [0, 1, 2, 3] {
-        unroll!(nj in [0, 1, 2, 3, 4, 5, 6, 7] {
-            let row = m0 + wm0 + mi * 16 + g;
-            let col = n0 + wn0 + nj * 8 + 2 * p;
-            let r = acc[mi][nj];
-            // SAFETY: `store_pair` writes only elements inside C; the wrapper checked C, the
-            // bias and the residual against M, N and their leading dimensions.
-            unsafe {
-                e.store_pair::<I>(row, col, [r[0], r[1]]);
-                e.store_pair::<I>(row + 8, col, [r[2], r[3]]);
-            }
-        });
-    });
+    if O::STAGED {
+        // Every warp is done with the stages: each reuses 8 KiB of them for its tile.
+        simt::sync_threads();
+    }
+    let tile = WARP_TILE * WARP_TILE;
+    // SAFETY: the wrapper checked C, the bias and the residual against M, N and their leading
+    // dimensions; the warp owns its part of the stages until the next barrier.
+    unsafe { O::store_warp_tile::<I>(&e, smem.sub(warp * tile, tile), &mut acc, m0 + wm0, n0 + wn0, lane) };
 }
 
 macro_rules! gemm_tc_entries {

@@ -53,8 +53,9 @@ pub struct Operand {
     pub base: Global<u16>,
     /// Leading dimension (elements per stored row, a multiple of 8).
     pub ld: usize,
-    /// First row (of M for A, of N for B) of the block's tile, and how many rows exist.
+    /// First row (of M for A, of N for B) of the block's tile.
     pub mn0: usize,
+    /// Rows of M (or N) the matrix has.
     pub mn: usize,
     /// End of the K range this block reduces over.
     pub k_end: usize,
