@@ -21,7 +21,9 @@
 //! `gemm_tc_splitk_reduce_*` ([`epilogue`]) sums and finishes.
 //!
 //! The epilogue applies, per element and as the `flags` ask, `+ bias[col]`, GeLU (tanh form),
-//! `+ residual[row, col]`, and writes f32 or the inputs' 16-bit type.
+//! `+ residual[row, col]`, and writes f32 (paired 8-byte stores) or the inputs' 16-bit type
+//! (each warp's 64 x 64 tile staged in the drained stages, then written as 16-byte row chunks;
+//! see [`epilogue::store_tile_b16`]).
 
 /// Expands `$body` once per index in the list, with `$i` bound to it: LLVM has no unroll
 /// pragma, and the accumulator and fragment arrays stay in registers only when every index
