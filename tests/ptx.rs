@@ -1,5 +1,5 @@
 //! Assembles the embedded PTX with `ptxas` for sm_90: every kernel must assemble, the kernels
-//! in `NO_SPILL` must not spill, and every host kernel must have its PTX entry. Writes a table
+//! in `NO_SPILL` and the tensor-core GEMM main loops must not spill, and every host kernel must have its PTX entry. Writes a table
 //! of registers, spills, shared memory and barriers per kernel to `target/tmp/ptxas-report.md`.
 //!
 //! `ptxas` is found through `TRIDENT_PTXAS`, then `PATH`, then the `nvidia-cuda-nvcc-cu12`
@@ -95,7 +95,7 @@ fn every_kernel_assembles_for_sm90() {
         );
     }
     check_tensor_core_sass(&ptxas, &dir.join("trident.cubin"));
-    for name in trident_kernels::NO_SPILL {
+    for name in trident_kernels::NO_SPILL.iter().chain(trident_kernels::gemm_tc::KERNEL_NAMES) {
         let (_, r) = kernels
             .iter()
             .find(|(n, _)| n == name)

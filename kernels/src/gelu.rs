@@ -2,8 +2,8 @@
 
 use crate::simt;
 
-const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-const CUBE: f32 = 0.044715;
+pub(crate) const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+pub(crate) const CUBE: f32 = 0.044715;
 /// Past this |x| GeLU's derivative is 0 or 1 in f32; clamping there keeps `x^3` from
 /// overflowing (near 7e12), where `(1 - t^2) * du` would be `0 * inf`.
 const SATURATED: f32 = 10.0;

@@ -32,6 +32,7 @@ pub mod encoder;
 pub mod flash_attention;
 pub mod gelu;
 pub mod gemm;
+pub mod gemm_tc;
 pub mod layernorm;
 pub mod precision;
 pub mod reduce;
@@ -50,6 +51,8 @@ pub static HOST_KERNELS: &[&[trident_simt::HostKernel]] = &[
     flash_attention::HOST_KERNELS,
     gelu::HOST_KERNELS,
     gemm::HOST_KERNELS,
+    gemm_tc::HOST_KERNELS,
+    gemm_tc::epilogue::HOST_KERNELS,
     layernorm::HOST_KERNELS,
     precision::HOST_KERNELS,
     reduce::HOST_KERNELS,
@@ -63,7 +66,8 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
 }
 
 /// Kernels that must not spill registers to local memory: the PTX test fails if `ptxas`
-/// reports spill stores or loads for any of them.
+/// reports spill stores or loads for any of them or for any tensor-core GEMM main loop
+/// ([`gemm_tc::KERNEL_NAMES`]).
 pub const NO_SPILL: &[&str] = &[
     "add_f32",
     "gelu_forward_f32",
@@ -95,4 +99,7 @@ pub const NO_SPILL: &[&str] = &[
     "flash_attention_backward_hs64",
     "flash_attention_backward_hs128",
     "flash_attention_backward_dq",
+    "gemm_tc_splitk_reduce_f32",
+    "gemm_tc_splitk_reduce_bf16",
+    "gemm_tc_splitk_reduce_f16",
 ];

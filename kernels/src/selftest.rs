@@ -99,77 +99,14 @@ pub unsafe fn selftest_warp_ops(input: Global<f32>, out: GlobalMut<f32>, total: 
 /// `a` has 256 elements, `b` 128, `c` 128 and `d` room for 512; launch one block of 32
 /// threads.
 pub unsafe fn selftest_mma(a: Global<u16>, b: Global<u16>, c: Global<f32>, d: GlobalMut<f32>) {
-    let lane = thread_idx_x() as usize;
-    let sa = static_shared!(SELFTEST_A, u16, 256);
-    let sat = static_shared!(SELFTEST_AT, u16, 256);
-    let sb = static_shared!(SELFTEST_B, u16, 128);
-    let sbt = static_shared!(SELFTEST_BT, u16, 128);
-    for i in (lane..256).step_by(32) {
-        let (row, col) = (i / 16, i % 16);
-        // SAFETY: i < 256.
-        let v = unsafe { a.load(i) };
-        sa.store(i, v);
-        sat.store(col * 16 + row, v);
-    }
-    for i in (lane..128).step_by(32) {
-        let (k, n) = (i / 8, i % 8);
-        // SAFETY: i < 128.
-        let v = unsafe { b.load(i) };
-        sb.store(i, v);
-        sbt.store(n * 16 + k, v);
-    }
-    sync_threads();
+    // SAFETY: forwarded from the launch's contract.
+    unsafe { mma_four_ways::<false>(a, b, c, d) }
+}
 
-    let (group, pair) = (lane / 4, lane % 4);
-    let (matrix, row) = (lane / 8, lane % 8);
-    // SAFETY: indices stay within the 128 elements of `c`.
-    let cf = unsafe {
-        [
-            c.load(group * 8 + 2 * pair),
-            c.load(group * 8 + 2 * pair + 1),
-            c.load((group + 8) * 8 + 2 * pair),
-            c.load((group + 8) * 8 + 2 * pair + 1),
-        ]
-    };
-
-    let a0 = ldmatrix_x4(sa, (row + 8 * (matrix % 2)) * 16 + 8 * (matrix / 2));
-    let b0 = ldmatrix_x2_trans(sb, (row + 8 * (matrix % 2)) * 8);
-
-    let a1 = ldmatrix_x4_trans(sat, (row + 8 * (matrix / 2)) * 16 + 8 * (matrix % 2));
-    let b1 = ldmatrix_x2(sbt, row * 16 + 8 * (matrix % 2));
-
-    let a2 = [
-        ldmatrix_x1(sa, row * 16),
-        ldmatrix_x1(sa, (row + 8) * 16),
-        ldmatrix_x1(sa, row * 16 + 8),
-        ldmatrix_x1(sa, (row + 8) * 16 + 8),
-    ];
-    let b2 = [ldmatrix_x1_trans(sb, row * 8), ldmatrix_x1_trans(sb, (row + 8) * 8)];
-
-    // SAFETY: r < 16 and k + 1 < 16 below.
-    let at = |r: usize, k: usize| unsafe { pack_bf16x2(a.load(r * 16 + k), a.load(r * 16 + k + 1)) };
-    // SAFETY: k + 1 < 16 and n < 8 below.
-    let bt = |k: usize, n: usize| unsafe { pack_bf16x2(b.load(k * 8 + n), b.load((k + 1) * 8 + n)) };
-    let a3 =
-        [at(group, 2 * pair), at(group + 8, 2 * pair), at(group, 2 * pair + 8), at(group + 8, 2 * pair + 8)];
-    let b3 = [bt(2 * pair, group), bt(2 * pair + 8, group)];
-
-    let results = [
-        mma_m16n8k16_bf16(a0, b0, cf),
-        mma_m16n8k16_bf16(a1, b1, cf),
-        mma_m16n8k16_bf16(a2, b2, cf),
-        mma_m16n8k16_bf16(a3, b3, cf),
-    ];
-    for (path, r) in results.iter().enumerate() {
-        let base = path * 128;
-        // SAFETY: d has room for 4 x 128 values.
-        unsafe {
-            d.store(base + group * 8 + 2 * pair, r[0]);
-            d.store(base + group * 8 + 2 * pair + 1, r[1]);
-            d.store(base + (group + 8) * 8 + 2 * pair, r[2]);
-            d.store(base + (group + 8) * 8 + 2 * pair + 1, r[3]);
-        }
-    }
+/// [`selftest_mma`] with A and B as IEEE f16 (`mma_m16n8k16_f16`); the same buffers and launch.
+pub unsafe fn selftest_mma_f16(a: Global<u16>, b: Global<u16>, c: Global<f32>, d: GlobalMut<f32>) {
+    // SAFETY: forwarded from the launch's contract.
+    unsafe { mma_four_ways::<true>(a, b, c, d) }
 }
 
 /// Streams `n` inputs through two shared-memory stages with `cp.async` (16-byte copies,
@@ -245,4 +182,80 @@ pub unsafe fn selftest_global_ops(input: Global<f32>, out: GlobalMut<f32>, total
         total.atomic_add(1, x);
     }
 }
+}
+
+/// The body of [`selftest_mma`] (`F16`: f16 inputs, else bf16).
+///
+/// # Safety
+///
+/// The buffers of [`selftest_mma`]; one block of 32 threads.
+#[inline(always)]
+unsafe fn mma_four_ways<const F16: bool>(a: Global<u16>, b: Global<u16>, c: Global<f32>, d: GlobalMut<f32>) {
+    let lane = thread_idx_x() as usize;
+    let sa = static_shared!(SELFTEST_A, u16, 256);
+    let sat = static_shared!(SELFTEST_AT, u16, 256);
+    let sb = static_shared!(SELFTEST_B, u16, 128);
+    let sbt = static_shared!(SELFTEST_BT, u16, 128);
+    for i in (lane..256).step_by(32) {
+        let (row, col) = (i / 16, i % 16);
+        // SAFETY: i < 256.
+        let v = unsafe { a.load(i) };
+        sa.store(i, v);
+        sat.store(col * 16 + row, v);
+    }
+    for i in (lane..128).step_by(32) {
+        let (k, n) = (i / 8, i % 8);
+        // SAFETY: i < 128.
+        let v = unsafe { b.load(i) };
+        sb.store(i, v);
+        sbt.store(n * 16 + k, v);
+    }
+    sync_threads();
+
+    let (group, pair) = (lane / 4, lane % 4);
+    let (matrix, row) = (lane / 8, lane % 8);
+    // SAFETY: indices stay within the 128 elements of `c`.
+    let cf = unsafe {
+        [
+            c.load(group * 8 + 2 * pair),
+            c.load(group * 8 + 2 * pair + 1),
+            c.load((group + 8) * 8 + 2 * pair),
+            c.load((group + 8) * 8 + 2 * pair + 1),
+        ]
+    };
+
+    let a0 = ldmatrix_x4(sa, (row + 8 * (matrix % 2)) * 16 + 8 * (matrix / 2));
+    let b0 = ldmatrix_x2_trans(sb, (row + 8 * (matrix % 2)) * 8);
+
+    let a1 = ldmatrix_x4_trans(sat, (row + 8 * (matrix / 2)) * 16 + 8 * (matrix % 2));
+    let b1 = ldmatrix_x2(sbt, row * 16 + 8 * (matrix % 2));
+
+    let a2 = [
+        ldmatrix_x1(sa, row * 16),
+        ldmatrix_x1(sa, (row + 8) * 16),
+        ldmatrix_x1(sa, row * 16 + 8),
+        ldmatrix_x1(sa, (row + 8) * 16 + 8),
+    ];
+    let b2 = [ldmatrix_x1_trans(sb, row * 8), ldmatrix_x1_trans(sb, (row + 8) * 8)];
+
+    // SAFETY: r < 16 and k + 1 < 16 below.
+    let at = |r: usize, k: usize| unsafe { pack_bf16x2(a.load(r * 16 + k), a.load(r * 16 + k + 1)) };
+    // SAFETY: k + 1 < 16 and n < 8 below.
+    let bt = |k: usize, n: usize| unsafe { pack_bf16x2(b.load(k * 8 + n), b.load((k + 1) * 8 + n)) };
+    let a3 =
+        [at(group, 2 * pair), at(group + 8, 2 * pair), at(group, 2 * pair + 8), at(group + 8, 2 * pair + 8)];
+    let b3 = [bt(2 * pair, group), bt(2 * pair + 8, group)];
+
+    let mma = |a, b| if F16 { mma_m16n8k16_f16(a, b, cf) } else { mma_m16n8k16_bf16(a, b, cf) };
+    let results = [mma(a0, b0), mma(a1, b1), mma(a2, b2), mma(a3, b3)];
+    for (path, r) in results.iter().enumerate() {
+        let base = path * 128;
+        // SAFETY: d has room for 4 x 128 values.
+        unsafe {
+            d.store(base + group * 8 + 2 * pair, r[0]);
+            d.store(base + group * 8 + 2 * pair + 1, r[1]);
+            d.store(base + (group + 8) * 8 + 2 * pair, r[2]);
+            d.store(base + (group + 8) * 8 + 2 * pair + 1, r[3]);
+        }
+    }
 }

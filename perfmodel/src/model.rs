@@ -163,7 +163,8 @@ pub fn occupancy(gpu: &Gpu, arch: &Arch, threads: u32, regs: u32, smem: u32) -> 
 /// Per SM, with `W` the warps the busiest SM runs (`ceil(blocks / SMs)` blocks), each pipe
 /// needs `W x (count per warp) / (rate per clock)` cycles; the latency term is one global round
 /// trip per barrier phase (two barriers per tiled step) — or, without barriers, per
-/// `loads_in_flight_per_warp` loads — for each round of resident blocks. With barriers a
+/// `loads_in_flight_per_warp` loads — for each round of resident blocks, less what a `cp.async`
+/// ring hides by issuing its copies barrier intervals ahead ([`exposed_latency_fraction`]). With barriers a
 /// block's warps wait together, so the latency adds to the pipes, shared by the resident
 /// blocks; without them other warps fill the wait, so the larger of the two counts.
 pub fn predict(gpu: &Gpu, arch: &Arch, work: &Workload, res: Resources) -> Result<Prediction, ModelError> {
@@ -236,7 +237,9 @@ pub fn predict(gpu: &Gpu, arch: &Arch, work: &Workload, res: Resources) -> Resul
     } else {
         loads / arch.loads_in_flight_per_warp
     };
-    let latency_s = if loads == 0.0 { 0.0 } else { cycles_to_s(rounds * trips * arch.gmem_latency_cycles) };
+    let latency = arch.gmem_latency_cycles
+        * exposed_latency_fraction(work, throughput.seconds * hz, rounds, barriers, arch);
+    let latency_s = if loads == 0.0 { 0.0 } else { cycles_to_s(rounds * trips * latency) };
     let core_s = if barriers > 0.0 {
         (throughput.seconds + latency_s / resident).max(latency_s)
     } else {
@@ -261,6 +264,36 @@ pub fn predict(gpu: &Gpu, arch: &Arch, work: &Workload, res: Resources) -> Resul
         terms,
         dram_bytes,
     })
+}
+
+/// The fraction of the global round trip a warp waits for per load step. Plain loads wait all
+/// of it. A `cp.async` copy whose thread passed `d` barriers while it was in flight was issued
+/// `d` barrier intervals before its use (a ring of `d + 1` stages or more), and the SM's pipes
+/// spend those intervals on the resident blocks' other work: it waits `max(0, L - d t)` of the
+/// latency `L`, with `t` the pipe time of one barrier interval on the busiest SM (`pipe_cycles`
+/// over `rounds` rounds of resident blocks and `barriers` intervals per warp and round).
+fn exposed_latency_fraction(
+    work: &Workload,
+    pipe_cycles: f64,
+    rounds: f64,
+    barriers: f64,
+    arch: &Arch,
+) -> f64 {
+    let c = &work.warp;
+    let copies: u64 = work.async_overlap.iter().sum();
+    let loads = (c.global_load + c.async_copy) as f64;
+    if copies == 0 || c.async_copy == 0 || barriers == 0.0 || loads == 0.0 {
+        return 1.0;
+    }
+    let interval = pipe_cycles / (rounds.max(1.0) * barriers);
+    let l = arch.gmem_latency_cycles;
+    let async_exposed: f64 = work
+        .async_overlap
+        .iter()
+        .enumerate()
+        .map(|(d, &n)| n as f64 / copies as f64 * (l - d as f64 * interval).max(0.0) / l)
+        .sum();
+    (c.global_load as f64 + c.async_copy as f64 * async_exposed) / loads
 }
 
 #[cfg(test)]
@@ -316,6 +349,7 @@ mod tests {
             global_sectors: sectors * warps,
             dram_bytes: None,
             flops: 0.0,
+            async_overlap: [0; 4],
         }
     }
 
@@ -379,6 +413,36 @@ mod tests {
         assert_eq!(p.bound, Bound::Latency);
         let latency = 100.0 * 600.0 / 1.8e9;
         assert!(p.seconds > latency, "the latency adds to the pipes with one block per SM");
+    }
+
+    #[test]
+    fn a_cp_async_ring_hides_the_latency_its_copies_are_issued_ahead() {
+        let t = Target::named("h100").unwrap();
+        // One 8-warp block per SM, 100 slices of 64 mma, 6 copies and 1 barrier per warp: about
+        // 97 tensor cycles per warp and slice, 780 per barrier interval for the block.
+        let per_slice = WarpCounts { mma: 64, async_copy: 6, barrier: 1, ..Default::default() };
+        let blocks = u64::from(t.gpu.sms);
+        let mut w = work(blocks, per_slice, 0, 0);
+        w.threads_per_block = 256;
+        let warps = blocks * 8;
+        w.warp = WarpCounts {
+            mma: 6400 * warps,
+            async_copy: 600 * warps,
+            barrier: 100 * warps,
+            ..Default::default()
+        };
+        let res = Resources { registers: 224, static_smem: 0 };
+        let copies = 600 * 256 * blocks;
+        // Waited for in the interval that issued them: every step waits for its loads.
+        w.async_overlap = [copies, 0, 0, 0];
+        let exposed = predict(&t.gpu, &t.arch, &w, res).unwrap();
+        // Issued one interval ahead (a 3-stage ring), except the first slice.
+        w.async_overlap = [copies / 100, copies - copies / 100, 0, 0];
+        let hidden = predict(&t.gpu, &t.arch, &w, res).unwrap();
+        assert_eq!(hidden.bound, Bound::TensorPipe);
+        let tensor = hidden.terms.iter().find(|x| x.bound == Bound::TensorPipe).unwrap().seconds;
+        assert!(hidden.seconds < 1.05 * tensor + t.arch.launch_us * 1e-6, "{hidden:?}");
+        assert!(exposed.seconds > 1.3 * hidden.seconds, "{} vs {}", exposed.seconds, hidden.seconds);
     }
 
     #[test]

@@ -25,6 +25,10 @@ pub struct Workload {
     pub dram_bytes: Option<u64>,
     /// Useful floating-point operations (for reporting FLOP/s only; the model does not use it).
     pub flops: f64,
+    /// `cp.async` copies (per thread) by the barriers their thread passed while they were in
+    /// flight, `[0, 1, 2, 3 or more]` (`LaunchStats::async_copies_by_overlap`): how far ahead
+    /// of its use a pipelined kernel issues its loads.
+    pub async_overlap: [u64; 4],
 }
 
 /// Warp-level instructions by class (per warp, the most any lane executed), summed over the
@@ -120,6 +124,7 @@ impl Workload {
                 + stats.global_atomics.sectors,
             dram_bytes: None,
             flops: 0.0,
+            async_overlap: stats.async_copies_by_overlap,
         }
     }
 
@@ -134,6 +139,7 @@ impl Workload {
             warp: self.warp.zip(&other.warp, f),
             smem_wavefronts: g(self.smem_wavefronts, other.smem_wavefronts),
             global_sectors: g(self.global_sectors, other.global_sectors),
+            async_overlap: std::array::from_fn(|i| g(self.async_overlap[i], other.async_overlap[i])),
             ..self.clone()
         }
     }
@@ -148,6 +154,7 @@ impl Workload {
             smem_wavefronts: g(self.smem_wavefronts),
             global_sectors: g(self.global_sectors),
             dram_bytes: self.dram_bytes.map(g),
+            async_overlap: self.async_overlap.map(g),
             ..self.clone()
         }
     }

@@ -93,6 +93,12 @@ impl Arg {
         Arg { word: addr, ty }
     }
 
+    /// An absent optional pointer operand of element type `T`: address 0 and no elements, for
+    /// a kernel that checks a flag before touching it (on `Emu`, any access through it faults).
+    pub fn null<T>() -> Arg {
+        Arg::pointer::<T>(0, 0, false)
+    }
+
     /// A word for a parameter whose type has a `KernelArg` implementation of its own: `ty` is
     /// that type as the kernel's signature writes it (its last path segment is compared), and
     /// `word` what its `to_word` returns.

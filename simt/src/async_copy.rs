@@ -6,7 +6,7 @@ use crate::context::{self, fail, fail_with};
 use crate::error::{Access, AccessKind, Fault, Site};
 use crate::shared::{race_error, Shared};
 use crate::smem::SharedMemory;
-use crate::stats::{Class, MemOp};
+use crate::stats::{Class, MemOp, ASYNC_OVERLAP_BUCKETS};
 
 struct AsyncCopy {
     /// Commit group, or None while not yet committed.
@@ -22,6 +22,8 @@ struct AsyncCopy {
 pub(crate) struct AsyncCopies {
     pending: Vec<AsyncCopy>,
     committed: u32,
+    /// The thread's barrier count when each group was committed, by group number.
+    commit_barriers: Vec<u64>,
 }
 
 impl AsyncCopies {
@@ -31,6 +33,7 @@ impl AsyncCopies {
             smem.abandon_async_copy(copy.offset, copy.len);
         }
         self.committed = 0;
+        self.commit_barriers.clear();
     }
 }
 
@@ -102,11 +105,18 @@ pub(crate) unsafe fn copy<T: Copy>(
     }
 }
 
+/// The barriers the running thread has passed in its block.
+fn barriers_passed(block: &crate::block::BlockState, thread: u32) -> u64 {
+    block.lane_counts[thread as usize][Class::Barrier as usize].get()
+}
+
 /// `cp.async.commit_group`: the running thread's uncommitted copies form a new group.
 pub(crate) fn commit_group() {
     let (block, thread) = context::current();
+    let barriers = barriers_passed(block, thread);
     let mut inner = block.inner.borrow_mut();
     let copies = &mut inner.threads[thread as usize].async_copies;
+    copies.commit_barriers.push(barriers);
     let group = copies.committed;
     for copy in copies.pending.iter_mut().filter(|c| c.group.is_none()) {
         copy.group = Some(group);
@@ -114,16 +124,22 @@ pub(crate) fn commit_group() {
     copies.committed += 1;
 }
 
-/// `cp.async.wait_group n`: lands every committed group but the `n` most recent.
+/// `cp.async.wait_group n`: lands every committed group but the `n` most recent, counting
+/// each landed copy by the barriers its thread passed while it was in flight (see
+/// [`crate::LaunchStats::async_copies_by_overlap`]).
 pub(crate) fn wait_group(n: u32) {
     let (block, thread) = context::current();
+    let barriers = barriers_passed(block, thread);
     let mut inner = block.inner.borrow_mut();
     let inner = &mut *inner;
     let copies = &mut inner.threads[thread as usize].async_copies;
     let limit = copies.committed.saturating_sub(n);
     let mut i = 0;
     while i < copies.pending.len() {
-        if copies.pending[i].group.is_some_and(|g| g < limit) {
+        if let Some(group) = copies.pending[i].group.filter(|&g| g < limit) {
+            let overlap = barriers - copies.commit_barriers[group as usize];
+            let bucket = (overlap as usize).min(ASYNC_OVERLAP_BUCKETS - 1);
+            inner.log.counts.async_overlap[bucket] += 1;
             let copy = copies.pending.remove(i);
             inner.smem.finish_async_copy(copy.offset, &copy.data[..copy.len as usize], thread, copy.site);
         } else {

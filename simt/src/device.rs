@@ -10,7 +10,7 @@ use crate::shared::{self, Shared};
 use crate::stats::{Class, MemOp};
 use crate::warp::{self, Arrival, Op};
 
-pub use crate::warp::{ShflMode, VoteMode, FULL_MASK, POISON_WORD, WARP_SIZE};
+pub use crate::warp::{MmaInput, ShflMode, VoteMode, FULL_MASK, POISON_WORD, WARP_SIZE};
 
 /// `threadIdx` of the running thread.
 pub fn thread_idx() -> [u32; 3] {
@@ -53,7 +53,7 @@ fn collective(op: Op, mask: u32, site: Site, input: &[u32]) -> [u32; 4] {
         Op::Shfl(_) => Class::Shuffle,
         Op::Vote(_) => Class::Vote,
         Op::SyncWarp => Class::WarpSync,
-        Op::Mma => Class::Mma,
+        Op::Mma(_) => Class::Mma,
         Op::Ldmatrix { .. } => Class::Ldmatrix,
     };
     block.count(thread, class);
@@ -92,13 +92,23 @@ pub fn sync_warp(mask: u32, site: Site) {
 /// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32` (see [`crate::fragments`] for the
 /// register layouts).
 pub fn mma_m16n8k16_bf16(a: [u32; 4], b: [u32; 2], c: [f32; 4], site: Site) -> [f32; 4] {
+    mma_m16n8k16(MmaInput::Bf16, a, b, c, site)
+}
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`: as [`mma_m16n8k16_bf16`] with IEEE
+/// half-precision A and B.
+pub fn mma_m16n8k16_f16(a: [u32; 4], b: [u32; 2], c: [f32; 4], site: Site) -> [f32; 4] {
+    mma_m16n8k16(MmaInput::F16, a, b, c, site)
+}
+
+fn mma_m16n8k16(input_type: MmaInput, a: [u32; 4], b: [u32; 2], c: [f32; 4], site: Site) -> [f32; 4] {
     let mut input = [0u32; 10];
     input[..4].copy_from_slice(&a);
     input[4..6].copy_from_slice(&b);
     for (word, value) in input[6..].iter_mut().zip(c) {
         *word = value.to_bits();
     }
-    collective(Op::Mma, warp::FULL_MASK, site, &input).map(f32::from_bits)
+    collective(Op::Mma(input_type), warp::FULL_MASK, site, &input).map(f32::from_bits)
 }
 
 /// `ldmatrix.sync.aligned.m8n8.x{matrices}[.trans].shared.b16`: lane `8i + r` (for

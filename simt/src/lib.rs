@@ -66,6 +66,6 @@ pub use launch::{current_sample, last_launch_stats, launch, launch_with, set_blo
 pub use shared::Shared;
 pub use stacks::THREAD_STACK_BYTES;
 pub use stats::{
-    Class, GlobalTraffic, InstructionCounts, LaunchStats, SharedTraffic, BANK_BYTES, SECTOR_BYTES,
-    SHARED_BANKS,
+    Class, GlobalTraffic, InstructionCounts, LaunchStats, SharedTraffic, ASYNC_OVERLAP_BUCKETS, BANK_BYTES,
+    SECTOR_BYTES, SHARED_BANKS,
 };

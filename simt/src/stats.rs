@@ -23,6 +23,9 @@ pub const BANK_BYTES: u32 = 4;
 /// Bytes per global-memory sector (the unit DRAM and L2 move).
 pub const SECTOR_BYTES: u64 = 32;
 
+/// Buckets of [`LaunchStats::async_copies_by_overlap`]: 0, 1, 2, and 3 or more barriers.
+pub const ASYNC_OVERLAP_BUCKETS: usize = 4;
+
 /// Instruction classes counted by the emulator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -253,6 +256,11 @@ pub struct LaunchStats {
     pub global_stores: GlobalTraffic,
     /// Global-memory atomics: requests, sectors and bytes.
     pub global_atomics: GlobalTraffic,
+    /// `cp.async` copies (per thread) by how many barriers their thread passed between
+    /// committing the copy's group and waiting for it: `[0, 1, 2, 3 or more]`. A copy waited
+    /// for in the barrier interval that issued it overlaps no other work of the block; one
+    /// issued `d` intervals ahead (a `d + 1`-stage ring) overlaps `d` intervals of it.
+    pub async_copies_by_overlap: [u64; ASYNC_OVERLAP_BUCKETS],
 }
 
 impl LaunchStats {
@@ -311,8 +319,9 @@ impl Default for WeightedSums {
 
 impl WeightedSums {
     /// Thread and warp instruction counts, then requests/wavefronts/bytes of shared loads,
-    /// stores and atomics, then requests/sectors/bytes of global ones.
-    const LEN: usize = 2 * CLASSES + 9 + 9;
+    /// stores and atomics, then requests/sectors/bytes of global ones, then the `cp.async`
+    /// overlap buckets.
+    const LEN: usize = 2 * CLASSES + 9 + 9 + ASYNC_OVERLAP_BUCKETS;
 
     fn flatten(c: &BlockCounts) -> [u64; Self::LEN] {
         let mut out = [0; Self::LEN];
@@ -324,6 +333,7 @@ impl WeightedSums {
             let g = &c.global[k];
             out[2 * CLASSES + 9 + 3 * k..][..3].copy_from_slice(&[g.requests, g.sectors, g.bytes_requested]);
         }
+        out[2 * CLASSES + 18..].copy_from_slice(&c.async_overlap);
         out
     }
 
@@ -358,6 +368,7 @@ impl WeightedSums {
         };
         (stats.shared_loads, stats.shared_stores, stats.shared_atomics) = (shared(0), shared(1), shared(2));
         (stats.global_loads, stats.global_stores, stats.global_atomics) = (global(0), global(1), global(2));
+        stats.async_copies_by_overlap.copy_from_slice(&v[2 * CLASSES + 18..]);
         stats.shared_bytes_per_block = self.shared_bytes;
     }
 }
@@ -371,6 +382,8 @@ pub(crate) struct BlockCounts {
     pub shared: [SharedTraffic; 3],
     pub global: [GlobalTraffic; 3],
     pub shared_bytes: u32,
+    /// `cp.async` copies by overlap bucket (see [`LaunchStats::async_copies_by_overlap`]).
+    pub async_overlap: [u64; ASYNC_OVERLAP_BUCKETS],
 }
 
 /// Access kinds as memory counters index them.

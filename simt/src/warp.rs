@@ -49,13 +49,13 @@ pub(crate) enum Op {
     Shfl(ShflMode),
     Vote(VoteMode),
     SyncWarp,
-    Mma,
+    Mma(MmaInput),
     Ldmatrix { matrices: u8, trans: bool },
 }
 
 impl Op {
     fn needs_full_warp(self) -> bool {
-        matches!(self, Op::Mma | Op::Ldmatrix { .. })
+        matches!(self, Op::Mma(_) | Op::Ldmatrix { .. })
     }
 }
 
@@ -65,12 +65,22 @@ impl fmt::Display for Op {
             Op::Shfl(mode) => write!(f, "shfl.sync.{}", format!("{mode:?}").to_lowercase()),
             Op::Vote(mode) => write!(f, "vote.sync.{}", format!("{mode:?}").to_lowercase()),
             Op::SyncWarp => f.write_str("bar.warp.sync"),
-            Op::Mma => f.write_str("mma.sync.m16n8k16.bf16"),
+            Op::Mma(MmaInput::Bf16) => f.write_str("mma.sync.m16n8k16.bf16"),
+            Op::Mma(MmaInput::F16) => f.write_str("mma.sync.m16n8k16.f16"),
             Op::Ldmatrix { matrices, trans } => {
                 write!(f, "ldmatrix.x{matrices}{}", if *trans { ".trans" } else { "" })
             }
         }
     }
+}
+
+/// Element type of an `mma.sync.m16n8k16` A and B operand (accumulation is f32 for both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MmaInput {
+    /// bfloat16: 8 exponent bits, 7 mantissa bits.
+    Bf16,
+    /// IEEE binary16: 5 exponent bits, 10 mantissa bits.
+    F16,
 }
 
 /// Per-lane operand words: up to 4 A + 2 B + 4 C registers of an mma.
@@ -265,8 +275,8 @@ fn complete(
                 inner.log.warp_synced(warp);
             }
         }
-        Op::Mma => {
-            let d = fragments::mma_m16n8k16_bf16(&p.inputs);
+        Op::Mma(input) => {
+            let d = fragments::mma_m16n8k16(input, &p.inputs);
             for (l, words) in d.iter().enumerate() {
                 out[l] = words.map(f32::to_bits);
             }

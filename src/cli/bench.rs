@@ -131,12 +131,14 @@ fn kernels(a: KernelsArgs) -> anyhow::Result<i32> {
             let bench = kb::Bench::load(&Device::Emu)?;
             let mut tables: Vec<Vec<String>> = vec![Vec::new(); targets.len()];
             for case in &cases {
-                let work =
-                    bench.count(case).with_context(|| format!("counting `{}` on the emulator", case.name))?;
+                let works = bench
+                    .count_launches(case)
+                    .with_context(|| format!("counting `{}` on the emulator", case.name))?;
+                let work = &works[0];
                 for (target, lines) in targets.iter().zip(&mut tables) {
-                    let pred =
-                        target.predict(&work).with_context(|| format!("predicting `{}`", case.name))?;
-                    let mut r = kb::row(case, &Ceilings::from_table(target), None, Some((&pred, &work)));
+                    let pred = kb::predict_launches(target, &works)
+                        .with_context(|| format!("predicting `{}`", case.name))?;
+                    let mut r = kb::row(case, &Ceilings::from_table(target), None, Some((&pred, work)));
                     r.gpu = Some(target.gpu.name.clone());
                     let per = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
                     lines.push(format!(

@@ -8,7 +8,9 @@
 //! number of K-steps) extrapolated to the real `K`; attention for one (sequence, head) pair,
 //! scaled to all of them (every pair does the same work). The tensor-core flash attention is
 //! counted the same way, with every block of the one pair run (its causal blocks differ in
-//! work, so an edge sample would not be exact).
+//! work, so an edge sample would not be exact). A split-K tensor-core GEMM is two launches,
+//! counted apart ([`Bench::count_launches`]) and predicted one after the other
+//! ([`predict_launches`]).
 
 pub mod designs;
 
@@ -19,7 +21,8 @@ use trident_perfmodel::{Prediction, Target, Workload};
 use trident_runtime::{set_block_sample, BlockSample, Buffer, Device, Module};
 
 use crate::launch::{
-    self, AdamW, AttentionShape, EncoderShape, FlashAttentionShape, Gemm, Kernels, Transpose,
+    self, AdamW, AttentionShape, EncoderShape, FlashAttentionShape, Gemm, GemmTc, GemmTcPlan, HalfType,
+    Kernels, Transpose,
 };
 use designs::SgemmDesign;
 
@@ -37,11 +40,22 @@ pub enum Group {
     Design,
 }
 
+/// Output element of a tensor-core GEMM case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcOut {
+    /// f32.
+    F32,
+    /// The inputs' 16-bit type.
+    B16,
+}
+
 /// What one case launches.
 #[derive(Clone, Copy, Debug)]
 pub enum Op {
     /// [`crate::launch::gemm`] of that shape.
     Gemm(Gemm),
+    /// The tensor-core GEMM, with the plan its wrapper picks (split-K: two launches).
+    GemmTc(GemmTc, TcOut),
     /// Causal attention forward of that shape.
     Attention(AttentionShape),
     /// The tensor-core flash attention forward (bf16).
@@ -125,6 +139,9 @@ pub struct Case {
 /// GPT-2 small as the benchmark shapes it: `B x T` = 4 x 1024 rows, 768 channels, 12 heads,
 /// the vocabulary padded to 50304.
 pub const GPT2_ROWS: usize = 4 * 1024;
+
+/// Rows of the GPT-2 layer's tensor-core GEMM cases: micro-batch 16 x T 1024.
+pub const GPT2_TC_ROWS: usize = 16 * 1024;
 /// GPT-2 small's channels.
 pub const GPT2_C: usize = 768;
 /// GPT-2's vocabulary padded to a multiple of 128.
@@ -138,6 +155,26 @@ pub fn suite() -> Vec<Case> {
     let mut cases = Vec::new();
     for s in [1024, 2048, 4096, 8192] {
         cases.push(case(format!("gemm {s}^3 (nn)"), Op::Gemm(Gemm::new(s, s, s))));
+    }
+    for s in [4096, 8192] {
+        let g = GemmTc::new(s, s, s, HalfType::Bf16).trans_b();
+        cases.push(case(format!("tc gemm {s}^3 bf16 (nt)"), Op::GemmTc(g, TcOut::B16)));
+    }
+    let (r, c) = (GPT2_TC_ROWS, GPT2_C);
+    for (what, oc, ic) in [("qkv", 3 * c, c), ("attn proj", c, c), ("fc", 4 * c, c), ("fc proj", c, 4 * c)] {
+        let bf16 = HalfType::Bf16;
+        cases.push(case(
+            format!("tc gpt2 {what} fwd {r}x{oc}x{ic} bf16 (nt)"),
+            Op::GemmTc(GemmTc::new(r, oc, ic, bf16).trans_b(), TcOut::B16),
+        ));
+        cases.push(case(
+            format!("tc gpt2 {what} bwd dx {r}x{ic}x{oc} bf16 (nn)"),
+            Op::GemmTc(GemmTc::new(r, ic, oc, bf16), TcOut::B16),
+        ));
+        cases.push(case(
+            format!("tc gpt2 {what} bwd dw {oc}x{ic}x{r} f32 (tn)"),
+            Op::GemmTc(GemmTc::new(oc, ic, r, bf16).trans_a(), TcOut::F32),
+        ));
     }
     let (r, c) = (GPT2_ROWS, GPT2_C);
     for (what, oc, ic) in [("qkv", 3 * c, c), ("attn proj", c, c), ("fc", 4 * c, c), ("fc proj", c, 4 * c)] {
@@ -197,6 +234,29 @@ pub fn suite() -> Vec<Case> {
     cases
 }
 
+/// The plan the wrapper picks for a tensor-core case.
+fn tc_plan(g: &GemmTc) -> GemmTcPlan {
+    g.plan.unwrap_or_else(|| launch::plan_gemm_tc(g.m, g.n, g.k))
+}
+
+/// The main-loop kernel of a tensor-core case (with split-K it writes f32 partials).
+fn gemm_tc_kernel(g: &GemmTc, out: TcOut) -> &'static str {
+    let plan = tc_plan(g);
+    let layout = match (g.trans_a, g.trans_b) {
+        (Transpose::No, Transpose::No) => "nn",
+        (Transpose::No, Transpose::Yes) => "nt",
+        _ => "tn",
+    };
+    let input = if g.input == HalfType::Bf16 { "bf16" } else { "f16" };
+    let out = if out == TcOut::F32 || plan.splits > 1 { "f32" } else { "b16" };
+    let name = format!("gemm_tc_{input}_{layout}_{out}_{}", plan.config.suffix);
+    trident_kernels::gemm_tc::KERNEL_NAMES
+        .iter()
+        .copied()
+        .find(|k| *k == name)
+        .expect("every variant is built")
+}
+
 fn gemm_kernel(g: &Gemm) -> &'static str {
     match (g.trans_a, g.trans_b) {
         (Transpose::No, Transpose::No) => "gemm_nn_f32",
@@ -216,7 +276,7 @@ impl Case {
     /// The group the case is reported in.
     pub fn group(&self) -> Group {
         match self.op {
-            Op::Gemm(_) => Group::Gemm,
+            Op::Gemm(_) | Op::GemmTc(..) => Group::Gemm,
             Op::Attention(_) | Op::FlashForward(_) | Op::FlashBackward(_, FlashStep::Main) => {
                 Group::Attention
             }
@@ -229,6 +289,7 @@ impl Case {
     pub fn kernel(&self) -> &'static str {
         match &self.op {
             Op::Gemm(g) => gemm_kernel(g),
+            Op::GemmTc(g, out) => gemm_tc_kernel(g, *out),
             Op::Attention(_) => "attention_forward_f32",
             Op::FlashForward(s) if s.hs == 64 => "flash_attention_forward_hs64",
             Op::FlashForward(_) => "flash_attention_forward_hs128",
@@ -254,6 +315,7 @@ impl Case {
     pub fn flops(&self) -> f64 {
         match &self.op {
             Op::Gemm(g) => 2.0 * (g.m * g.n * g.k) as f64,
+            Op::GemmTc(g, _) => 2.0 * (g.m * g.n * g.k) as f64,
             Op::Design { size, .. } => 2.0 * (*size as f64).powi(3),
             Op::Attention(s) => attention_flops(s),
             Op::FlashForward(s) => s.forward_flops(),
@@ -268,6 +330,10 @@ impl Case {
         let f = |n: usize| 4 * n as u64;
         match &self.op {
             Op::Gemm(g) => f(g.m * g.k + g.k * g.n + g.m * g.n * if g.beta == 0.0 { 1 } else { 2 }),
+            Op::GemmTc(g, out) => {
+                2 * (g.m * g.k + g.k * g.n) as u64
+                    + (g.m * g.n) as u64 * if *out == TcOut::F32 { 4 } else { 2 }
+            }
             Op::Design { size, .. } => f(4 * size * size),
             Op::Attention(s) => f(s.b * s.t * 3 * s.nh * s.hs + s.b * s.t * s.nh * s.hs + s.b * s.nh * s.t),
             // bf16 tensors (2 bytes), f32 statistics and dQ sum (4 bytes).
@@ -321,6 +387,9 @@ impl Op {
     fn buffers(&self, device: &Device) -> Result<Buffers, launch::LaunchError> {
         let sizes: Vec<usize> = match self {
             Op::Gemm(g) => vec![g.m * g.n, g.m * g.k, g.k * g.n],
+            // f32 output, when there is one.
+            Op::GemmTc(g, TcOut::F32) => vec![g.m * g.n],
+            Op::GemmTc(..) => Vec::new(),
             Op::Design { size, .. } => vec![size * size; 3],
             Op::Attention(s) => {
                 let c = s.nh * s.hs;
@@ -337,7 +406,7 @@ impl Op {
             Op::CrossEntropy { rows, vp, .. } => vec![rows * vp, *rows],
             Op::EncoderForward(s) => vec![s.b * s.t * s.c, s.vp * s.c, s.max_t * s.c],
         };
-        let f =
+        let f: Vec<Buffer<f32>> =
             sizes.iter().enumerate().map(|(i, &n)| filled(device, n, i as u32)).collect::<Result<_, _>>()?;
         let u = match self {
             Op::CrossEntropy { rows, v, .. } => {
@@ -362,6 +431,14 @@ impl Op {
                     .enumerate()
                     .map(|(i, &n)| filled_bf16(device, n, 10 + i as u32))
                     .collect::<Result<_, _>>()?
+            }
+            // bf16: A, B, and the output when it is 16-bit.
+            Op::GemmTc(g, out) => {
+                let mut h = vec![filled_bf16(device, g.m * g.k, 1)?, filled_bf16(device, g.k * g.n, 2)?];
+                if *out == TcOut::B16 {
+                    h.push(filled_bf16(device, g.m * g.n, 0)?);
+                }
+                h
             }
             _ => Vec::new(),
         };
@@ -431,6 +508,14 @@ impl Op {
         let f = &mut bufs.f;
         match self {
             Op::FlashForward(_) | Op::FlashBackward(..) => unreachable!("launched on bf16 buffers"),
+            Op::GemmTc(g, out) => {
+                let (ab, c) = bufs.h.split_at_mut(2);
+                let (a, b) = (ab[0].view(..)?, ab[1].view(..)?);
+                match out {
+                    TcOut::F32 => launch::gemm_tc(k, &mut f[0].view_mut(..)?, &a, &b, None, None, g),
+                    TcOut::B16 => launch::gemm_tc(k, &mut c[0].view_mut(..)?, &a, &b, None, None, g),
+                }
+            }
             Op::Gemm(g) => {
                 let [c, a, b] = three(f);
                 launch::gemm(k, &mut c.view_mut(..)?, &a.view(..)?, &b.view(..)?, g)
@@ -557,6 +642,27 @@ fn three(f: &mut [Buffer<f32>]) -> [&mut Buffer<f32>; 3] {
     [a, b, &mut rest[0]]
 }
 
+/// Two short K at which GEMMs are counted, multiples of every design's and Trident's K-step
+/// (<= 32).
+const K1: usize = 64;
+const K2: usize = 128;
+/// The tensor-core GEMM's K-step.
+const BK_TC: usize = trident_kernels::gemm_tc::BK;
+
+/// The predicted time of a case's launches on `target`, one after another: their seconds
+/// summed, the rest (bound, occupancy, terms) of the longest.
+pub fn predict_launches(
+    target: &Target,
+    works: &[Workload],
+) -> Result<Prediction, trident_perfmodel::ModelError> {
+    let mut preds = works.iter().map(|w| target.predict(w)).collect::<Result<Vec<_>, _>>()?;
+    let seconds = preds.iter().map(|p| p.seconds).sum();
+    preds.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+    let mut longest = preds.swap_remove(0);
+    longest.seconds = seconds;
+    Ok(longest)
+}
+
 /// The kernels and the raw module (for the design kernels) on one device.
 pub struct Bench {
     /// Trident's kernels, through the launch wrappers.
@@ -585,12 +691,16 @@ impl Bench {
     }
 
     fn count_once(&self, op: &Op, kernel: &str) -> anyhow::Result<Workload> {
-        let mut bufs = op.buffers(self.device())?;
         // Causal flash attention's blocks differ in work: run them all (one head, see `count`).
         let sample = match op {
             Op::FlashForward(_) | Op::FlashBackward(..) => BlockSample::All,
             _ => BlockSample::Edges,
         };
+        self.count_sampled(op, kernel, sample)
+    }
+
+    fn count_sampled(&self, op: &Op, kernel: &str, sample: BlockSample) -> anyhow::Result<Workload> {
+        let mut bufs = op.buffers(self.device())?;
         let previous = set_block_sample(sample);
         let result = op.launch(&self.kernels, &self.module, &mut bufs);
         set_block_sample(previous);
@@ -614,10 +724,8 @@ impl Bench {
             "counting needs the Emu device, whose launches are counted"
         );
         let kernel = case.kernel();
-        // Two short K, multiples of every design's and Trident's K-step (<= 32).
-        const K1: usize = 64;
-        const K2: usize = 128;
         let work = match case.op {
+            Op::GemmTc(..) => return Ok(self.count_launches(case)?.swap_remove(0)),
             Op::Gemm(g) if g.k > K2 => {
                 let short = |k| Op::Gemm(Gemm { k, ..g });
                 let (w1, w2) = (self.count_once(&short(K1), kernel)?, self.count_once(&short(K2), kernel)?);
@@ -644,6 +752,58 @@ impl Bench {
             op => self.count_once(&op, kernel)?,
         };
         Ok(work.with_dram_bytes(case.bytes()).with_flops(case.flops()))
+    }
+
+    /// Every launch of the case, counted on `Emu` for its full size, in launch order: one, or
+    /// for a split-K tensor-core GEMM the main loop and the reduction. The main loop's z blocks
+    /// each do the work of an unsplit launch over `k_split` (exact when the splits are equal),
+    /// counted at two short K and extrapolated; the reduction does not depend on K and is
+    /// counted at `K = splits x BK`.
+    pub fn count_launches(&self, case: &Case) -> anyhow::Result<Vec<Workload>> {
+        let Op::GemmTc(g, out) = case.op else { return Ok(vec![self.count(case)?]) };
+        anyhow::ensure!(matches!(self.device(), Device::Emu), "counting needs --device emu");
+        let plan = tc_plan(&g);
+        let kernel = case.kernel();
+        let main_out = if plan.splits > 1 { TcOut::F32 } else { out };
+        let unsplit = |k: usize| {
+            let plan = GemmTcPlan { splits: 1, k_split: k.div_ceil(BK_TC) * BK_TC, ..plan };
+            Op::GemmTc(GemmTc { k, plan: Some(plan), ..g }, main_out)
+        };
+        let mut main = if plan.k_split > K2 {
+            let (w1, w2) = (self.count_once(&unsplit(K1), kernel)?, self.count_once(&unsplit(K2), kernel)?);
+            w1.extrapolate(&w2, (plan.k_split - K1) as f64 / (K2 - K1) as f64)
+        } else {
+            self.count_once(&unsplit(plan.k_split), kernel)?
+        };
+        if plan.splits == 1 {
+            return Ok(vec![main.with_dram_bytes(case.bytes()).with_flops(case.flops())]);
+        }
+        let partials = (plan.splits * (g.m * g.n).div_ceil(4) * 4 * 4) as u64;
+        let out_bytes = (g.m * g.n) as u64 * if out == TcOut::F32 { 4 } else { 2 };
+        main = main.scaled(plan.splits as f64);
+        main.blocks = (g.m.div_ceil(plan.config.bm() as usize)
+            * g.n.div_ceil(plan.config.bn() as usize)
+            * plan.splits) as u64;
+        let main =
+            main.with_dram_bytes(2 * (g.m * g.k + g.k * g.n) as u64 + partials).with_flops(case.flops());
+        let reduce_kernel = match (out, g.input) {
+            (TcOut::F32, _) => "gemm_tc_splitk_reduce_f32",
+            (TcOut::B16, HalfType::Bf16) => "gemm_tc_splitk_reduce_bf16",
+            (TcOut::B16, HalfType::F16) => "gemm_tc_splitk_reduce_f16",
+        };
+        // The reduction reads every partial, so the whole grid of the main loop runs: at K =
+        // splits x BK and on `REDUCE_ROWS` rows, scaled to M (every row does the same work;
+        // exact while the rows fill whole blocks of the reduction's grid).
+        const REDUCE_ROWS: usize = 64;
+        let rows = REDUCE_ROWS.min(g.m);
+        let k = plan.splits * BK_TC;
+        let plan = Some(GemmTcPlan { k_split: BK_TC, ..plan });
+        let few_rows = Op::GemmTc(GemmTc { m: rows, k, plan, ld: None, ..g }, out);
+        let reduce = self
+            .count_sampled(&few_rows, reduce_kernel, BlockSample::All)?
+            .scaled(g.m as f64 / rows as f64)
+            .with_dram_bytes(partials + out_bytes);
+        Ok(vec![main, reduce])
     }
 
     /// A design's counters at `M = N = size`, `K = k`.

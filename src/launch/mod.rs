@@ -17,6 +17,7 @@ mod error;
 mod flash_attention;
 mod gelu;
 mod gemm;
+mod gemm_tc;
 mod kernels;
 mod layernorm;
 mod linear;
@@ -35,6 +36,7 @@ pub use flash_attention::{
 };
 pub use gelu::{gelu_backward, gelu_backward_inplace, gelu_forward};
 pub use gemm::{gemm, Gemm, Transpose};
+pub use gemm_tc::{gemm_tc, plan_gemm_tc, GemmTc, GemmTcOutput, GemmTcPlan, HalfType};
 pub use kernels::Kernels;
 pub use layernorm::{layernorm_backward, layernorm_forward};
 pub use linear::{linear_backward, linear_forward};

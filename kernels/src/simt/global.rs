@@ -564,3 +564,19 @@ impl GlobalMut<f32> {
         }
     }
 }
+
+impl GlobalMut<u16> {
+    /// The same memory as 32-bit words, each holding two consecutive 16-bit elements (element
+    /// `2i` in the low half of word `i`, as [`super::pack_bf16x2`] packs them), for one store
+    /// per pair. A word accessed must be 4-byte aligned (the emulator checks; on the host the
+    /// pointer keeps the parameter whose view bounds it).
+    #[inline(always)]
+    pub fn pairs(self) -> GlobalMut<u32> {
+        GlobalMut {
+            ptr: self.ptr.cast(),
+            #[cfg(not(target_arch = "nvptx64"))]
+            arg: self.arg,
+            _element: PhantomData,
+        }
+    }
+}

@@ -360,3 +360,13 @@ pub fn cp_async_wait_group<const N: u32>() {
 pub fn cp_async_wait_all() {
     device::cp_async_wait_all();
 }
+
+// Tensor-core GEMM support (kept together at the end of the file).
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`: [`mma_m16n8k16_bf16`] with IEEE
+/// half-precision A and B, in the same fragment layouts. All 32 lanes of a full warp must
+/// execute it together.
+#[track_caller]
+pub fn mma_m16n8k16_f16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    device::mma_m16n8k16_f16(a, b, c, core::panic::Location::caller())
+}

@@ -20,9 +20,10 @@
 //! - Fast math: [`exp2`], [`exp`], [`log2`], [`tanh`], [`rsqrt`] (PTX `.approx`, a few ulp
 //!   from the host's correctly rounded results; `tanh` about 2^-11), [`sqrt`], [`fma`],
 //!   [`fmax`], [`fmin`].
-//! - bf16: [`f32_to_bf16`], [`bf16_to_f32`], [`pack_bf16x2`], [`unpack_bf16x2`].
-//! - Tensor cores: [`mma_m16n8k16_bf16`], `ldmatrix_x{1,2,4}` and their `_trans` forms, in the
-//!   PTX ISA fragment layouts.
+//! - bf16: [`f32_to_bf16`], [`bf16_to_f32`], [`pack_bf16x2`], [`unpack_bf16x2`]; f16:
+//!   [`f32_to_f16`], [`f16_to_f32`] (pairs packed as bf16 pairs are).
+//! - Tensor cores: [`mma_m16n8k16_bf16`], [`mma_m16n8k16_f16`], `ldmatrix_x{1,2,4}` and their
+//!   `_trans` forms, in the PTX ISA fragment layouts.
 
 mod bf16;
 mod f16;

@@ -610,3 +610,28 @@ pub fn cp_async_wait_all() {
     // SAFETY: no operands.
     unsafe { asm!("cp.async.wait_all;", options(nostack)) };
 }
+
+// Tensor-core GEMM support (kept together at the end of the file).
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`: [`mma_m16n8k16_bf16`] with IEEE
+/// half-precision A and B, in the same fragment layouts. All 32 lanes of the warp must execute
+/// it together.
+#[inline(always)]
+pub fn mma_m16n8k16_f16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    let mut d = [0f32; 4];
+    // SAFETY: register-only warp-collective instruction; all lanes execute it together.
+    unsafe {
+        asm!(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 \
+             {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, \
+             {{{c0}, {c1}, {c2}, {c3}}};",
+            d0 = out(reg32) d[0], d1 = out(reg32) d[1], d2 = out(reg32) d[2], d3 = out(reg32) d[3],
+            a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+            b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+            c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+            // Not `pure`: a warp collective must not be moved into divergent code or dropped.
+            options(nomem, nostack),
+        )
+    };
+    d
+}

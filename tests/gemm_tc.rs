@@ -1,0 +1,416 @@
+//! The tensor-core GEMM on `Emu` (and `Cuda` when present) against an f64 reference of the
+//! rounded inputs: random shapes that divide no tile, every layout a linear layer needs, both
+//! input types, both outputs, both block tiles, split-K, and every epilogue, with the output
+//! (padding included) poisoned first. Then the exact counters of the main loop: the `mma` and
+//! `ldmatrix` counts, and no shared-memory bank conflict in any `ldmatrix` or `cp.async`.
+//!
+//! Tolerance per element: `r |want| + 1e-5 x magnitude`, where the magnitude is the sum of the
+//! terms' absolute values (`|a||b|` products, bias, residual) and `r` the output's rounding
+//! (0 for f32, 2^-8 for bf16, 2^-11 for f16); f32 accumulation in any order is well inside
+//! 1e-5 of the magnitude at these K, and the GPU's `tanh.approx` (about 2^-11) adds 2e-3.
+
+mod common;
+
+use common::rng;
+use rand::rngs::StdRng;
+use rand::Rng;
+use trident::launch::{self, GemmTc, GemmTcOutput, GemmTcPlan, HalfType, Kernels, LaunchError};
+use trident::runtime::{last_launch_stats, Buffer, Device};
+use trident_kernels::gemm_tc::{BK, CONFIGS, LARGE, SMALL};
+use trident_kernels::simt::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+
+fn round(t: HalfType, x: f32) -> u16 {
+    match t {
+        HalfType::Bf16 => f32_to_bf16(x),
+        HalfType::F16 => f32_to_f16(x),
+    }
+}
+
+fn widen(t: HalfType, bits: u16) -> f32 {
+    match t {
+        HalfType::Bf16 => bf16_to_f32(bits),
+        HalfType::F16 => f16_to_f32(bits),
+    }
+}
+
+/// `n` random 16-bit values in [-scale, scale).
+fn random_half(rng: &mut StdRng, t: HalfType, n: usize, scale: f32) -> Vec<u16> {
+    (0..n).map(|_| round(t, rng.gen_range(-scale..scale))).collect()
+}
+
+/// Test access to an output's values and poison.
+trait Out: GemmTcOutput + Copy + PartialEq + std::fmt::Debug {
+    const POISON: Self;
+    /// Relative rounding of the output for input type `t`.
+    fn rounding(t: HalfType) -> f64;
+    fn value(self, t: HalfType) -> f64;
+    fn from_value(t: HalfType, v: f32) -> Self;
+    fn is_poison(self) -> bool;
+}
+
+impl Out for f32 {
+    const POISON: f32 = f32::NAN;
+    fn rounding(_: HalfType) -> f64 {
+        0.0
+    }
+    fn value(self, _: HalfType) -> f64 {
+        f64::from(self)
+    }
+    fn from_value(_: HalfType, v: f32) -> f32 {
+        v
+    }
+    fn is_poison(self) -> bool {
+        self.is_nan()
+    }
+}
+
+impl Out for u16 {
+    /// NaN in both bf16 and f16.
+    const POISON: u16 = 0xFFFF;
+    fn rounding(t: HalfType) -> f64 {
+        match t {
+            HalfType::Bf16 => 2f64.powi(-8),
+            HalfType::F16 => 2f64.powi(-11),
+        }
+    }
+    fn value(self, t: HalfType) -> f64 {
+        f64::from(widen(t, self))
+    }
+    fn from_value(t: HalfType, v: f32) -> u16 {
+        round(t, v)
+    }
+    fn is_poison(self) -> bool {
+        self == 0xFFFF
+    }
+}
+
+/// One random case: layout, types, epilogue and plan fixed by the caller, shape at random.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    trans_a: bool,
+    trans_b: bool,
+    input: HalfType,
+    bias: bool,
+    gelu: bool,
+    residual: bool,
+    plan: Option<GemmTcPlan>,
+}
+
+fn run_case<O: Out>(
+    device: &Device,
+    k: &Kernels,
+    rng: &mut StdRng,
+    case: Case,
+    (m, n, kk): (usize, usize, usize),
+) {
+    let t = case.input;
+    let round8 = |x: usize| x.div_ceil(8) * 8;
+    // Stored shapes; leading dimensions are multiples of 8 with a random pad.
+    let (a_rows, a_cols) = if case.trans_a { (kk, m) } else { (m, kk) };
+    let (b_rows, b_cols) = if case.trans_b { (n, kk) } else { (kk, n) };
+    let lda = round8(a_cols) + 8 * rng.gen_range(0..2);
+    let ldb = round8(b_cols) + 8 * rng.gen_range(0..2);
+    let ldc = n + rng.gen_range(0..3);
+    let a = random_half(rng, t, a_rows * lda, 1.0);
+    let b = random_half(rng, t, b_rows * ldb, 1.0);
+    let bias: Vec<f32> = (0..n).map(|_| rng.gen_range(-1.0..1.0)).collect();
+    let residual: Vec<O> = (0..m * ldc).map(|_| O::from_value(t, rng.gen_range(-2.0..2.0))).collect();
+
+    let mut spec = GemmTc::new(m, n, kk, t).leading_dims(lda, ldb, ldc);
+    if case.trans_a {
+        spec = spec.trans_a();
+    }
+    if case.trans_b {
+        spec = spec.trans_b();
+    }
+    if case.gelu {
+        spec = spec.gelu();
+    }
+    if let Some(plan) = case.plan {
+        spec = spec.with_plan(plan);
+    }
+    let (da, db) = (Buffer::from_slice(device, &a).unwrap(), Buffer::from_slice(device, &b).unwrap());
+    let dbias = Buffer::from_slice(device, &bias).unwrap();
+    let dres = Buffer::from_slice(device, &residual).unwrap();
+    let mut dc = Buffer::from_slice(device, &vec![O::POISON; m * ldc]).unwrap();
+    let (vbias, vres) = (dbias.view(..).unwrap(), dres.view(..).unwrap());
+    launch::gemm_tc(
+        k,
+        &mut dc.view_mut(..).unwrap(),
+        &da.view(..).unwrap(),
+        &db.view(..).unwrap(),
+        case.bias.then_some(&vbias),
+        case.residual.then_some(&vres),
+        &spec,
+    )
+    .unwrap_or_else(|e| panic!("{case:?} {m}x{n}x{kk}: {e}"));
+    let got = dc.to_vec().unwrap();
+
+    let at =
+        |i: usize, p: usize| f64::from(widen(t, if case.trans_a { a[p * lda + i] } else { a[i * lda + p] }));
+    let bt =
+        |p: usize, j: usize| f64::from(widen(t, if case.trans_b { b[j * ldb + p] } else { b[p * ldb + j] }));
+    let gelu_tol = if matches!(device, Device::Cuda(_)) { 2e-3 } else { 0.0 };
+    for i in 0..m {
+        for j in 0..ldc {
+            let g = got[i * ldc + j];
+            if j >= n {
+                assert!(g.is_poison(), "{case:?} {m}x{n}x{kk}: C[{i}][{j}] past n was written: {g:?}");
+                continue;
+            }
+            let (mut want, mut magnitude) = (0.0f64, 0.0f64);
+            for p in 0..kk {
+                let term = at(i, p) * bt(p, j);
+                want += term;
+                magnitude += term.abs();
+            }
+            if case.bias {
+                want += f64::from(bias[j]);
+                magnitude += f64::from(bias[j]).abs();
+            }
+            if case.gelu {
+                let u = (2.0 / std::f64::consts::PI).sqrt() * (want + 0.044715 * want.powi(3));
+                want = 0.5 * want * (1.0 + u.tanh());
+                magnitude = 1.2 * magnitude + gelu_tol;
+            }
+            if case.residual {
+                let r = residual[i * ldc + j].value(t);
+                want += r;
+                magnitude += r.abs();
+            }
+            let tol = O::rounding(t) * want.abs() + 1e-5 * magnitude;
+            let v = g.value(t);
+            assert!(
+                (v - want).abs() <= tol,
+                "{case:?} {m}x{n}x{kk} (lda {lda} ldb {ldb} ldc {ldc}): C[{i}][{j}] = {v}, want {want} (tol {tol})"
+            );
+        }
+    }
+}
+
+/// Shapes that divide no tile size (M, N not multiples of 64, K not of 32) and need a second
+/// block along M or N about half of the time.
+fn random_shape(rng: &mut StdRng) -> (usize, usize, usize) {
+    let odd = |rng: &mut StdRng, lo: usize, hi: usize| loop {
+        let v = rng.gen_range(lo..hi);
+        if v % 32 != 0 {
+            break v;
+        }
+    };
+    (odd(rng, 1, 200), odd(rng, 1, 300), odd(rng, 1, 110))
+}
+
+fn gemm_tc_matches_f64_reference(device: &Device) {
+    let k = Kernels::load(device).unwrap();
+    let mut rng = rng("gemm_tc");
+    let layouts = [(false, true), (false, false), (true, false)];
+    let mut i = 0usize;
+    for (trans_a, trans_b) in layouts {
+        for input in [HalfType::Bf16, HalfType::F16] {
+            for f32_out in [true, false] {
+                // Cycle the 8 epilogues, the 2 tiles and split-K over the 12 cases.
+                let (bias, gelu, residual) = (i & 1 != 0, i & 2 != 0, i & 4 != 0);
+                let config = CONFIGS[i % 2];
+                let shape = random_shape(&mut rng);
+                let splits = if (i / 2) % 2 == 1 { 2 } else { 1 };
+                let k_split = shape.2.div_ceil(BK).div_ceil(splits) * BK;
+                let plan = GemmTcPlan { config, splits: shape.2.div_ceil(k_split), k_split };
+                let case = Case { trans_a, trans_b, input, bias, gelu, residual, plan: Some(plan) };
+                if f32_out {
+                    run_case::<f32>(device, &k, &mut rng, case, shape);
+                } else {
+                    run_case::<u16>(device, &k, &mut rng, case, shape);
+                }
+                i += 1;
+            }
+        }
+    }
+    // The wrapper's own plan, and degenerate sizes: one row, K = 1, K = 0 (the epilogue of 0).
+    let case = |plan| Case {
+        trans_a: false,
+        trans_b: true,
+        input: HalfType::Bf16,
+        bias: true,
+        gelu: false,
+        residual: false,
+        plan,
+    };
+    run_case::<f32>(device, &k, &mut rng, case(None), (150, 100, 72));
+    run_case::<u16>(device, &k, &mut rng, case(None), (1, 9, 1));
+    run_case::<f32>(device, &k, &mut rng, case(None), (5, 3, 0));
+}
+
+/// Exact counters of one full-tile launch per layout and tile: every `ldmatrix` and `cp.async`
+/// request takes one wavefront per 128 bytes (no bank conflict), and the `mma`/`ldmatrix`
+/// counts are those of the loop nest.
+fn gemm_tc_main_loop_is_conflict_free(device: &Device) {
+    if !matches!(device, Device::Emu) {
+        return;
+    }
+    let k = Kernels::load(device).unwrap();
+    for config in [LARGE, SMALL] {
+        for (trans_a, trans_b) in [(false, true), (false, false), (true, false)] {
+            let (m, n, kk) = (config.bm() as usize, config.bn() as usize, 3 * BK);
+            let a = Buffer::from_slice(device, &vec![f32_to_bf16(0.5); m * kk]).unwrap();
+            let b = Buffer::from_slice(device, &vec![f32_to_bf16(0.25); kk * n]).unwrap();
+            let mut c = Buffer::<f32>::uninit(device, m * n).unwrap();
+            let mut spec = GemmTc::new(m, n, kk, HalfType::Bf16).with_plan(GemmTcPlan {
+                config,
+                splits: 1,
+                k_split: kk,
+            });
+            if trans_a {
+                spec = spec.trans_a();
+            }
+            if trans_b {
+                spec = spec.trans_b();
+            }
+            launch::gemm_tc(
+                &k,
+                &mut c.view_mut(..).unwrap(),
+                &a.view(..).unwrap(),
+                &b.view(..).unwrap(),
+                None,
+                None,
+                &spec,
+            )
+            .unwrap();
+            let s = last_launch_stats().expect("the emulator counted the launch");
+            let what = format!("{} trans_a {trans_a} trans_b {trans_b}", config.suffix);
+            let warps = u64::from(config.threads() / 32);
+            let k_tiles = (kk / BK) as u64;
+            assert_eq!(
+                s.warp_instructions.mma,
+                warps * k_tiles * 64,
+                "{what}: 4 x 8 tiles x 2 k16 steps per slice"
+            );
+            assert_eq!(
+                s.warp_instructions.ldmatrix,
+                warps * k_tiles * 16,
+                "{what}: 8 x4 loads per operand per slice"
+            );
+            assert_eq!(
+                s.shared_loads.requests, s.warp_instructions.ldmatrix,
+                "{what}: ldmatrix is the only shared load"
+            );
+            assert_eq!(
+                s.shared_loads.wavefronts * 128,
+                s.shared_loads.bytes,
+                "{what}: ldmatrix bank conflicts"
+            );
+            assert_eq!(
+                s.shared_stores.wavefronts * 128,
+                s.shared_stores.bytes,
+                "{what}: cp.async bank conflicts"
+            );
+            let copies = ((m + n) * kk / 8) as u64;
+            assert_eq!(s.shared_stores.bytes, 16 * copies, "{what}: every chunk of A and B copied once");
+            // Slice t's copies are waited for min(t, stages - 2) barriers after they were
+            // issued: the ring's depth, as the time model reads it.
+            let per_slice = copies / k_tiles;
+            let mut overlap = [0u64; 4];
+            for t in 0..k_tiles {
+                overlap[(t as usize).min(config.stages as usize - 2)] += per_slice;
+            }
+            assert_eq!(s.async_copies_by_overlap, overlap, "{what}: copies by barriers in flight");
+            assert!(
+                c.to_vec().unwrap().iter().all(|&v| v == (0.5 * 0.25 * kk as f64) as f32),
+                "{what}: values"
+            );
+
+            // A 16-bit output goes through shared memory: its pair stores and row loads are
+            // conflict-free as well, and its global stores are whole 16-byte chunks.
+            let mut c16 = Buffer::<u16>::uninit(device, m * n).unwrap();
+            let (va, vb) = (a.view(..).unwrap(), b.view(..).unwrap());
+            launch::gemm_tc(&k, &mut c16.view_mut(..).unwrap(), &va, &vb, None, None, &spec).unwrap();
+            let s = last_launch_stats().expect("the emulator counted the launch");
+            assert_eq!(s.shared_loads.requests, warps * (k_tiles * 16 + 16), "{what}: b16 loads");
+            assert_eq!(
+                s.shared_loads.wavefronts * 128,
+                s.shared_loads.bytes,
+                "{what}: b16 ldmatrix and row loads"
+            );
+            assert_eq!(
+                s.shared_stores.wavefronts * 128,
+                s.shared_stores.bytes,
+                "{what}: b16 cp.async and pairs"
+            );
+            assert_eq!(s.global_stores.bytes_requested, 2 * (m * n) as u64, "{what}: b16 output bytes");
+            assert_eq!(
+                s.global_stores.sectors * 32,
+                s.global_stores.bytes_requested,
+                "{what}: whole sectors"
+            );
+            let want = f32_to_bf16((0.5 * 0.25 * kk as f64) as f32);
+            assert!(c16.to_vec().unwrap().iter().all(|&v| v == want), "{what}: b16 values");
+        }
+    }
+}
+
+fn gemm_tc_checks_its_arguments(device: &Device) {
+    let k = Kernels::load(device).unwrap();
+    let a = Buffer::from_slice(device, &vec![0u16; 64 * 64]).unwrap();
+    let mut c = Buffer::from_slice(device, &vec![0f32; 64 * 64]).unwrap();
+    let run = |c: &mut Buffer<f32>, spec: GemmTc| {
+        let (a, b) = (a.view(..).unwrap(), a.view(..).unwrap());
+        launch::gemm_tc::<f32>(&k, &mut c.view_mut(..).unwrap(), &a, &b, None, None, &spec)
+    };
+    let err = run(&mut c, GemmTc::new(64, 64, 60, HalfType::Bf16).trans_b()).unwrap_err();
+    assert!(err.to_string().contains("not a multiple of 8"), "{err}");
+    let err = run(&mut c, GemmTc::new(64, 64, 64, HalfType::Bf16).trans_a().trans_b()).unwrap_err();
+    assert!(err.to_string().contains("both transposed"), "{err}");
+    let err = run(&mut c, GemmTc::new(64, 72, 64, HalfType::F16)).unwrap_err();
+    assert!(matches!(err, LaunchError::TooShort { what: "B", .. }), "{err}");
+    let plan = GemmTcPlan { config: LARGE, splits: 1, k_split: 32 };
+    let err = run(&mut c, GemmTc::new(64, 64, 64, HalfType::Bf16).with_plan(plan)).unwrap_err();
+    assert!(err.to_string().contains("does not cover"), "{err}");
+    // A view starting 8 bytes into its buffer is not 16-byte aligned for cp.async.
+    let err = launch::gemm_tc::<f32>(
+        &k,
+        &mut c.view_mut(..).unwrap(),
+        &a.view(4..).unwrap(),
+        &a.view(..).unwrap(),
+        None,
+        None,
+        &GemmTc::new(8, 8, 8, HalfType::Bf16),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("16-byte aligned"), "{err}");
+}
+
+kernel_tests!(
+    gemm_tc_matches_f64_reference,
+    gemm_tc_main_loop_is_conflict_free,
+    gemm_tc_checks_its_arguments
+);
+
+#[test]
+fn bench_counts_of_tensor_core_gemms_extrapolated_in_k_equal_the_whole_launch() {
+    use trident::kernel_bench::{Bench, Case, Op, TcOut};
+    let bench = Bench::load(&Device::Emu).unwrap();
+    let g = GemmTc::new(130, 260, 320, HalfType::Bf16).trans_b();
+    let case = Case { name: "tc".into(), op: Op::GemmTc(g, TcOut::B16) };
+    let extrapolated = bench.count(&case).unwrap();
+    let whole = bench.count_exact(&case.op).unwrap();
+    assert_eq!(extrapolated.blocks, whole.blocks);
+    assert_eq!(extrapolated.warp, whole.warp);
+    assert_eq!(extrapolated.smem_wavefronts, whole.smem_wavefronts);
+    assert_eq!(extrapolated.global_sectors, whole.global_sectors);
+    assert_eq!(extrapolated.async_overlap, whole.async_overlap);
+}
+
+#[test]
+fn plans_fill_the_gpu() {
+    // Large shapes: the large tile, no split.
+    for (m, n, k) in [(4096, 4096, 4096), (16384, 2304, 768), (16384, 768, 3072), (16384, 3072, 768)] {
+        let p = launch::plan_gemm_tc(m, n, k);
+        assert_eq!((p.config, p.splits), (LARGE, 1), "{m}x{n}x{k}");
+    }
+    // Weight gradients with few output tiles and a long K: split-K, covering K in whole slices.
+    for (m, n, k) in [(768, 768, 16384), (64, 64, 8192)] {
+        let p = launch::plan_gemm_tc(m, n, k);
+        assert!(p.splits > 1, "{m}x{n}x{k}: {p:?}");
+        assert_eq!(p.k_split % BK, 0);
+        assert!(p.splits * p.k_split >= k && (p.splits - 1) * p.k_split < k, "{p:?}");
+    }
+}
