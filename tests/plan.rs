@@ -194,3 +194,55 @@ fn train_dry_run_prints_the_plan_and_trains_nothing() {
     assert!(!out.contains("trained"), "{out}");
     assert!(!save.exists());
 }
+
+#[test]
+fn a_cpu_run_prints_the_calibrated_plan_beside_its_measurement() {
+    // Two pipeline stages: iteration time, bytes per rank and idle fraction, predicted and
+    // measured, one line per stage.
+    let o = trident(&[
+        "train",
+        "--device",
+        "cpu",
+        "--model",
+        "nano",
+        "--world-size",
+        "2",
+        "--pipeline-model-parallel-size",
+        "2",
+        "--micro-batch-size",
+        "4",
+        "--global-batch-size",
+        "16",
+        "--train-iters",
+        "2",
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    let line = out.lines().find(|l| l.starts_with("plan beside this run")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("iteration") && line.contains("tokens/s"), "{line}");
+    for stage in 0..2 {
+        let l = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("stage {stage}: memory per rank")))
+            .unwrap_or_else(|| panic!("stage {stage} in:\n{out}"));
+        // The plan counts the trainer's buffers exactly.
+        assert!(l.contains("(+0.0%)") && l.contains("pipeline idle"), "{l}");
+    }
+    // The single-rank path prints the iteration beside its measurement too.
+    let o = trident(&[
+        "train",
+        "--device",
+        "cpu",
+        "--model",
+        "nano",
+        "--micro-batch-size",
+        "4",
+        "--global-batch-size",
+        "8",
+        "--train-iters",
+        "2",
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("plan beside this run") && l.contains("ms")), "{out}");
+}
