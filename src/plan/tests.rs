@@ -539,7 +539,7 @@ fn the_shared_core_simulation_slows_work_that_oversubscribes_the_cores() {
     // the step grows by no more than all 24 transfers (3 hops each way per micro-batch).
     let slow = shared::simulate(&interleaved, &LocalCosts { pp_send: 0.1, ..two.clone() }).unwrap();
     let grown = slow.iteration - got.iteration;
-    assert!(grown >= 0.3 - 1e-9 && grown <= 2.4 + 1e-9, "{slow:?}");
+    assert!((0.3 - 1e-9..=2.4 + 1e-9).contains(&grown), "{slow:?}");
     // One core for two stages that each want one: slower, but at least 24 core-seconds of
     // work over one core.
     let squeezed = shared::simulate(&run, &costs(1.0, 1)).unwrap();
