@@ -487,8 +487,9 @@ fn local_rank_bytes_equal_the_trainers_report() {
 }
 
 /// The shared-core simulation: alone on enough cores a 1F1B step takes the makespan of its
-/// schedule; when the stages ask for more cores than there are, the same work takes longer,
-/// and never less than the total work spread over the cores.
+/// schedule, and an interleaved one the makespan of the interleaved schedule's own
+/// simulation; transfers lengthen it; when the stages ask for more cores than there are, the
+/// same work takes longer, and never less than the total work spread over the cores.
 #[test]
 fn the_shared_core_simulation_slows_work_that_oversubscribes_the_cores() {
     use crate::model::GptConfig;
