@@ -1,8 +1,14 @@
-//! Throughput of the parallel trainer (the code `trident train --world-size N` runs) on Cpu
-//! for several (TP, PP, DP), and each pipeline stage's measured idle fraction beside the 1F1B
-//! bubble (p-1)/(m+p-1) and the schedule's simulated one.
+//! Throughput of the trainer (the code `trident train --world-size N` runs) on Cpu for
+//! several (TP, PP, DP) and one interleaved pipeline, beside the calibrated plan's prediction
+//! of each grid (`trident::plan::local`: the grid's real ops timed here just before it runs,
+//! then the trainer's schedule simulated with the ranks sharing the cores), the bytes per rank
+//! the trainer reports beside the plan's count, and each pipeline stage's measured idle
+//! fraction beside the plan's, the 1F1B bubble (p-1)/(m+p-1) and the uniform-stage
+//! simulation.
 //!
-//! `cargo bench -p trident --bench parallel` (`TRIDENT_BENCH_STEPS` steps per run, default 4).
+//! `cargo bench -p trident --bench parallel` (`TRIDENT_BENCH_STEPS` timed steps per run,
+//! default 4; `TRIDENT_BENCH_REPEATS` runs per grid, the fastest kept, default 1;
+//! `TRIDENT_BENCH_VERBOSE=1` prints the measured costs of each grid).
 
 use std::time::Instant;
 
@@ -10,9 +16,10 @@ use trident::data::{DataOrder, TokenSet};
 use trident::model::{gpt2_init, init::NormalRng, GptConfig, ParamLayout};
 use trident::optim::AdamWConfig;
 use trident::parallel::{run_ranks, simulate, ParallelConfig, Schedule};
+use trident::plan::local::{measure, predict, Budget, LocalRun};
 use trident::runtime::Device;
 use trident::train::run::{train_rank, RankData, RunSpec};
-use trident::train::{DecayStyle, LrSchedule, TrainSettings};
+use trident::train::{DecayStyle, LrSchedule, MemoryReport, TrainSettings};
 
 const SEQ: usize = 64;
 const VOCAB: usize = 256;
@@ -30,21 +37,14 @@ fn data() -> TokenSet {
 struct Outcome {
     tokens_per_s: f64,
     idle: Vec<f64>,
+    /// Per rank: (tp rank, stage, dp rank) and what the trainer reports holding.
+    memory: Vec<((usize, usize, usize), MemoryReport)>,
 }
 
-fn run(
-    config: GptConfig,
-    tp: usize,
-    pp: usize,
-    dp: usize,
-    micro: usize,
-    micro_batches: usize,
-    steps: u64,
-) -> Outcome {
-    let par = ParallelConfig::from_world(tp * pp * dp, tp, pp).unwrap();
-    let settings = TrainSettings {
+fn settings(micro: usize, global: usize, steps: u64) -> TrainSettings {
+    TrainSettings {
         micro_batch: micro,
-        global_batch: micro * dp * micro_batches,
+        global_batch: global,
         seq_len: SEQ,
         schedule: LrSchedule {
             max_lr: 1e-3,
@@ -57,7 +57,11 @@ fn run(
         clip_grad: 1.0,
         precision: Default::default(),
         loss_scale: Default::default(),
-    };
+    }
+}
+
+fn run(config: GptConfig, par: ParallelConfig, micro: usize, micro_batches: usize, steps: u64) -> Outcome {
+    let settings = settings(micro, micro * par.dp * micro_batches, steps);
     // One warm-up step, then the timed ones.
     let spec = RunSpec {
         config,
@@ -95,28 +99,153 @@ fn run(
     .unwrap();
     let secs = results.iter().filter_map(|(_, s)| *s).fold(0.0, f64::max);
     let tokens = (settings.global_batch * SEQ) as f64 * steps as f64;
-    let mut idle = vec![0.0; pp];
+    let mut idle = vec![0.0; par.pp];
     for (r, _) in results.iter().filter(|(r, _)| r.place.tp_rank == 0 && r.dp_rank == 0) {
         idle[r.place.stage] = r.timing.idle_fraction();
     }
-    Outcome { tokens_per_s: tokens / secs, idle }
+    let memory =
+        results.iter().map(|(r, _)| ((r.place.tp_rank, r.place.stage, r.dp_rank), r.memory)).collect();
+    Outcome { tokens_per_s: tokens / secs, idle, memory }
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
 }
 
 fn main() {
     let steps: u64 = std::env::var("TRIDENT_BENCH_STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(4);
+    let repeats: usize =
+        std::env::var("TRIDENT_BENCH_REPEATS").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let verbose = std::env::var_os("TRIDENT_BENCH_VERBOSE").is_some();
     let config = GptConfig::new(SEQ, VOCAB, 4, 4, 128, 512).unwrap();
-    println!("# parallel trainer on Cpu: 4 layers, hidden 128, 4 heads, seq {SEQ}; {steps} timed steps; global batch 16");
-    println!("# {:>3} {:>3} {:>3} {:>12} {:>10}", "tp", "pp", "dp", "tokens/s", "vs 1 rank");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "# trainer on Cpu: 4 layers, hidden 128, 4 heads, seq {SEQ}; {steps} timed steps, best of {repeats}; \
+         global batch 16, micro-batch 4 (one rank: in {} row lanes); v: model chunks per stage",
+        trident::plan::local::trainer_lanes(1, 4)
+    );
+    println!("# {} ({cores} logical cores); load average at start {}", cpu_model(), load_average());
+    println!("# predicted: trident::plan::local, calibrated on this machine just before each grid runs");
+    println!(
+        "# {:>3} {:>3} {:>3} {:>2} {:>10} {:>10} {:>7} {:>10} {:>14} {:>14}",
+        "tp", "pp", "dp", "v", "measured", "predicted", "error", "vs 1 rank", "MiB/rank max", "memory error"
+    );
+    let mut rows = Vec::new();
     let mut base = None;
-    for (tp, pp, dp) in
-        [(1, 1, 1), (2, 1, 1), (1, 2, 1), (1, 1, 2), (2, 2, 1), (2, 1, 2), (1, 2, 2), (2, 2, 2)]
-    {
+    for (tp, pp, dp, v) in [
+        (1, 1, 1, 1),
+        (2, 1, 1, 1),
+        (1, 2, 1, 1),
+        (1, 2, 1, 2),
+        (1, 1, 2, 1),
+        (2, 2, 1, 1),
+        (2, 1, 2, 1),
+        (1, 2, 2, 1),
+        (2, 2, 2, 1),
+    ] {
         // Same global batch (16 sequences) everywhere.
         let micro_batches = 16 / (4 * dp);
-        let o = run(config, tp, pp, dp, 4, micro_batches, steps);
+        let par =
+            ParallelConfig { virtual_stages: v, ..ParallelConfig::from_world(tp * pp * dp, tp, pp).unwrap() };
+        let local = LocalRun::new(config, par, 4, SEQ, 16, Default::default());
+        let costs = measure(&local, Budget::default()).unwrap();
+        let predicted = predict(&local, &costs).unwrap();
+        if verbose {
+            for (r, c) in costs.stages.iter().enumerate() {
+                println!(
+                    "        stage {r} alone, as on an idle machine: forward {:.2} ms on {:.2} cores, backward {:.2} ms on {:.2}, tail \
+                     {:.2} ms on {:.2}, DP {:.2} ms on {:.2}",
+                    1e3 * c.forward_seconds(),
+                    c.chunks[0].forward.cores,
+                    1e3 * c.backward_seconds(),
+                    c.chunks[0].backward.cores,
+                    1e3 * c.optimizer.seconds,
+                    c.optimizer.cores,
+                    1e3 * (c.dp_reduce.seconds + c.dp_gather.seconds),
+                    c.dp_reduce.cores
+                );
+            }
+            println!(
+                "        transfer {:.3} ms, embedding exchange {:.3} ms; {:.1} other {} runnable; simulated step {:.2} \
+                 ms",
+                1e3 * costs.pp_send,
+                1e3 * costs.embedding_sync,
+                costs.competition.others,
+                if costs.competition.autogroups { "sessions" } else { "threads" },
+                1e3 * predicted.times.iteration
+            );
+        }
+        let mut best: Option<Outcome> = None;
+        for _ in 0..repeats.max(1) {
+            let o = run(config, par, 4, micro_batches, steps);
+            if best.as_ref().is_none_or(|b| o.tokens_per_s > b.tokens_per_s) {
+                best = Some(o);
+            }
+        }
+        let o = best.expect("one run at least");
+        // Every rank's reported bytes against the plan's count for its place.
+        let mut worst = 0.0f64;
+        let mut largest = 0usize;
+        for &((tp_rank, stage, dp_rank), m) in &o.memory {
+            let plan =
+                trident::plan::rank_memory::rank_bytes(&local, tp_rank, stage, dp_rank).unwrap().reported();
+            let got = m.params + m.grads + m.optimizer + m.activations;
+            largest = largest.max(got);
+            worst = worst.max((plan as f64 / got as f64 - 1.0).abs());
+        }
         let b = *base.get_or_insert(o.tokens_per_s);
-        println!("  {tp:>3} {pp:>3} {dp:>3} {:>12.0} {:>10.2}", o.tokens_per_s, o.tokens_per_s / b);
+        println!(
+            "  {tp:>3} {pp:>3} {dp:>3} {v:>2} {:>10.0} {:>10.0} {:>+6.1}% {:>10.2} {:>14.2} {:>13.2}%",
+            o.tokens_per_s,
+            predicted.tokens_per_s,
+            100.0 * (predicted.tokens_per_s / o.tokens_per_s - 1.0),
+            o.tokens_per_s / b,
+            largest as f64 / (1u64 << 20) as f64,
+            100.0 * worst
+        );
+        if pp > 1 {
+            let stages: Vec<String> = (0..pp)
+                .map(|r| {
+                    format!("{:.1}% / {:.1}%", 100.0 * predicted.times.idle_fraction(r), 100.0 * o.idle[r])
+                })
+                .collect();
+            println!("        idle per stage, predicted / measured: {}", stages.join(", "));
+        }
+        rows.push((o.tokens_per_s, predicted.tokens_per_s));
     }
+    let order = |key: &dyn Fn(&(f64, f64)) -> f64| {
+        let mut idx: Vec<usize> = (0..rows.len()).collect();
+        idx.sort_by(|&a, &b| key(&rows[b]).total_cmp(&key(&rows[a])));
+        idx
+    };
+    let measured_order = order(&|r| r.0);
+    let predicted_order = order(&|r| r.1);
+    let inversions = (0..rows.len())
+        .flat_map(|i| (i + 1..rows.len()).map(move |j| (i, j)))
+        .filter(|&(i, j)| (rows[i].0 - rows[j].0).signum() != (rows[i].1 - rows[j].1).signum())
+        .count();
+    println!(
+        "# ranking, fastest first (grid rows 1-{}): measured {:?}, predicted {:?}; {} of {} pairs in a different order",
+        rows.len(),
+        measured_order.iter().map(|i| i + 1).collect::<Vec<_>>(),
+        predicted_order.iter().map(|i| i + 1).collect::<Vec<_>>(),
+        inversions,
+        rows.len() * (rows.len() - 1) / 2
+    );
+    println!("# load average at end {}", load_average());
     println!();
     println!("# pipeline bubble: measured idle fraction per stage vs (p-1)/(m+p-1) and the simulated 1F1B");
     println!("# {:>2} {:>3} {:>9} {:>9} {:>24}", "p", "m", "formula", "simulated", "measured per stage");
@@ -125,7 +254,8 @@ fn main() {
         for m in [4, 8, 16] {
             let schedule = Schedule::one_f_one_b(p, m);
             let sim = simulate(&schedule, 1.0, 2.0).unwrap().idle_fraction(0);
-            let o = run(small, 1, p, 1, 2, m, steps.min(2));
+            let par = ParallelConfig::from_world(p, 1, p).unwrap();
+            let o = run(small, par, 2, m, steps.min(2));
             let measured: Vec<String> = o.idle.iter().map(|x| format!("{:.1}%", 100.0 * x)).collect();
             println!(
                 "  {p:>2} {m:>3} {:>8.1}% {:>8.1}% {:>24}",

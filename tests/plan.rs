@@ -194,3 +194,100 @@ fn train_dry_run_prints_the_plan_and_trains_nothing() {
     assert!(!out.contains("trained"), "{out}");
     assert!(!save.exists());
 }
+
+#[test]
+fn a_cpu_run_prints_the_calibrated_plan_beside_its_measurement() {
+    // Two pipeline stages: iteration time, bytes per rank and idle fraction, predicted and
+    // measured, one line per stage.
+    let o = trident(&[
+        "train",
+        "--device",
+        "cpu",
+        "--model",
+        "nano",
+        "--world-size",
+        "2",
+        "--pipeline-model-parallel-size",
+        "2",
+        "--micro-batch-size",
+        "4",
+        "--global-batch-size",
+        "16",
+        "--train-iters",
+        "2",
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    let line = out.lines().find(|l| l.starts_with("plan beside this run")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("iteration") && line.contains("tokens/s"), "{line}");
+    for stage in 0..2 {
+        let l = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("stage {stage}: memory per rank")))
+            .unwrap_or_else(|| panic!("stage {stage} in:\n{out}"));
+        // The plan counts the trainer's buffers exactly.
+        assert!(l.contains("(+0.0%)") && l.contains("pipeline idle"), "{l}");
+    }
+    // One rank (its micro-batches in row lanes), and an interleaved pipeline in bf16 (4
+    // layers, one per chunk, two chunks per stage): the bytes exactly too.
+    let one = ["--micro-batch-size", "4", "--global-batch-size", "8"];
+    let interleaved = [
+        "--num-layers",
+        "4",
+        "--world-size",
+        "2",
+        "--pipeline-model-parallel-size",
+        "2",
+        "--num-layers-per-virtual-pipeline-stage",
+        "1",
+        "--micro-batch-size",
+        "2",
+        "--global-batch-size",
+        "8",
+        "--bf16",
+    ];
+    for (flags, stages) in [(&one[..], 1), (&interleaved[..], 2)] {
+        let mut args = vec!["train", "--device", "cpu", "--model", "nano", "--train-iters", "2"];
+        args.extend_from_slice(flags);
+        let o = trident(&args);
+        let out = text(&o);
+        assert!(o.status.success(), "{out}");
+        assert!(out.lines().any(|l| l.starts_with("plan beside this run") && l.contains("ms")), "{out}");
+        for stage in 0..stages {
+            let l = out
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("stage {stage}: memory per rank")))
+                .unwrap_or_else(|| panic!("stage {stage} in:\n{out}"));
+            assert!(l.contains("(+0.0%)"), "{l}");
+        }
+    }
+}
+
+#[test]
+fn train_dry_run_plans_the_interleaved_schedule_in_the_runs_precision() {
+    let o = trident(&[
+        "train",
+        "--device",
+        "cpu",
+        "--model",
+        "nano",
+        "--num-layers",
+        "4",
+        "--world-size",
+        "2",
+        "--pipeline-model-parallel-size",
+        "2",
+        "--num-layers-per-virtual-pipeline-stage",
+        "1",
+        "--micro-batch-size",
+        "2",
+        "--global-batch-size",
+        "8",
+        "--bf16",
+        "--dry-run",
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("timed here (bf16;") && out.contains("interleaved 1F1B step"), "{out}");
+    assert!(out.contains("stage 1: forward") && !out.contains("trained"), "{out}");
+}

@@ -9,7 +9,8 @@ use clap::Args;
 use serde_json::json;
 use trident_hardware::{Hardware, GIB};
 
-use crate::parallel::Recompute;
+use crate::parallel::{ParallelConfig, Recompute};
+use crate::plan::local::{self, LocalRun};
 use crate::plan::report::{detail, plan_json, problem_json, table, Costing};
 use crate::plan::search::{explain, search, Space};
 use crate::plan::{
@@ -211,7 +212,7 @@ pub fn problem(args: &PlanArgs) -> anyhow::Result<(Problem, Option<calibrate::Me
             heads: model.heads,
             tp: args.tensor_model_parallel_size.unwrap_or(1),
         };
-        let m = calibrate::measure(args.gpus_per_node.max(2), Duration::from_millis(300), shape)?;
+        let m = calibrate::measure(args.gpus_per_node.max(2), Duration::from_millis(100), shape)?;
         // Ranks on this machine share its cores, bandwidth and memory.
         let (gpu, link) = calibrate::as_hardware(&m, args.gpus_per_node);
         hw.gpus.insert(gpu.name.clone(), gpu);
@@ -315,6 +316,48 @@ fn recommendations(problem: &Problem, ranked: &crate::plan::search::Ranked) -> V
 /// Prints the plan of one layout (memory per GPU, step time, throughput; PREDICTED by the
 /// planner's model), or with `--search` the layouts ranked.
 pub fn run(args: PlanArgs) -> anyhow::Result<()> {
+    run_with(args, None)
+}
+
+/// The local run `--calibrate` times for one layout: `config` when the caller has the
+/// trainer's own (`trident train --dry-run`), else the flags' shape; the vocabulary padded as
+/// `trident train` pads it for the layout's TP (a multiple of 128 x TP).
+fn local_run(
+    problem: &Problem,
+    layout: &Layout,
+    config: Option<crate::model::GptConfig>,
+) -> anyhow::Result<LocalRun> {
+    let m = &problem.model;
+    let config = match config {
+        Some(c) => c,
+        None => crate::model::GptConfig::new(m.seq_len, m.vocab, m.layers, m.heads, m.hidden, 128)?,
+    };
+    let config = crate::model::GptConfig {
+        padded_vocab_size: crate::train::checkpoint::padded_vocab_for(&config, layout.tp),
+        ..config
+    };
+    let precision = match problem.options.precision {
+        Precision::Fp32 => crate::model::Precision::Fp32,
+        Precision::Bf16 => crate::model::Precision::Bf16,
+        Precision::Fp16 => crate::model::Precision::Fp16,
+        Precision::Tf32 => {
+            bail!("--calibrate times Trident's trainer, which has no tf32: use --bf16, --fp16 or neither")
+        }
+    };
+    let par = ParallelConfig {
+        tp: layout.tp,
+        pp: layout.pp,
+        dp: layout.dp,
+        distributed_optimizer: layout.distributed_optimizer,
+        recompute: layout.recompute,
+        sequence_parallel: layout.sequence_parallel,
+        virtual_stages: layout.virtual_stages,
+    };
+    Ok(LocalRun::new(config, par, layout.micro_batch, m.seq_len, problem.global_batch, precision))
+}
+
+/// `run`, with the trainer's model configuration when the caller has it.
+fn run_with(args: PlanArgs, config: Option<crate::model::GptConfig>) -> anyhow::Result<()> {
     let (problem, measured) = problem(&args)?;
     let costing = costing(&args)?;
     let world = problem.cluster.world();
@@ -336,6 +379,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         distributed_optimizer: args.use_distributed_optimizer.then_some(true),
     };
     let single = !args.search;
+    let mut calibrated = None;
     let (shown, ranked) = if single {
         let (tp, pp) = (tp.unwrap_or(1), pp.unwrap_or(1));
         if tp * pp == 0 || world % (tp * pp) != 0 {
@@ -356,7 +400,15 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
             virtual_stages: space.virtual_stages.unwrap_or(1),
             distributed_optimizer: args.use_distributed_optimizer,
         };
-        let plan = evaluate(&problem, &layout, &mut PipelineCache::default()).map_err(anyhow::Error::msg)?;
+        let mut plan =
+            evaluate(&problem, &layout, &mut PipelineCache::default()).map_err(anyhow::Error::msg)?;
+        if args.calibrate {
+            let run = local_run(&problem, &layout, config)?;
+            let costs = local::measure(&run, local::Budget::default())?;
+            let prediction = local::predict(&run, &costs).map_err(anyhow::Error::msg)?;
+            local::apply(&mut plan, &run, &prediction);
+            calibrated = Some((run, costs, prediction));
+        }
         (vec![plan], None)
     } else {
         let ranked = search(&problem, &space).map_err(anyhow::Error::msg)?;
@@ -405,6 +457,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         let out = json!({
             "problem": problem_json(&problem),
             "measured": measured,
+            "calibrated": calibrated.as_ref().map(|(_, c, p)| json!({"costs": c, "prediction": p})),
             "considered": ranked.as_ref().map(|r| r.considered),
             "fitting": ranked.as_ref().map(|r| r.fitting.len()),
             "plans": shown.iter().map(|p| plan_json(&problem, p, &costing)).collect::<Vec<_>>(),
@@ -468,6 +521,38 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
             c.gpus_per_node,
             c.gpu.fp32_tflops * 1e3
         );
+    }
+    if let Some((run, costs, p)) = &calibrated {
+        println!(
+            "the layout's real ops timed here ({}; each TP group alone; least of {} repetitions; shown as on an \
+             idle machine, with {:.1} other {} competing for the cores meanwhile), then the trainer's {} step \
+             simulated with its {world} rank threads sharing {} cores with that competition:",
+            run.precision,
+            local::Budget::default().reps,
+            costs.competition.others,
+            if costs.competition.autogroups { "sessions" } else { "threads" },
+            if run.chunks() > 1 { "interleaved 1F1B" } else { "1F1B" },
+            costs.cores
+        );
+        for (r, c) in costs.stages.iter().enumerate() {
+            println!(
+                "  stage {r}: forward {:.2} ms, backward {:.2} ms per micro-batch{} on {:.2} cores; step tail \
+                 {:.2} ms; DP {:.2} ms; pipeline idle {:.1}%; {} per rank",
+                1e3 * c.forward_seconds(),
+                1e3 * c.backward_seconds(),
+                match run.lanes {
+                    1 => String::new(),
+                    lanes => format!(" (both at once in {lanes} row lanes)"),
+                },
+                c.chunks.first().map_or(0.0, |k| k.forward.cores),
+                1e3 * c.optimizer.seconds,
+                1e3 * (c.dp_reduce.seconds + c.dp_gather.seconds),
+                100.0 * p.times.idle_fraction(r),
+                crate::plan::report::size(p.memory[r].total() as f64)
+            );
+        }
+    } else if measured.is_some() {
+        println!("--search with --calibrate ranks with the measured rates above; give one layout to time its real ops");
     }
     if let Some(r) = &ranked {
         println!(
@@ -536,19 +621,15 @@ fn draw(dir: &Path, problem: &Problem, shown: &[Plan]) -> anyhow::Result<(String
 }
 
 /// `trident train --dry-run`: the plan of the configured run on this machine (calibrated),
-/// `world` ranks as one node.
-#[allow(clippy::too_many_arguments)]
+/// its `--world-size` ranks as one node, with the run's model (`config`), batch, grid,
+/// interleaving and precision.
 pub fn dry_run(
+    train: &super::train::TrainArgs,
     config: &crate::model::GptConfig,
     seq_len: usize,
     micro_batch: usize,
     global_batch: usize,
-    world: usize,
-    tp: usize,
-    pp: usize,
-    zero1: bool,
-    recompute: Option<Recompute>,
-    sequence_parallel: bool,
+    precision: crate::model::Precision,
 ) -> anyhow::Result<()> {
     let args = PlanArgs {
         model: None,
@@ -559,19 +640,19 @@ pub fn dry_run(
         seq_length: Some(seq_len),
         global_batch_size: Some(global_batch),
         micro_batch_size: Some(micro_batch),
-        tensor_model_parallel_size: Some(tp),
-        pipeline_model_parallel_size: Some(pp),
-        num_layers_per_virtual_pipeline_stage: None,
-        use_distributed_optimizer: zero1,
-        recompute_granularity: recompute,
-        sequence_parallel,
+        tensor_model_parallel_size: Some(train.tensor_model_parallel_size),
+        pipeline_model_parallel_size: Some(train.pipeline_model_parallel_size),
+        num_layers_per_virtual_pipeline_stage: train.num_layers_per_virtual_pipeline_stage,
+        use_distributed_optimizer: train.use_distributed_optimizer,
+        recompute_granularity: train.recompute_granularity,
+        sequence_parallel: train.sequence_parallel,
         overlap_grad_reduce: false,
-        bf16: false,
-        fp16: false,
+        bf16: precision == crate::model::Precision::Bf16,
+        fp16: precision == crate::model::Precision::Fp16,
         tf32: false,
         unfused_attention: false,
         gpu: "local-cpu".into(),
-        gpus_per_node: world.max(1),
+        gpus_per_node: train.world_size.max(1),
         nodes: 1,
         intra_node_link: None,
         inter_node_link: None,
@@ -588,5 +669,5 @@ pub fn dry_run(
         no_plots: true,
         calibrate: true,
     };
-    run(args)
+    run_with(args, Some(*config))
 }

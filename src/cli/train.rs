@@ -282,21 +282,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         eprintln!("note: the loss-scale flags apply to --fp16 only; this run is {}", settings.precision);
     }
     if args.dry_run {
-        let (tp, pp) = (args.tensor_model_parallel_size, args.pipeline_model_parallel_size);
-        let zero1 = args.use_distributed_optimizer;
-        let world = args.world_size;
-        return super::plan::dry_run(
-            &config,
-            seq_len,
-            micro_batch,
-            global_batch,
-            world,
-            tp,
-            pp,
-            zero1,
-            args.recompute_granularity,
-            args.sequence_parallel,
-        );
+        return super::plan::dry_run(&args, &config, seq_len, micro_batch, global_batch, settings.precision);
     }
     // Before anything (on every grid) is allocated or trained: a --save that cannot take checkpoints would
     // otherwise fail only when the first one is due (with the default --save-interval 0, after

@@ -309,6 +309,7 @@ pub fn run(
     };
     let elapsed = started.elapsed().as_secs_f64();
     report(&results, &schedule, tokens_per_step, elapsed, (&config, settings.seq_len), &device);
+    crate::plan::compare::print_summary(device.kind(), &spec, &results, elapsed);
     if let (Some(task), true) = (&dataset.addition, results.len() == world_size) {
         // The whole model is here (every rank was a thread of this process).
         let model = Gpt::from_params(&device, config, &assemble(config, &results))?;

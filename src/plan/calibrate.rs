@@ -15,17 +15,25 @@ use trident_hardware::{Gpu, Link, Scope, Vendor};
 /// What was measured.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Measured {
+    /// Logical cores of the machine.
     pub cores: usize,
     /// Rates with every core (one rank alone on the machine).
     pub gemm_gflops: f64,
+    /// Attention-core GFLOP/s with every core (the planner's `4 b s^2 h` count).
     pub attention_gflops: f64,
+    /// GeLU's GB/s with every core (bytes read and written).
     pub memory_gb_s: f64,
     /// Rates on one thread (a rank among as many ranks as cores).
     pub gemm_gflops_one_thread: f64,
+    /// Attention-core GFLOP/s on one thread.
     pub attention_gflops_one_thread: f64,
+    /// GeLU's GB/s on one thread.
     pub memory_gb_s_one_thread: f64,
+    /// Fitted bus bandwidth of the in-process ring all-reduce, GB/s.
     pub busbw_gb_s: f64,
+    /// Fitted per-step latency (alpha) of that ring, microseconds.
     pub latency_us: f64,
+    /// Ranks the all-reduce ran over.
     pub world: usize,
 }
 
@@ -45,10 +53,15 @@ fn time_per_call(budget: Duration, mut f: impl FnMut()) -> f64 {
 /// `hidden`-wide model with `heads` heads, `tp`-way tensor parallel.
 #[derive(Clone, Copy, Debug)]
 pub struct RunShape {
+    /// Sequences per micro-batch.
     pub batch: usize,
+    /// Tokens per sequence.
     pub seq: usize,
+    /// Hidden size.
     pub hidden: usize,
+    /// Attention heads.
     pub heads: usize,
+    /// Tensor-parallel size (the rank's widths are divided by it).
     pub tp: usize,
 }
 
@@ -174,8 +187,9 @@ pub fn as_hardware(m: &Measured, ranks: usize) -> (Gpu, Link) {
         boost_clock_mhz: None,
         fp32_tflops: gemm / 1e3,
         tf32_tflops: None,
-        bf16_tflops: None,
-        fp16_tflops: None,
+        // Trident's Cpu device runs bf16 and fp16 as fp32 products of rounded values.
+        bf16_tflops: Some(gemm / 1e3),
+        fp16_tflops: Some(gemm / 1e3),
         fp8_tflops: None,
         memory_gib: memory_gib / ranks.max(1) as f64,
         memory_tb_s: memory / 1e3,

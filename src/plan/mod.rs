@@ -13,10 +13,14 @@
 //!   and the DP gradient reduction with what the last backward hides of it.
 
 pub mod calibrate;
+pub mod compare;
+pub mod local;
 pub mod picture;
 pub mod presets;
+pub mod rank_memory;
 pub mod report;
 pub mod search;
+pub mod shared;
 
 #[cfg(test)]
 mod tests;
@@ -46,6 +50,7 @@ pub enum Precision {
 }
 
 impl Precision {
+    /// The GPU units this precision runs its matrix products on.
     pub fn units(self) -> trident_hardware::Precision {
         match self {
             Precision::Fp32 => trident_hardware::Precision::Fp32,
@@ -79,8 +84,11 @@ impl Precision {
 /// Where the GPUs are and what connects them.
 #[derive(Clone, Debug)]
 pub struct Cluster {
+    /// The GPU type of every rank.
     pub gpu: Gpu,
+    /// GPUs per node (sharing the intra-node link).
     pub gpus_per_node: usize,
+    /// Nodes (joined by the inter-node link, one NIC per GPU).
     pub nodes: usize,
     /// GPU to GPU inside a node.
     pub intra: Link,
@@ -89,6 +97,7 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// GPUs in all: `gpus_per_node x nodes`.
     pub fn world(&self) -> usize {
         self.gpus_per_node * self.nodes
     }
@@ -108,6 +117,7 @@ impl Cluster {
 /// Planning options that are not part of the layout.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Options {
+    /// What the weights and activations are stored in and the products run on.
     pub precision: Precision,
     /// Attention as one fused kernel (FlashAttention): no `s x s` scores in memory. Off:
     /// Megatron-LM's 2021-2022 path that stores and streams them.
@@ -121,17 +131,25 @@ pub struct Options {
 /// One parallel layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
+    /// Tensor-parallel size.
     pub tp: usize,
+    /// Pipeline stages.
     pub pp: usize,
+    /// Data-parallel replicas: the GPUs over `tp x pp`.
     pub dp: usize,
+    /// Sequences per micro-batch.
     pub micro_batch: usize,
+    /// Activation recomputation.
     pub recompute: Recompute,
+    /// Sequence parallelism (with `tp > 1`).
     pub sequence_parallel: bool,
     /// Model chunks per stage (1: plain 1F1B).
     pub virtual_stages: usize,
+    /// ZeRO-1: the optimizer state sharded over DP.
     pub distributed_optimizer: bool,
 }
 
+/// The name `--recompute-granularity` takes for `r`.
 pub fn recompute_name(r: Recompute) -> &'static str {
     match r {
         Recompute::None => "none",
@@ -165,16 +183,24 @@ impl Layout {
 /// Bytes per GPU by component, on the stage that needs the most.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Memory {
+    /// The stage these bytes are of.
     pub stage: usize,
+    /// Weights, at the precision's bytes per parameter.
     pub params: f64,
+    /// Gradients (fp32 main gradients under bf16).
     pub grads: f64,
+    /// Optimizer state (fp32 master and Adam moments; ZeRO-1: a 1/DP share).
     pub optimizer: f64,
+    /// Activations of the micro-batches in flight, and working memory.
     pub activations: f64,
+    /// Pipeline, sequence-parallel and NCCL buffers (the DP buckets for local CPU runs).
     pub comm_buffers: f64,
+    /// `--reserve-gib`: context, workspaces, allocator slack.
     pub reserved: f64,
 }
 
 impl Memory {
+    /// Sum of the components.
     pub fn total(&self) -> f64 {
         self.params + self.grads + self.optimizer + self.activations + self.comm_buffers + self.reserved
     }
@@ -211,6 +237,7 @@ pub struct IterTime {
     pub dp_exposed: f64,
     /// The optimizer step (and the gradient norm).
     pub optimizer: f64,
+    /// The iteration: every component above but `dp_comm` (of which only `dp_exposed` counts).
     pub total: f64,
 }
 
@@ -218,24 +245,36 @@ pub struct IterTime {
 #[derive(Clone, Debug, Serialize)]
 pub struct Plan {
     #[serde(serialize_with = "report::ser_layout")]
+    /// The layout predicted.
     pub layout: Layout,
+    /// Micro-batches per pipeline per iteration.
     pub micro_batches: usize,
+    /// The largest stage's bytes by component.
     pub memory: Memory,
+    /// The GPU's memory.
     pub memory_limit: f64,
+    /// Whether the largest stage fits the GPU's memory.
     pub fits: bool,
+    /// One iteration's time by component.
     pub time: IterTime,
     /// One forward and one backward of a micro-batch through the busiest stage (a chunk of
     /// it when interleaved), communication included: what the schedule was simulated with.
     pub stage_forward: f64,
+    /// See [`Plan::stage_forward`].
     pub stage_backward: f64,
     /// FLOPs of one iteration without recomputation (Narayanan et al. 2021, eq. 3 with 72).
     pub model_flops: f64,
     /// FLOPs executed, recomputation included.
     pub hardware_flops: f64,
+    /// Model FLOP/s per GPU, in TFLOP/s.
     pub model_tflops_per_gpu: f64,
+    /// Executed FLOP/s per GPU (recomputation included), in TFLOP/s.
     pub hardware_tflops_per_gpu: f64,
+    /// Model FLOPs utilisation: model FLOP/s over the GPU's dense peak at the precision.
     pub mfu: f64,
+    /// Hardware FLOPs utilisation: executed FLOP/s over the same peak.
     pub hfu: f64,
+    /// Tokens per second of the whole cluster.
     pub tokens_per_s: f64,
 }
 
@@ -249,9 +288,13 @@ impl Plan {
 /// The problem: model, batch, cluster, options.
 #[derive(Clone, Debug)]
 pub struct Problem {
+    /// The model's shape.
     pub model: ModelShape,
+    /// Sequences per optimizer step.
     pub global_batch: usize,
+    /// The GPUs and links.
     pub cluster: Cluster,
+    /// Precision, attention kernel, overlap and reserve.
     pub options: Options,
 }
 

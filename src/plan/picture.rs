@@ -16,23 +16,31 @@ const TEXT: Rgb = [30, 30, 30];
 const AXIS: Rgb = [120, 120, 120];
 /// A stage waiting: the bubble.
 pub const IDLE: Rgb = [232, 232, 232];
+/// A stage computing a forward.
 pub const FORWARD: Rgb = [66, 133, 244];
+/// A stage computing a backward.
 pub const BACKWARD: Rgb = [52, 168, 83];
 /// The DP reduction and the optimizer step after the pipeline drains.
 pub const AFTER: Rgb = [251, 188, 4];
+/// The GPU's memory capacity line.
 pub const LIMIT: Rgb = [220, 20, 20];
 /// Memory components, in [`super::Memory::components`] order.
 pub const COMPONENT_COLORS: [Rgb; 6] =
     [[66, 133, 244], [52, 168, 83], [251, 188, 4], [234, 67, 53], [155, 89, 182], [150, 150, 150]];
 const SCALE: i64 = 2;
 
+/// An RGB image being drawn.
 pub struct Canvas {
+    /// Pixels across.
     pub width: usize,
+    /// Pixels down.
     pub height: usize,
+    /// `width x height` RGB triples, row by row.
     pub pixels: Vec<u8>,
 }
 
 impl Canvas {
+    /// A white canvas.
     pub fn new(width: usize, height: usize) -> Self {
         Self { width, height, pixels: WHITE.repeat(width * height) }
     }
@@ -66,11 +74,13 @@ impl Canvas {
         }
     }
 
+    /// The colour at `(x, y)`.
     pub fn get(&self, x: usize, y: usize) -> Rgb {
         let i = 3 * (y * self.width + x);
         [self.pixels[i], self.pixels[i + 1], self.pixels[i + 2]]
     }
 
+    /// Writes the canvas as an 8-bit RGB PNG.
     pub fn write_png(&self, path: &Path) -> anyhow::Result<()> {
         write_file_atomically(path, |w| {
             let mut encoder = png::Encoder::new(&mut *w, self.width as u32, self.height as u32);

@@ -4,10 +4,15 @@
 /// A GPT (decoder-only, learned positions, 4h MLP, tied embeddings) by its shape.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ModelShape {
+    /// The preset's name (`--model`).
     pub name: String,
+    /// Transformer layers.
     pub layers: usize,
+    /// Hidden size.
     pub hidden: usize,
+    /// Attention heads.
     pub heads: usize,
+    /// Vocabulary before padding.
     pub vocab: usize,
     /// Tokens per training sequence.
     pub seq_len: usize,
@@ -25,6 +30,7 @@ impl ModelShape {
         l * (12.0 * h * h + 13.0 * h) + (self.padded_vocab(tp) + self.seq_len) as f64 * h + 2.0 * h
     }
 
+    /// The vocabulary padded to a multiple of `128 tp`, as Megatron-LM pads it.
     pub fn padded_vocab(&self, tp: usize) -> usize {
         self.vocab.next_multiple_of(128 * tp.max(1))
     }
@@ -91,6 +97,7 @@ pub fn preset(name: &str) -> anyhow::Result<ModelShape> {
         })
 }
 
+/// Every preset's name, for error messages.
 pub fn preset_names() -> Vec<&'static str> {
     PRESETS.iter().map(|r| r.0).collect()
 }

@@ -7,6 +7,7 @@ use trident_hardware::GIB;
 use super::search::seconds;
 use super::{recompute_name, Layout, Plan, Problem};
 
+/// Serialises a layout with `trident train`'s flag names.
 pub fn ser_layout<S: serde::Serializer>(l: &Layout, s: S) -> Result<S::Ok, S::Error> {
     json!({
         "tensor_model_parallel_size": l.tp,
@@ -25,10 +26,13 @@ pub fn ser_layout<S: serde::Serializer>(l: &Layout, s: S) -> Result<S::Ok, S::Er
 /// What a run costs: tokens to train, and prices.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Costing {
+    /// Tokens to train.
     pub tokens: f64,
+    /// US dollars per GPU-hour, if given.
     pub price_per_gpu_hour: Option<f64>,
     /// `(name, price of one node)`, amortised over `amortize_years`.
     pub node_prices: Vec<(String, f64)>,
+    /// Years a node's price is spread over.
     pub amortize_years: f64,
 }
 

@@ -7,12 +7,19 @@ use super::{check_layout, evaluate, IterTime, Layout, PipelineCache, Plan, Probl
 /// Dimensions the search may vary; `Some` fixes one (the flag was given).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Space {
+    /// Tensor-parallel size.
     pub tp: Option<usize>,
+    /// Pipeline stages.
     pub pp: Option<usize>,
+    /// Sequences per micro-batch.
     pub micro_batch: Option<usize>,
+    /// Activation recomputation.
     pub recompute: Option<Recompute>,
+    /// Sequence parallelism.
     pub sequence_parallel: Option<bool>,
+    /// Model chunks per stage.
     pub virtual_stages: Option<usize>,
+    /// ZeRO-1.
     pub distributed_optimizer: Option<bool>,
 }
 
@@ -167,6 +174,7 @@ pub fn difference(best: &Plan, other: &Plan) -> String {
     )
 }
 
+/// `s` seconds as `1.23 s`, `12.3 ms` or `123 us`.
 pub fn seconds(s: f64) -> String {
     if s >= 1.0 {
         format!("{s:.2} s")
