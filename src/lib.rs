@@ -30,8 +30,6 @@ pub mod model;
 pub mod ops;
 pub mod optim;
 pub mod parallel;
-// documented after the trainer refactor
-#[allow(missing_docs)]
 pub mod plan;
 pub mod plot;
 pub mod progress;
