@@ -164,7 +164,7 @@ pub fn occupancy(gpu: &Gpu, arch: &Arch, threads: u32, regs: u32, smem: u32) -> 
 /// needs `W x (count per warp) / (rate per clock)` cycles; the latency term is one global round
 /// trip per barrier phase (two barriers per tiled step) — or, without barriers, per
 /// `loads_in_flight_per_warp` loads — for each round of resident blocks, less what a `cp.async`
-/// ring hides by issuing its copies barrier intervals ahead ([`exposed_latency_fraction`]). With barriers a
+/// ring hides by issuing its copies barrier intervals ahead (`exposed_latency_fraction`). With barriers a
 /// block's warps wait together, so the latency adds to the pipes, shared by the resident
 /// blocks; without them other warps fill the wait, so the larger of the two counts.
 pub fn predict(gpu: &Gpu, arch: &Arch, work: &Workload, res: Resources) -> Result<Prediction, ModelError> {
