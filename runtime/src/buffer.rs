@@ -647,6 +647,15 @@ impl<'a, T: Pod> ViewMut<'a, T> {
     }
 }
 
+/// How many `U` the `len` elements of `T` at `addr` are, when they are whole and aligned ones.
+fn reinterpreted<T, U>(addr: u64, len: usize) -> Result<usize> {
+    let (bytes, elem_bytes, align) = (len * size_of::<T>(), size_of::<U>(), align_of::<U>());
+    if elem_bytes == 0 || bytes % elem_bytes != 0 || addr % align as u64 != 0 {
+        return Err(RuntimeError::Reinterpret { bytes, addr, elem_bytes, align });
+    }
+    Ok(bytes / elem_bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -744,13 +753,4 @@ mod tests {
         assert_eq!(v.to_vec().unwrap(), [3]);
         assert_eq!(v.addr(), b.view(..).unwrap().addr() + 8);
     }
-}
-
-/// How many `U` the `len` elements of `T` at `addr` are, when they are whole and aligned ones.
-fn reinterpreted<T, U>(addr: u64, len: usize) -> Result<usize> {
-    let (bytes, elem_bytes, align) = (len * size_of::<T>(), size_of::<U>(), align_of::<U>());
-    if elem_bytes == 0 || bytes % elem_bytes != 0 || addr % align as u64 != 0 {
-        return Err(RuntimeError::Reinterpret { bytes, addr, elem_bytes, align });
-    }
-    Ok(bytes / elem_bytes)
 }
