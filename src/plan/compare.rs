@@ -21,6 +21,9 @@ pub struct RunMeasurement {
 /// stage to the run, not a second run.
 const AFTER_RUN: Budget = Budget { reps: 3 };
 
+/// The largest model whose run is calibrated when it ends (see [`print_summary`]).
+const CALIBRATE_AFTER_RUN_MAX_PARAMS: usize = 20_000_000;
+
 fn mib(bytes: f64) -> String {
     format!("{:.2} MiB", bytes / (1u64 << 20) as f64)
 }
@@ -91,6 +94,17 @@ pub fn print_summary(
 ) {
     let steps = results.first().map_or(0, |r| r.steps.len());
     if device != trident_runtime::DeviceKind::Cpu || steps == 0 || results.len() != spec.par.world_size() {
+        return;
+    }
+    // Calibrating times the run's own stage passes again: cheap for small models, as long as
+    // a few steps (and as much memory again) for large ones, which `trident plan --calibrate`
+    // with the run's flags measures instead.
+    let params = crate::model::ParamLayout::new(spec.config).len();
+    if params > CALIBRATE_AFTER_RUN_MAX_PARAMS {
+        println!(
+            "plan beside this run: not calibrated after a run of {params} parameters (as long as a few steps); \
+             `trident plan --calibrate` with the same flags prints it"
+        );
         return;
     }
     let s = &spec.settings;
