@@ -30,6 +30,54 @@ pub enum BlockSample {
 thread_local! {
     static SAMPLE: RefCell<BlockSample> = const { RefCell::new(BlockSample::All) };
     static LAST_STATS: RefCell<Option<LaunchStats>> = const { RefCell::new(None) };
+    static LOG: RefCell<Option<Vec<LaunchStats>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` and returns, beside its result, the counters of every launch this OS thread
+/// completed without a fault meanwhile, in launch order (launches made by other threads are
+/// not seen). Calls nest: an inner call's launches are the outer call's too.
+///
+/// ```
+/// use trident_simt::{launch, record_launches, HostKernel, LaunchConfig};
+///
+/// fn body(_words: &[u64]) {}
+/// let kernel = HostKernel { name: "nothing", params: &[], param_names: &[], entry: body };
+/// let ((), launches) = record_launches(|| {
+///     for blocks in [1, 3] {
+///         // SAFETY: the kernel takes no arguments and touches no memory.
+///         unsafe { launch(&kernel, &LaunchConfig::linear(blocks, 32), &[]) }.unwrap();
+///     }
+/// });
+/// let grids: Vec<u32> = launches.iter().map(|s| s.grid[0]).collect();
+/// assert_eq!(grids, [1, 3]);
+/// ```
+pub fn record_launches<R>(f: impl FnOnce() -> R) -> (R, Vec<LaunchStats>) {
+    let outer = LOG.with(|l| l.borrow_mut().replace(Vec::new()));
+    // Restores the outer log (with this call's launches appended) even if `f` unwinds.
+    struct Restore(Option<Option<Vec<LaunchStats>>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(outer) = self.0.take() {
+                let inner = LOG.with(|l| std::mem::replace(&mut *l.borrow_mut(), outer));
+                append_to_log(inner.unwrap_or_default());
+            }
+        }
+    }
+    let mut restore = Restore(Some(outer));
+    let result = f();
+    let outer = restore.0.take().expect("restored once");
+    let inner = LOG.with(|l| std::mem::replace(&mut *l.borrow_mut(), outer)).unwrap_or_default();
+    append_to_log(inner.to_vec());
+    (result, inner)
+}
+
+/// Appends `launches` to the log of an enclosing [`record_launches`], if any.
+fn append_to_log(launches: Vec<LaunchStats>) {
+    LOG.with(|l| {
+        if let Some(log) = l.borrow_mut().as_mut() {
+            log.extend(launches);
+        }
+    });
 }
 
 /// Makes the launches this OS thread starts from now on run `sample` (the runtime's launches
@@ -151,6 +199,7 @@ pub unsafe fn launch_with(
     let mut stats = stats;
     grid.sums.into_inner().unwrap_or_else(|e| e.into_inner()).write_into(&mut stats);
     LAST_STATS.with(|s| *s.borrow_mut() = Some(stats.clone()));
+    append_to_log(vec![stats.clone()]);
     Ok(stats)
 }
 
@@ -230,6 +279,33 @@ impl Grid<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nested_logs_see_inner_launches_and_unwinding_restores_the_outer() {
+        fn body(_words: &[u64]) {}
+        let kernel = HostKernel { name: "nothing", params: &[], param_names: &[], entry: body };
+        let run = |blocks| {
+            // SAFETY: the kernel takes no arguments and touches no memory.
+            unsafe { launch(&kernel, &LaunchConfig::linear(blocks, 32), &[]) }.unwrap();
+        };
+        let grids = |l: &[LaunchStats]| l.iter().map(|s| s.grid[0]).collect::<Vec<_>>();
+        let ((), outer) = record_launches(|| {
+            run(1);
+            let ((), inner) = record_launches(|| run(2));
+            assert_eq!(grids(&inner), [2]);
+            let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                record_launches(|| {
+                    run(3);
+                    panic!("planted");
+                })
+            }));
+            assert!(unwound.is_err());
+            run(4);
+        });
+        assert_eq!(grids(&outer), [1, 2, 3, 4]);
+        run(5);
+        assert_eq!(record_launches(|| ()).1.len(), 0);
+    }
 
     #[test]
     fn edge_samples_weigh_up_to_the_grid() {

@@ -62,7 +62,9 @@ pub use arg::{KernelArg, ParamType};
 pub use config::{HostKernel, LaunchConfig, MAX_BLOCK_THREADS, MAX_SHARED_BYTES};
 pub use error::{Access, AccessKind, Dim3, EmuError, Fault, Site};
 pub use global::{is_registered, mark_initialized, register, ArgExtent, Registration, NO_ARG};
-pub use launch::{current_sample, last_launch_stats, launch, launch_with, set_block_sample, BlockSample};
+pub use launch::{
+    current_sample, last_launch_stats, launch, launch_with, record_launches, set_block_sample, BlockSample,
+};
 pub use shared::Shared;
 pub use stacks::THREAD_STACK_BYTES;
 pub use stats::{
