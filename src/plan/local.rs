@@ -10,7 +10,7 @@
 //! - its TP group (`tp` rank threads, a real tensor-parallel communicator) runs the chunk's
 //!   [`Gpt`] forward and backward of one micro-batch, exactly as the trainer does (the
 //!   embedding in the first chunk, the LM head and the loss in the last; the TP collectives
-//!   inside); the least time of each over the repetitions, and the cores the group kept busy
+//!   inside); the median time of each over the repetitions, and the cores the group kept busy
 //!   meanwhile (process CPU time over wall time). A single rank on the Cpu runs its
 //!   micro-batch as the trainer does, split into row lanes that each run a whole forward and
 //!   backward side by side: that pass is timed whole;
@@ -222,7 +222,7 @@ pub struct LocalCosts {
 /// How long to measure each piece.
 #[derive(Clone, Copy, Debug)]
 pub struct Budget {
-    /// Timed repetitions of each measurement (after one warm-up); the least is kept.
+    /// Timed repetitions of each measurement (after one warm-up); the median is kept.
     pub reps: usize,
 }
 
@@ -245,9 +245,18 @@ fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-/// The least of `xs` (not empty): the repetition the machine's other work disturbed least.
-fn least(xs: Vec<f64>) -> f64 {
-    xs.into_iter().fold(f64::INFINITY, f64::min)
+/// The median of `xs` (not empty; the mean of the middle two for an even count). The run a
+/// calibration predicts meets the machine's other work as a typical repetition does, not as
+/// the one it disturbed least: under load the least is the lucky moment no other session was
+/// runnable, and it read 20% and more below the time of the steps that followed.
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        0.5 * (xs[n / 2 - 1] + xs[n / 2])
+    }
 }
 
 /// A measurement on one rank: the per-repetition seconds, and CPU seconds over wall seconds
@@ -259,7 +268,7 @@ struct Timed {
 
 impl Timed {
     fn work(&self, cores: usize) -> Work {
-        Work { seconds: least(self.times.clone()), cores: self.cores.clamp(0.05, cores as f64) }
+        Work { seconds: median(self.times.clone()), cores: self.cores.clamp(0.05, cores as f64) }
     }
 }
 
@@ -455,7 +464,7 @@ pub fn measure(run: &LocalRun, budget: Budget) -> anyhow::Result<LocalCosts> {
 /// Seconds of one transfer of `len` floats between two rank threads, as a pipeline link
 /// moves it (the sender's copy of the output, the send, the receive into the stage's input),
 /// alternating the direction as activations and gradients do; `both`: each sends to the
-/// other at once, as the tied embedding's sum does. The least of `budget.reps`.
+/// other at once, as the tied embedding's sum does. The median of `budget.reps`.
 fn exchange_seconds(len: usize, both: bool, budget: Budget) -> anyhow::Result<f64> {
     let times = run_ranks(2, |mut world| {
         let me = world.rank();
@@ -478,7 +487,7 @@ fn exchange_seconds(len: usize, both: bool, budget: Budget) -> anyhow::Result<f6
         .map_err(|e| crate::parallel::ParallelError::Unsupported(e.to_string()))?;
         Ok::<_, crate::parallel::ParallelError>(t.times)
     })?;
-    Ok(least(times.into_iter().next().expect("two ranks")))
+    Ok(median(times.into_iter().next().expect("two ranks")))
 }
 
 /// One row lane of a single rank's micro-batch, as the trainer keeps it.
@@ -654,7 +663,7 @@ fn measure_stage(
         if times.is_empty() {
             Work::default()
         } else {
-            Work { seconds: least(times.to_vec()), cores: busy.clamp(0.05, cores as f64) }
+            Work { seconds: median(times.to_vec()), cores: busy.clamp(0.05, cores as f64) }
         }
     };
     let (dp_reduce, dp_gather) = measure_dp(run, &layout, budget, cores)?;
