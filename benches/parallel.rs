@@ -18,7 +18,9 @@ use trident::data::{DataOrder, TokenSet};
 use trident::model::{gpt2_init, init::NormalRng, GptConfig, ParamLayout};
 use trident::optim::AdamWConfig;
 use trident::parallel::{run_ranks, simulate, ParallelConfig, Schedule};
-use trident::plan::local::{measure, predict, Budget, LocalCosts, LocalPrediction, LocalRun};
+use trident::plan::local::{
+    measure, predict, Budget, Competition, LocalCosts, LocalPrediction, LocalRun, Sampler,
+};
 use trident::runtime::Device;
 use trident::train::run::{train_rank, RankData, RunSpec};
 use trident::train::{DecayStyle, LrSchedule, MemoryReport, TrainSettings};
@@ -38,6 +40,8 @@ fn data() -> TokenSet {
 
 struct Outcome {
     tokens_per_s: f64,
+    /// What competed for the cores during the run.
+    competition: Competition,
     /// Process CPU seconds over wall seconds during the timed steps.
     busy_cores: f64,
     idle: Vec<f64>,
@@ -83,6 +87,7 @@ fn run(config: GptConfig, par: ParallelConfig, micro: usize, micro_batches: usiz
     let init = gpt2_init(&ParamLayout::new(config), 1);
     let set = data();
     let cpu0 = std::sync::Mutex::new(None);
+    let sampler = Sampler::start();
     let results = run_ranks(par.world_size(), |mut world| {
         let mut t0 = None;
         let mut on_step = |t: &trident::train::Trainer, _: &trident::train::StepStats, _: Option<f32>| {
@@ -104,6 +109,7 @@ fn run(config: GptConfig, par: ParallelConfig, micro: usize, micro_batches: usiz
     })
     .unwrap();
     let cpu = cpu_seconds() - cpu0.into_inner().unwrap().unwrap_or(0.0);
+    let competition = sampler.stop();
     let secs = results.iter().filter_map(|(_, s)| *s).fold(0.0, f64::max);
     let tokens = (settings.global_batch * SEQ) as f64 * steps as f64;
     let mut idle = vec![0.0; par.pp];
@@ -112,7 +118,7 @@ fn run(config: GptConfig, par: ParallelConfig, micro: usize, micro_batches: usiz
     }
     let memory =
         results.iter().map(|(r, _)| ((r.place.tp_rank, r.place.stage, r.dp_rank), r.memory)).collect();
-    Outcome { tokens_per_s: tokens / secs, busy_cores: cpu / secs, idle, memory }
+    Outcome { tokens_per_s: tokens / secs, competition, busy_cores: cpu / secs, idle, memory }
 }
 
 fn cpu_seconds() -> f64 {
@@ -173,7 +179,7 @@ fn max(xs: &[f64]) -> f64 {
 }
 
 /// The measured costs of one calibration, its simulated step and the run that followed.
-fn print_costs(costs: &LocalCosts, predicted: &LocalPrediction, o: &Outcome) {
+fn print_costs(costs: &LocalCosts, predicted: &LocalPrediction, o: &Outcome, at_run: &LocalPrediction) {
     for (r, c) in costs.stages.iter().enumerate() {
         println!(
             "        stage {r} alone, as on an idle machine: forward {:.2} ms on {:.2} cores, backward {:.2} ms on {:.2}, tail \
@@ -190,7 +196,8 @@ fn print_costs(costs: &LocalCosts, predicted: &LocalPrediction, o: &Outcome) {
     }
     println!(
         "        transfer {:.3} ms, embedding exchange {:.3} ms; {:.1} other {} runnable; simulated step {:.2} ms, \
-         {:.0} tokens/s; the run: {:.0} tokens/s, {:.2} cores busy",
+         {:.0} tokens/s; the run: {:.0} tokens/s, {:.2} cores busy, {:.1} other runnable, predicted {:.0} tokens/s \
+         for that",
         1e3 * costs.pp_send,
         1e3 * costs.embedding_sync,
         costs.competition.others,
@@ -198,7 +205,9 @@ fn print_costs(costs: &LocalCosts, predicted: &LocalPrediction, o: &Outcome) {
         1e3 * predicted.times.iteration,
         predicted.tokens_per_s,
         o.tokens_per_s,
-        o.busy_cores
+        o.busy_cores,
+        o.competition.others,
+        at_run.tokens_per_s
     );
 }
 
@@ -218,14 +227,16 @@ fn print_ranking(rows: &[Row]) {
         (a.measured / b.measured - 1.0).abs() < a.noise.max(b.noise)
     };
     let ties = pairs.iter().filter(|&&(i, j)| tied(i, j)).count();
-    let inversions = pairs
-        .iter()
-        .filter(|&&(i, j)| {
-            !tied(i, j)
-                && (rows[i].measured - rows[j].measured).signum()
-                    != (rows[i].predicted - rows[j].predicted).signum()
-        })
-        .count();
+    let inversions = |key: &dyn Fn(&Row) -> f64| {
+        pairs
+            .iter()
+            .filter(|&&(i, j)| {
+                !tied(i, j)
+                    && (rows[i].measured - rows[j].measured).signum()
+                        != (key(&rows[i]) - key(&rows[j])).signum()
+            })
+            .count()
+    };
     println!(
         "# ranking, fastest first (grid rows 1-{}): measured {:?}, predicted {:?}; of {} pairs, {} tied within the \
          measured noise, {} of the rest in a different order",
@@ -234,7 +245,7 @@ fn print_ranking(rows: &[Row]) {
         order(&|r| r.predicted),
         pairs.len(),
         ties,
-        inversions
+        inversions(&|r| r.predicted)
     );
 }
 
@@ -253,8 +264,8 @@ fn main() {
     );
     println!("# {} ({cores} logical cores); load average at start {}", cpu_model(), load_average());
     println!(
-        "# measured, predicted: medians over the runs; predicted by trident::plan::local; noise: half the spread of \
-         the measured runs over their median"
+        "# measured, predicted: medians over the runs; predicted by trident::plan::local, with the other sessions' \
+         load counted around and during its calibration; noise: half the spread of the measured runs over their median"
     );
     println!(
         "# {:>3} {:>3} {:>3} {:>2} {:>10} {:>7} {:>10} {:>7} {:>10} {:>14} {:>14}",
@@ -296,11 +307,15 @@ fn main() {
             let predicted = predict(&local, &costs).unwrap();
             let o = run(config, par, 4, micro_batches, steps);
             if verbose {
-                print_costs(&costs, &predicted, &o);
+                // The same costs under the competition counted during the run: whether the
+                // load the run met explains its difference from the prediction.
+                let at_run =
+                    predict(&local, &LocalCosts { competition: o.competition, ..costs.clone() }).unwrap();
+                print_costs(&costs, &predicted, &o, &at_run);
             }
             trials.push((o, predicted));
         }
-        let measured: Vec<f64> = trials.iter().map(|(o, _)| o.tokens_per_s).collect();
+        let measured: Vec<f64> = trials.iter().map(|(o, ..)| o.tokens_per_s).collect();
         let row = Row {
             measured: median(&measured),
             noise: 0.5 * (max(&measured) - min(&measured)) / median(&measured),
@@ -326,6 +341,7 @@ fn main() {
             100.0 * row.noise,
             row.predicted,
             100.0 * (row.predicted / row.measured - 1.0),
+
             row.measured / b,
             largest as f64 / (1u64 << 20) as f64,
             100.0 * worst
