@@ -404,8 +404,8 @@ impl Eye {
 }
 
 /// The competition while some work runs: a thread that looks at the machine every
-/// [`Sampler::PERIOD`] until stopped (a look reads the state of every task in `/proc`, about
-/// a millisecond of one core on a machine of a few hundred tasks).
+/// [`Sampler::PERIOD`] until stopped (a look reads the state of every task in `/proc`; its
+/// CPU time counts in the process's, a few percent of a core).
 pub struct Sampler {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     handle: std::thread::JoinHandle<(f64, usize)>,
