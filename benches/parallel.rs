@@ -1,14 +1,16 @@
 //! Throughput of the trainer (the code `trident train --world-size N` runs) on Cpu for
 //! several (TP, PP, DP) and one interleaved pipeline, beside the calibrated plan's prediction
-//! of each grid (`trident::plan::local`: the grid's real ops timed here just before it runs,
+//! of each grid (`trident::plan::local`: the grid's real ops timed here just before each run,
 //! then the trainer's schedule simulated with the ranks sharing the cores), the bytes per rank
 //! the trainer reports beside the plan's count, and each pipeline stage's measured idle
 //! fraction beside the plan's, the 1F1B bubble (p-1)/(m+p-1) and the uniform-stage
 //! simulation.
 //!
 //! `cargo bench -p trident --bench parallel` (`TRIDENT_BENCH_STEPS` timed steps per run,
-//! default 4; `TRIDENT_BENCH_REPEATS` runs per grid, the fastest kept, default 1;
-//! `TRIDENT_BENCH_VERBOSE=1` prints the measured costs of each grid).
+//! default 4; `TRIDENT_BENCH_REPEATS` runs per grid, each calibrated just before it, default
+//! 1: the medians of the measured and of the predicted tokens/s are shown, with half the
+//! measured runs' spread as the noise band the ranking treats as a tie;
+//! `TRIDENT_BENCH_VERBOSE=1` prints each calibration's costs beside its run).
 
 use std::time::Instant;
 
@@ -16,7 +18,9 @@ use trident::data::{DataOrder, TokenSet};
 use trident::model::{gpt2_init, init::NormalRng, GptConfig, ParamLayout};
 use trident::optim::AdamWConfig;
 use trident::parallel::{run_ranks, simulate, ParallelConfig, Schedule};
-use trident::plan::local::{measure, predict, Budget, LocalRun};
+use trident::plan::local::{
+    measure, predict, Budget, Competition, LocalCosts, LocalPrediction, LocalRun, Sampler,
+};
 use trident::runtime::Device;
 use trident::train::run::{train_rank, RankData, RunSpec};
 use trident::train::{DecayStyle, LrSchedule, MemoryReport, TrainSettings};
@@ -36,6 +40,10 @@ fn data() -> TokenSet {
 
 struct Outcome {
     tokens_per_s: f64,
+    /// What competed for the cores during the run.
+    competition: Competition,
+    /// Process CPU seconds over wall seconds during the timed steps.
+    busy_cores: f64,
     idle: Vec<f64>,
     /// Per rank: (tp rank, stage, dp rank) and what the trainer reports holding.
     memory: Vec<((usize, usize, usize), MemoryReport)>,
@@ -78,11 +86,14 @@ fn run(config: GptConfig, par: ParallelConfig, micro: usize, micro_batches: usiz
     };
     let init = gpt2_init(&ParamLayout::new(config), 1);
     let set = data();
+    let cpu0 = std::sync::Mutex::new(None);
+    let sampler = Sampler::start();
     let results = run_ranks(par.world_size(), |mut world| {
         let mut t0 = None;
         let mut on_step = |t: &trident::train::Trainer, _: &trident::train::StepStats, _: Option<f32>| {
             if t.iter == 1 {
                 t0 = Some(Instant::now());
+                cpu0.lock().unwrap().get_or_insert(cpu_seconds());
             }
         };
         let r = train_rank(
@@ -97,6 +108,8 @@ fn run(config: GptConfig, par: ParallelConfig, micro: usize, micro_batches: usiz
         Ok::<_, trident::train::TrainError>((r, t0.map(|t| t.elapsed().as_secs_f64())))
     })
     .unwrap();
+    let cpu = cpu_seconds() - cpu0.into_inner().unwrap().unwrap_or(0.0);
+    let competition = sampler.stop();
     let secs = results.iter().filter_map(|(_, s)| *s).fold(0.0, f64::max);
     let tokens = (settings.global_batch * SEQ) as f64 * steps as f64;
     let mut idle = vec![0.0; par.pp];
@@ -105,7 +118,18 @@ fn run(config: GptConfig, par: ParallelConfig, micro: usize, micro_batches: usiz
     }
     let memory =
         results.iter().map(|(r, _)| ((r.place.tp_rank, r.place.stage, r.dp_rank), r.memory)).collect();
-    Outcome { tokens_per_s: tokens / secs, idle, memory }
+    Outcome { tokens_per_s: tokens / secs, competition, busy_cores: cpu / secs, idle, memory }
+}
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the zeroed struct we own.
+    let u = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(u.ru_utime) + tv(u.ru_stime)
 }
 
 fn load_average() -> String {
@@ -125,25 +149,139 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
+/// One grid's figures over its runs.
+struct Row {
+    /// Median measured tokens/s.
+    measured: f64,
+    /// Half the spread of the measured runs over their median.
+    noise: f64,
+    /// Median predicted tokens/s.
+    predicted: f64,
+}
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+fn min(xs: &[f64]) -> f64 {
+    xs.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+fn max(xs: &[f64]) -> f64 {
+    xs.iter().copied().fold(0.0, f64::max)
+}
+
+/// The measured costs of one calibration, its simulated step and the run that followed.
+fn print_costs(costs: &LocalCosts, predicted: &LocalPrediction, o: &Outcome, at_run: &LocalPrediction) {
+    for (r, c) in costs.stages.iter().enumerate() {
+        println!(
+            "        stage {r} alone, as on an idle machine: forward {:.2} ms on {:.2} cores, backward {:.2} ms on {:.2}, tail \
+             {:.2} ms on {:.2}, DP {:.2} ms on {:.2}",
+            1e3 * c.forward_seconds(),
+            c.chunks[0].forward.cores,
+            1e3 * c.backward_seconds(),
+            c.chunks[0].backward.cores,
+            1e3 * c.optimizer.seconds,
+            c.optimizer.cores,
+            1e3 * (c.dp_reduce.seconds + c.dp_gather.seconds),
+            c.dp_reduce.cores
+        );
+    }
+    println!(
+        "        transfer {:.3} ms, embedding exchange {:.3} ms; {:.1} other {} runnable; simulated step {:.2} ms, \
+         {:.0} tokens/s; the run: {:.0} tokens/s, {:.2} cores busy, {:.1} other runnable, predicted {:.0} tokens/s \
+         for that",
+        1e3 * costs.pp_send,
+        1e3 * costs.embedding_sync,
+        costs.competition.others,
+        if costs.competition.autogroups { "sessions" } else { "threads" },
+        1e3 * predicted.times.iteration,
+        predicted.tokens_per_s,
+        o.tokens_per_s,
+        o.busy_cores,
+        o.competition.others,
+        at_run.tokens_per_s
+    );
+}
+
+/// The grids fastest first, measured and predicted, and the pairs ordered differently. Two
+/// grids whose measured medians lie closer than the larger of their noise bands are a tie:
+/// the runs cannot order them, so neither order is counted wrong.
+fn print_ranking(rows: &[Row]) {
+    let order = |key: &dyn Fn(&Row) -> f64| {
+        let mut idx: Vec<usize> = (0..rows.len()).collect();
+        idx.sort_by(|&a, &b| key(&rows[b]).total_cmp(&key(&rows[a])));
+        idx.iter().map(|i| i + 1).collect::<Vec<_>>()
+    };
+    let pairs: Vec<(usize, usize)> =
+        (0..rows.len()).flat_map(|i| (i + 1..rows.len()).map(move |j| (i, j))).collect();
+    let tied = |i: usize, j: usize| {
+        let (a, b) = (&rows[i], &rows[j]);
+        (a.measured / b.measured - 1.0).abs() < a.noise.max(b.noise)
+    };
+    let ties = pairs.iter().filter(|&&(i, j)| tied(i, j)).count();
+    let inversions = |key: &dyn Fn(&Row) -> f64| {
+        pairs
+            .iter()
+            .filter(|&&(i, j)| {
+                !tied(i, j)
+                    && (rows[i].measured - rows[j].measured).signum()
+                        != (key(&rows[i]) - key(&rows[j])).signum()
+            })
+            .count()
+    };
+    println!(
+        "# ranking, fastest first (grid rows 1-{}): measured {:?}, predicted {:?}; of {} pairs, {} tied within the \
+         measured noise, {} of the rest in a different order",
+        rows.len(),
+        order(&|r| r.measured),
+        order(&|r| r.predicted),
+        pairs.len(),
+        ties,
+        inversions(&|r| r.predicted)
+    );
+}
+
 fn main() {
     let steps: u64 = std::env::var("TRIDENT_BENCH_STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(4);
     let repeats: usize =
-        std::env::var("TRIDENT_BENCH_REPEATS").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+        std::env::var("TRIDENT_BENCH_REPEATS").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1);
     let verbose = std::env::var_os("TRIDENT_BENCH_VERBOSE").is_some();
     let config = GptConfig::new(SEQ, VOCAB, 4, 4, 128, 512).unwrap();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
-        "# trainer on Cpu: 4 layers, hidden 128, 4 heads, seq {SEQ}; {steps} timed steps, best of {repeats}; \
-         global batch 16, micro-batch 4 (one rank: in {} row lanes); v: model chunks per stage",
+        "# trainer on Cpu: 4 layers, hidden 128, 4 heads, seq {SEQ}; {steps} timed steps a run, {repeats} runs a grid, \
+         each calibrated just before it; global batch 16, micro-batch 4 (one rank: in {} row lanes); v: model chunks \
+         per stage",
         trident::plan::local::trainer_lanes(1, 4)
     );
     println!("# {} ({cores} logical cores); load average at start {}", cpu_model(), load_average());
-    println!("# predicted: trident::plan::local, calibrated on this machine just before each grid runs");
     println!(
-        "# {:>3} {:>3} {:>3} {:>2} {:>10} {:>10} {:>7} {:>10} {:>14} {:>14}",
-        "tp", "pp", "dp", "v", "measured", "predicted", "error", "vs 1 rank", "MiB/rank max", "memory error"
+        "# measured, predicted: medians over the runs; predicted by trident::plan::local, with the other sessions' \
+         load counted around and during its calibration; noise: half the spread of the measured runs over their median"
     );
-    let mut rows = Vec::new();
+    println!(
+        "# {:>3} {:>3} {:>3} {:>2} {:>10} {:>7} {:>10} {:>7} {:>10} {:>14} {:>14}",
+        "tp",
+        "pp",
+        "dp",
+        "v",
+        "measured",
+        "noise",
+        "predicted",
+        "error",
+        "vs 1 rank",
+        "MiB/rank max",
+        "memory error"
+    );
+    let mut rows: Vec<Row> = Vec::new();
     let mut base = None;
     for (tp, pp, dp, v) in [
         (1, 1, 1, 1),
@@ -161,41 +299,31 @@ fn main() {
         let par =
             ParallelConfig { virtual_stages: v, ..ParallelConfig::from_world(tp * pp * dp, tp, pp).unwrap() };
         let local = LocalRun::new(config, par, 4, SEQ, 16, Default::default());
-        let costs = measure(&local, Budget::default()).unwrap();
-        let predicted = predict(&local, &costs).unwrap();
-        if verbose {
-            for (r, c) in costs.stages.iter().enumerate() {
-                println!(
-                    "        stage {r} alone, as on an idle machine: forward {:.2} ms on {:.2} cores, backward {:.2} ms on {:.2}, tail \
-                     {:.2} ms on {:.2}, DP {:.2} ms on {:.2}",
-                    1e3 * c.forward_seconds(),
-                    c.chunks[0].forward.cores,
-                    1e3 * c.backward_seconds(),
-                    c.chunks[0].backward.cores,
-                    1e3 * c.optimizer.seconds,
-                    c.optimizer.cores,
-                    1e3 * (c.dp_reduce.seconds + c.dp_gather.seconds),
-                    c.dp_reduce.cores
-                );
-            }
-            println!(
-                "        transfer {:.3} ms, embedding exchange {:.3} ms; {:.1} other {} runnable; simulated step {:.2} \
-                 ms",
-                1e3 * costs.pp_send,
-                1e3 * costs.embedding_sync,
-                costs.competition.others,
-                if costs.competition.autogroups { "sessions" } else { "threads" },
-                1e3 * predicted.times.iteration
-            );
-        }
-        let mut best: Option<Outcome> = None;
-        for _ in 0..repeats.max(1) {
+        // Each run is predicted from a calibration taken just before it, so that the two meet
+        // the same load on a shared machine.
+        let mut trials: Vec<(Outcome, LocalPrediction)> = Vec::new();
+        for _ in 0..repeats {
+            let costs = measure(&local, Budget::default()).unwrap();
+            let predicted = predict(&local, &costs).unwrap();
             let o = run(config, par, 4, micro_batches, steps);
-            if best.as_ref().is_none_or(|b| o.tokens_per_s > b.tokens_per_s) {
-                best = Some(o);
+            if verbose {
+                // The same costs under the competition counted during the run: whether the
+                // load the run met explains its difference from the prediction.
+                let at_run =
+                    predict(&local, &LocalCosts { competition: o.competition, ..costs.clone() }).unwrap();
+                print_costs(&costs, &predicted, &o, &at_run);
             }
+            trials.push((o, predicted));
         }
-        let o = best.expect("one run at least");
+        let measured: Vec<f64> = trials.iter().map(|(o, ..)| o.tokens_per_s).collect();
+        let row = Row {
+            measured: median(&measured),
+            noise: 0.5 * (max(&measured) - min(&measured)) / median(&measured),
+            predicted: median(&trials.iter().map(|(_, p)| p.tokens_per_s).collect::<Vec<_>>()),
+        };
+        // The run whose throughput is the median one shows the idle fractions.
+        trials.sort_by(|a, b| a.0.tokens_per_s.total_cmp(&b.0.tokens_per_s));
+        let (o, predicted) = &trials[trials.len() / 2];
         // Every rank's reported bytes against the plan's count for its place.
         let mut worst = 0.0f64;
         let mut largest = 0usize;
@@ -206,13 +334,15 @@ fn main() {
             largest = largest.max(got);
             worst = worst.max((plan as f64 / got as f64 - 1.0).abs());
         }
-        let b = *base.get_or_insert(o.tokens_per_s);
+        let b = *base.get_or_insert(row.measured);
         println!(
-            "  {tp:>3} {pp:>3} {dp:>3} {v:>2} {:>10.0} {:>10.0} {:>+6.1}% {:>10.2} {:>14.2} {:>13.2}%",
-            o.tokens_per_s,
-            predicted.tokens_per_s,
-            100.0 * (predicted.tokens_per_s / o.tokens_per_s - 1.0),
-            o.tokens_per_s / b,
+            "  {tp:>3} {pp:>3} {dp:>3} {v:>2} {:>10.0} {:>6.1}% {:>10.0} {:>+6.1}% {:>10.2} {:>14.2} {:>13.2}%",
+            row.measured,
+            100.0 * row.noise,
+            row.predicted,
+            100.0 * (row.predicted / row.measured - 1.0),
+
+            row.measured / b,
             largest as f64 / (1u64 << 20) as f64,
             100.0 * worst
         );
@@ -224,27 +354,9 @@ fn main() {
                 .collect();
             println!("        idle per stage, predicted / measured: {}", stages.join(", "));
         }
-        rows.push((o.tokens_per_s, predicted.tokens_per_s));
+        rows.push(row);
     }
-    let order = |key: &dyn Fn(&(f64, f64)) -> f64| {
-        let mut idx: Vec<usize> = (0..rows.len()).collect();
-        idx.sort_by(|&a, &b| key(&rows[b]).total_cmp(&key(&rows[a])));
-        idx
-    };
-    let measured_order = order(&|r| r.0);
-    let predicted_order = order(&|r| r.1);
-    let inversions = (0..rows.len())
-        .flat_map(|i| (i + 1..rows.len()).map(move |j| (i, j)))
-        .filter(|&(i, j)| (rows[i].0 - rows[j].0).signum() != (rows[i].1 - rows[j].1).signum())
-        .count();
-    println!(
-        "# ranking, fastest first (grid rows 1-{}): measured {:?}, predicted {:?}; {} of {} pairs in a different order",
-        rows.len(),
-        measured_order.iter().map(|i| i + 1).collect::<Vec<_>>(),
-        predicted_order.iter().map(|i| i + 1).collect::<Vec<_>>(),
-        inversions,
-        rows.len() * (rows.len() - 1) / 2
-    );
+    print_ranking(&rows);
     println!("# load average at end {}", load_average());
     println!();
     println!("# pipeline bubble: measured idle fraction per stage vs (p-1)/(m+p-1) and the simulated 1F1B");

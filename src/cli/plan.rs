@@ -524,7 +524,7 @@ fn run_with(args: PlanArgs, config: Option<crate::model::GptConfig>) -> anyhow::
     }
     if let Some((run, costs, p)) = &calibrated {
         println!(
-            "the layout's real ops timed here ({}; each TP group alone; least of {} repetitions; shown as on an \
+            "the layout's real ops timed here ({}; each TP group alone; median of {} repetitions; shown as on an \
              idle machine, with {:.1} other {} competing for the cores meanwhile), then the trainer's {} step \
              simulated with its {world} rank threads sharing {} cores with that competition:",
             run.precision,

@@ -10,7 +10,7 @@
 //! - its TP group (`tp` rank threads, a real tensor-parallel communicator) runs the chunk's
 //!   [`Gpt`] forward and backward of one micro-batch, exactly as the trainer does (the
 //!   embedding in the first chunk, the LM head and the loss in the last; the TP collectives
-//!   inside); the least time of each over the repetitions, and the cores the group kept busy
+//!   inside); the median time of each over the repetitions, and the cores the group kept busy
 //!   meanwhile (process CPU time over wall time). A single rank on the Cpu runs its
 //!   micro-batch as the trainer does, split into row lanes that each run a whole forward and
 //!   backward side by side: that pass is timed whole;
@@ -25,10 +25,11 @@
 //!   reduce-scatter and the all-gather.
 //!
 //! Other processes on the machine take their share of the cores too: the other sessions (or,
-//! without the kernel's autogroups, threads) with runnable threads are counted before and
-//! after the measurements ([`Competition`]), each measurement is turned into what it would be
-//! on an idle machine ([`unloaded`]), and the simulation shares the cores with the same
-//! competition.
+//! without the kernel's autogroups, threads) with runnable threads are counted before, during
+//! ([`Sampler`]) and after the measurements ([`Competition`]), each measurement (the median
+//! of its repetitions) is turned into what it would be on an idle machine ([`unloaded`]), and
+//! the simulation shares the cores with the same competition (or with the one a run met, to
+//! check the model against that run: the `parallel` bench).
 //!
 //! [`super::shared::simulate`] then runs the trainer's schedule ([`Interleaved`]) with these
 //! costs, the ranks sharing the machine's cores.
@@ -222,7 +223,7 @@ pub struct LocalCosts {
 /// How long to measure each piece.
 #[derive(Clone, Copy, Debug)]
 pub struct Budget {
-    /// Timed repetitions of each measurement (after one warm-up); the least is kept.
+    /// Timed repetitions of each measurement (after one warm-up); the median is kept.
     pub reps: usize,
 }
 
@@ -245,9 +246,18 @@ fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-/// The least of `xs` (not empty): the repetition the machine's other work disturbed least.
-fn least(xs: Vec<f64>) -> f64 {
-    xs.into_iter().fold(f64::INFINITY, f64::min)
+/// The median of `xs` (not empty; the mean of the middle two for an even count). The run a
+/// calibration predicts meets the machine's other work as a typical repetition does, not as
+/// the one it disturbed least: under load the least is the lucky moment no other session was
+/// runnable, and it read 20% and more below the time of the steps that followed.
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        0.5 * (xs[n / 2 - 1] + xs[n / 2])
+    }
 }
 
 /// A measurement on one rank: the per-repetition seconds, and CPU seconds over wall seconds
@@ -259,7 +269,7 @@ struct Timed {
 
 impl Timed {
     fn work(&self, cores: usize) -> Work {
-        Work { seconds: least(self.times.clone()), cores: self.cores.clamp(0.05, cores as f64) }
+        Work { seconds: median(self.times.clone()), cores: self.cores.clamp(0.05, cores as f64) }
     }
 }
 
@@ -328,45 +338,112 @@ impl Competition {
     /// the runnable tasks of `/proc` (grouped by `/proc/PID/autogroup` when autogroups are
     /// on, this process's own group left out); none where `/proc` cannot be read.
     pub fn sample() -> Self {
-        let autogroups = std::fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled")
-            .is_ok_and(|s| s.trim() == "1");
-        let own = std::fs::read_to_string("/proc/self/autogroup").ok();
-        let own_pid = std::process::id().to_string();
+        let eye = Eye::new();
         let mut total = 0.0;
         let looks = 8;
         for _ in 0..looks {
             std::thread::sleep(Duration::from_millis(3));
-            let mut groups = std::collections::HashSet::new();
-            let mut threads = 0usize;
-            let Ok(procs) = std::fs::read_dir("/proc") else { return Self::default() };
-            for entry in procs.flatten() {
-                let pid = entry.file_name().to_string_lossy().into_owned();
-                if !pid.bytes().all(|b| b.is_ascii_digit()) || pid == own_pid {
-                    continue;
-                }
-                let Ok(tasks) = std::fs::read_dir(entry.path().join("task")) else { continue };
-                let running = tasks
-                    .flatten()
-                    .filter(|t| {
-                        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| {
-                            // The state follows the command name's closing parenthesis.
-                            stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('R'))
-                        })
+            let Some(n) = eye.look() else { return Self::default() };
+            total += n;
+        }
+        Self { autogroups: eye.autogroups, others: total / looks as f64 }
+    }
+}
+
+/// What a look at the machine's runnable tasks needs: whether the kernel groups them by
+/// session, and this process's own group and id (left out).
+struct Eye {
+    autogroups: bool,
+    own: Option<String>,
+    own_pid: String,
+}
+
+impl Eye {
+    fn new() -> Self {
+        Eye {
+            autogroups: std::fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled")
+                .is_ok_and(|s| s.trim() == "1"),
+            own: std::fs::read_to_string("/proc/self/autogroup").ok(),
+            own_pid: std::process::id().to_string(),
+        }
+    }
+
+    /// The other sessions with runnable threads now (autogroups), or the other runnable
+    /// threads; `None` where `/proc` cannot be read.
+    fn look(&self) -> Option<f64> {
+        let mut groups = std::collections::HashSet::new();
+        let mut threads = 0usize;
+        let procs = std::fs::read_dir("/proc").ok()?;
+        for entry in procs.flatten() {
+            let pid = entry.file_name().to_string_lossy().into_owned();
+            if !pid.bytes().all(|b| b.is_ascii_digit()) || pid == self.own_pid {
+                continue;
+            }
+            let Ok(tasks) = std::fs::read_dir(entry.path().join("task")) else { continue };
+            let running = tasks
+                .flatten()
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| {
+                        // The state follows the command name's closing parenthesis.
+                        stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('R'))
                     })
-                    .count();
-                if running == 0 {
-                    continue;
-                }
-                threads += running;
-                if let Ok(group) = std::fs::read_to_string(entry.path().join("autogroup")) {
-                    if Some(&group) != own.as_ref() {
-                        groups.insert(group.split_whitespace().next().unwrap_or("").to_owned());
-                    }
+                })
+                .count();
+            if running == 0 {
+                continue;
+            }
+            threads += running;
+            if let Ok(group) = std::fs::read_to_string(entry.path().join("autogroup")) {
+                if Some(&group) != self.own.as_ref() {
+                    groups.insert(group.split_whitespace().next().unwrap_or("").to_owned());
                 }
             }
-            total += if autogroups { groups.len() as f64 } else { threads as f64 };
         }
-        Self { autogroups, others: total / looks as f64 }
+        Some(if self.autogroups { groups.len() as f64 } else { threads as f64 })
+    }
+}
+
+/// The competition while some work runs: a thread that looks at the machine every
+/// [`Sampler::PERIOD`] until stopped (a look reads the state of every task in `/proc`; its
+/// CPU time counts in the process's, a few percent of a core).
+pub struct Sampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: std::thread::JoinHandle<(f64, usize)>,
+    autogroups: bool,
+}
+
+impl Sampler {
+    /// Time between two looks.
+    pub const PERIOD: Duration = Duration::from_millis(25);
+
+    /// Starts looking.
+    pub fn start() -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let eye = Eye::new();
+        let autogroups = eye.autogroups;
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let (mut total, mut looks) = (0.0, 0usize);
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(n) = eye.look() {
+                    total += n;
+                    looks += 1;
+                }
+                std::thread::sleep(Self::PERIOD);
+            }
+            (total, looks)
+        });
+        Sampler { stop, handle, autogroups }
+    }
+
+    /// Stops looking; the mean of the looks (none: an empty competition).
+    pub fn stop(self) -> Competition {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (total, looks) = self.handle.join().unwrap_or((0.0, 0));
+        Competition {
+            autogroups: self.autogroups,
+            others: if looks > 0 { total / looks as f64 } else { 0.0 },
+        }
     }
 }
 
@@ -412,6 +489,7 @@ pub fn measure(run: &LocalRun, budget: Budget) -> anyhow::Result<LocalCosts> {
     run.validate()?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let before = Competition::sample();
+    let sampler = Sampler::start();
     let full = gpt2_init(&ParamLayout::new(run.config), 1);
     let reps = representatives(run.par.pp);
     let mut measured = std::collections::HashMap::new();
@@ -420,8 +498,9 @@ pub fn measure(run: &LocalRun, budget: Budget) -> anyhow::Result<LocalCosts> {
             e.insert(measure_stage(run, r, &full, budget, cores)?);
         }
     }
+    let during = sampler.stop();
     let after = Competition::sample();
-    let competition = Competition { others: 0.5 * (before.others + after.others), ..before };
+    let competition = Competition { others: (before.others + during.others + after.others) / 3.0, ..before };
     let u = |w| unloaded(w, competition, cores);
     let stages = reps
         .iter()
@@ -455,7 +534,7 @@ pub fn measure(run: &LocalRun, budget: Budget) -> anyhow::Result<LocalCosts> {
 /// Seconds of one transfer of `len` floats between two rank threads, as a pipeline link
 /// moves it (the sender's copy of the output, the send, the receive into the stage's input),
 /// alternating the direction as activations and gradients do; `both`: each sends to the
-/// other at once, as the tied embedding's sum does. The least of `budget.reps`.
+/// other at once, as the tied embedding's sum does. The median of `budget.reps`.
 fn exchange_seconds(len: usize, both: bool, budget: Budget) -> anyhow::Result<f64> {
     let times = run_ranks(2, |mut world| {
         let me = world.rank();
@@ -478,7 +557,7 @@ fn exchange_seconds(len: usize, both: bool, budget: Budget) -> anyhow::Result<f6
         .map_err(|e| crate::parallel::ParallelError::Unsupported(e.to_string()))?;
         Ok::<_, crate::parallel::ParallelError>(t.times)
     })?;
-    Ok(least(times.into_iter().next().expect("two ranks")))
+    Ok(median(times.into_iter().next().expect("two ranks")))
 }
 
 /// One row lane of a single rank's micro-batch, as the trainer keeps it.
@@ -654,7 +733,7 @@ fn measure_stage(
         if times.is_empty() {
             Work::default()
         } else {
-            Work { seconds: least(times.to_vec()), cores: busy.clamp(0.05, cores as f64) }
+            Work { seconds: median(times.to_vec()), cores: busy.clamp(0.05, cores as f64) }
         }
     };
     let (dp_reduce, dp_gather) = measure_dp(run, &layout, budget, cores)?;
