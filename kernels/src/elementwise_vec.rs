@@ -11,6 +11,11 @@ use crate::simt::{Global, GlobalMut};
 use crate::vector::{self, Elem};
 
 /// `out[i] = f(x[i])` over `0..n`, `W` elements (one group of `T`) per vector access.
+///
+/// # Safety
+///
+/// `out` and `x` hold `n` elements, 16-byte aligned where `vectorized` is 1; `out` may be `x`
+/// but no other thread's memory.
 #[inline(always)]
 unsafe fn map1<T: Elem, const W: usize>(
     out: GlobalMut<T>,
@@ -31,6 +36,10 @@ unsafe fn map1<T: Elem, const W: usize>(
 }
 
 /// `out[i] = f(a[i], b[i])` over `0..n`; see [`map1`].
+///
+/// # Safety
+///
+/// As for [`map1`], for `a` and `b`.
 #[inline(always)]
 unsafe fn map2<T: Elem, const W: usize>(
     out: GlobalMut<T>,
