@@ -4,6 +4,9 @@
 //! unaligned ends take it), f32 and bf16 (to bf16's rounding) variants. bf16 results that are
 //! a single rounding of an f32 value must equal the host's `half` rounding bit for bit.
 
+// Lists of one range are ranges to sum, not ranges to collect.
+#![allow(clippy::single_range_in_vec_init)]
+
 mod common;
 
 use common::{assert_close, rng, uniform, POISON};

@@ -347,7 +347,8 @@ impl VecOp {
             }
             VecOp::SumSquares { .. } => launch::sum_squares(k, &f[0].view(..)?).map(drop),
             VecOp::GradNorm { n } => {
-                launch::sum_squares_ranges_with(k, &f[0].view(..)?, &[0..n], on_launch).map(drop)
+                let all = 0..n;
+                launch::sum_squares_ranges_with(k, &f[0].view(..)?, &[all], on_launch).map(drop)
             }
         }
     }
