@@ -1,6 +1,9 @@
 //! LayerNorm forward with one read of its input: one warp per row, the row held in registers.
 //!
-//! Lane `l` holds the 16-byte groups `u * 32 + l` (`u < UNITS`) of its row: 4 f32 or 8 bf16
+//! Blocks stage the weights and biases in shared memory once, then each warp normalizes rows
+//! `blockIdx.x * warps + warp`, `+ gridDim.x * warps`, ... (so the f32 weights, which outweigh a
+//! bf16 row, cross from global memory once per block, not once per row). Lane `l` holds the
+//! 16-byte groups `u * 32 + l` (`u < U`) of its row: 4 f32 or 8 bf16
 //! each, columns `(u * 32 + l) * W ..+ W`, so every warp access is 512 contiguous bytes. The
 //! mean and then the variance of the deviations (two passes, both over registers) are exact
 //! f32 statistics; the row is normalized from the same registers and written once. Rows of up
@@ -38,8 +41,9 @@ macro_rules! for_groups {
     };
 }
 
-/// Normalizes row `blockIdx.x * warps + warp` of `x` (plus `r` where given, the sum written to
-/// `res`) into `out`. `W` elements per group, `U` groups per lane (`W * U = 64`).
+/// Normalizes the block's rows of `x` (plus `r` where given, the sum written to `res`) into
+/// `out`; dynamic shared memory holds `2 * c` floats. `W` elements per group, `U` groups per
+/// lane (`W * U = 64`).
 #[inline(always)]
 unsafe fn layernorm_row<T: Elem, const W: usize, const U: usize>(
     res: Option<GlobalMut<T>>,
@@ -54,12 +58,50 @@ unsafe fn layernorm_row<T: Elem, const W: usize, const U: usize>(
     c: u32,
     vectorized: u32,
 ) {
-    let warps = simt::block_dim_x() / 32;
-    let row = simt::block_idx_x() * warps + simt::thread_idx_x() / 32;
-    if row >= n {
-        return;
-    }
     let (lane, len, vec) = (simt::lane_id() as usize, c as usize, vectorized != 0);
+    // The weights and biases, staged in dynamic shared memory (`2 * c` floats) once per block
+    // and read from there for every row the block normalizes.
+    let ws = simt::dynamic_shared::<f32>(0, len);
+    let bs = simt::dynamic_shared::<f32>(len * 4, len);
+    vector::for_range::<4>(0, c, simt::thread_idx_x(), simt::block_dim_x(), vec, |i, whole| {
+        if whole {
+            ws.cast::<[f32; 4]>().store(i / 4, weight.load_v4(i));
+            bs.cast::<[f32; 4]>().store(i / 4, bias.load_v4(i));
+        } else {
+            ws.store(i, weight.load(i));
+            bs.store(i, bias.load(i));
+        }
+    });
+    simt::sync_threads();
+    let warps = simt::block_dim_x() / 32;
+    let mut row = simt::block_idx_x() * warps + simt::thread_idx_x() / 32;
+    while row < n {
+        normalize_row::<T, W, U>(res, out, mean, rstd, inp, r, ws, bs, row, c, vec, lane);
+        row += simt::grid_dim_x() * warps;
+    }
+}
+
+/// One row of [`layernorm_row`], by the calling warp.
+///
+/// # Safety
+///
+/// As for [`layernorm_row`]; `ws` and `bs` hold the `c` weights and biases.
+#[inline(always)]
+unsafe fn normalize_row<T: Elem, const W: usize, const U: usize>(
+    res: Option<GlobalMut<T>>,
+    out: GlobalMut<T>,
+    mean: GlobalMut<f32>,
+    rstd: GlobalMut<f32>,
+    inp: Global<T>,
+    r: Option<Global<T>>,
+    ws: simt::Shared<f32>,
+    bs: simt::Shared<f32>,
+    row: u32,
+    c: u32,
+    vec: bool,
+    lane: usize,
+) {
+    let len = c as usize;
     let base = row as usize * len;
     let x = inp.add(base);
     // v[u][k]: column (u * 32 + lane) * W + k; zero past the row's end.
@@ -98,8 +140,7 @@ unsafe fn layernorm_row<T: Elem, const W: usize, const U: usize>(
     for_groups!(u < U => {
         let col = (u * 32 + lane) * W;
         if col < len {
-            let w = vector::load::<f32, W>(weight, col, len, vec);
-            let b = vector::load::<f32, W>(bias, col, len, vec);
+            let (w, b) = (shared_group::<W>(ws, col, len, vec), shared_group::<W>(bs, col, len, vec));
             let mut o = [0.0f32; W];
             for k in 0..W {
                 o[k] = (v[u][k] - m) * s * w[k] + b[k];
@@ -111,6 +152,26 @@ unsafe fn layernorm_row<T: Elem, const W: usize, const U: usize>(
         mean.store(row as usize, m);
         rstd.store(row as usize, s);
     }
+}
+
+/// `W` floats of `s` from `col` (16 bytes at a time where `vec`; zero past `len`).
+#[inline(always)]
+fn shared_group<const W: usize>(s: simt::Shared<f32>, col: usize, len: usize, vec: bool) -> [f32; W] {
+    let mut v = [0.0f32; W];
+    if vec {
+        let s4 = s.cast::<[f32; 4]>();
+        for q in 0..W / 4 {
+            let x = s4.load(col / 4 + q);
+            v[4 * q..4 * q + 4].copy_from_slice(&x);
+        }
+    } else {
+        for k in 0..W {
+            if col + k < len {
+                v[k] = s.load(col + k);
+            }
+        }
+    }
+    v
 }
 
 kernels! {

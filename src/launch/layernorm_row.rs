@@ -9,8 +9,12 @@ use super::check::Check;
 use super::vectorized::vectorized;
 use super::{to_u32, Kernels, Result};
 
-/// Rows (warps) per block.
+/// Warps per block.
 const ROWS_PER_BLOCK: usize = 8;
+
+/// Most blocks: 4 per SM of a 132-SM GPU. Each stages the weights once and takes every
+/// `blocks * 8`-th row, so fewer blocks read the weights fewer times.
+const MAX_BLOCKS: usize = 528;
 
 /// Checks and launches `kernel` (elements per 16-byte group: `group`) over `n` rows of `c`;
 /// `res` and `r` are the residual variants' sum and second inpu
@@ -46,9 +50,10 @@ fn launch_row<T: Pod>(
     // Rows start aligned only when C holds whole groups.
     let vec = vectorized(&addrs) * u32::from(c % group == 0);
     let cfg = LaunchConfig {
-        grid: [to_u32("blocks", n.div_ceil(ROWS_PER_BLOCK).max(1))?, 1, 1],
+        grid: [n.div_ceil(ROWS_PER_BLOCK).clamp(1, MAX_BLOCKS) as u32, 1, 1],
         block: [32 * ROWS_PER_BLOCK as u32, 1, 1],
-        dynamic_smem_bytes: 0,
+        // The weights and biases: 16 KiB at the widest row.
+        dynamic_smem_bytes: (2 * c * 4) as u32,
     };
     let mut args = Vec::with_capacity(11);
     if let Some(res) = res {
