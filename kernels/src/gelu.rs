@@ -8,15 +8,30 @@ pub(crate) const CUBE: f32 = 0.044715;
 /// overflowing (near 7e12), where `(1 - t^2) * du` would be `0 * inf`.
 const SATURATED: f32 = 10.0;
 
+/// `gelu(x)`.
+#[inline(always)]
+pub(crate) fn gelu(x: f32) -> f32 {
+    let u = SQRT_2_OVER_PI * (x + CUBE * x * x * x);
+    0.5 * x * (1.0 + simt::tanh(u))
+}
+
+/// `gelu'(x)`.
+#[inline(always)]
+pub(crate) fn gelu_grad(x: f32) -> f32 {
+    let x = x.clamp(-SATURATED, SATURATED);
+    let u = SQRT_2_OVER_PI * (x + CUBE * x * x * x);
+    let t = simt::tanh(u);
+    let du = SQRT_2_OVER_PI * (1.0 + 3.0 * CUBE * x * x);
+    0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
+}
+
 kernels! {
     /// `out[i] = gelu(inp[i])` for `i < n`.
     pub unsafe fn gelu_forward_f32(out: simt::GlobalMut<f32>, inp: simt::Global<f32>, n: u32) {
         let stride = simt::block_dim_x() * simt::grid_dim_x();
         let mut i = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
         while i < n {
-            let x = inp.load(i as usize);
-            let u = SQRT_2_OVER_PI * (x + CUBE * x * x * x);
-            out.store(i as usize, 0.5 * x * (1.0 + simt::tanh(u)));
+            out.store(i as usize, gelu(inp.load(i as usize)));
             i += stride;
         }
     }
@@ -26,12 +41,7 @@ kernels! {
         let stride = simt::block_dim_x() * simt::grid_dim_x();
         let mut i = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
         while i < n {
-            let x = (inp.load(i as usize)).clamp(-SATURATED, SATURATED);
-            let u = SQRT_2_OVER_PI * (x + CUBE * x * x * x);
-            let t = simt::tanh(u);
-            let du = SQRT_2_OVER_PI * (1.0 + 3.0 * CUBE * x * x);
-            let grad = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du;
-            dinp.store(i as usize, grad * dout.load(i as usize));
+            dinp.store(i as usize, gelu_grad(inp.load(i as usize)) * dout.load(i as usize));
             i += stride;
         }
     }

@@ -26,17 +26,22 @@ pub mod adamw;
 pub mod attention;
 pub mod bias;
 pub mod crossentropy;
+pub mod crossentropy_v4;
 pub mod designs;
 pub mod elementwise;
+pub mod elementwise_vec;
 pub mod encoder;
 pub mod flash_attention;
 pub mod gelu;
 pub mod gemm;
 pub mod gemm_tc;
 pub mod layernorm;
+pub mod layernorm_row;
+pub mod multi_tensor;
 pub mod precision;
 pub mod reduce;
 pub mod selftest;
+pub mod vector;
 
 /// Every kernel's host entry, by file; the names are the PTX entry names.
 #[cfg(not(target_arch = "nvptx64"))]
@@ -45,8 +50,10 @@ pub static HOST_KERNELS: &[&[trident_simt::HostKernel]] = &[
     attention::HOST_KERNELS,
     bias::HOST_KERNELS,
     crossentropy::HOST_KERNELS,
+    crossentropy_v4::HOST_KERNELS,
     designs::HOST_KERNELS,
     elementwise::HOST_KERNELS,
+    elementwise_vec::HOST_KERNELS,
     encoder::HOST_KERNELS,
     flash_attention::HOST_KERNELS,
     gelu::HOST_KERNELS,
@@ -54,6 +61,8 @@ pub static HOST_KERNELS: &[&[trident_simt::HostKernel]] = &[
     gemm_tc::HOST_KERNELS,
     gemm_tc::epilogue::HOST_KERNELS,
     layernorm::HOST_KERNELS,
+    layernorm_row::HOST_KERNELS,
+    multi_tensor::HOST_KERNELS,
     precision::HOST_KERNELS,
     reduce::HOST_KERNELS,
 ];
@@ -102,4 +111,18 @@ pub const NO_SPILL: &[&str] = &[
     "gemm_tc_splitk_reduce_f32",
     "gemm_tc_splitk_reduce_bf16",
     "gemm_tc_splitk_reduce_f16",
+    "add_v4_f32",
+    "add_bf16",
+    "gelu_forward_v4_f32",
+    "gelu_forward_bf16",
+    "gelu_backward_v4_f32",
+    "gelu_backward_bf16",
+    "layernorm_forward_row_f32",
+    "layernorm_residual_forward_f32",
+    "layernorm_forward_row_bf16",
+    "layernorm_residual_forward_bf16",
+    "crossentropy_v4_f32",
+    "adamw_chunks_f32",
+    "sum_squares_chunks_f32",
+    "sum_squares_finish_f32",
 ];

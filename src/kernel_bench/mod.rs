@@ -13,6 +13,7 @@
 //! ([`predict_launches`]).
 
 pub mod designs;
+pub mod memory;
 
 use std::time::Instant;
 
@@ -107,6 +108,8 @@ pub enum Op {
     },
     /// Token + position embedding of that shape.
     EncoderForward(EncoderShape),
+    /// A memory-bound kernel with 128-bit accesses ([`memory`]).
+    Vector(memory::VecOp),
     /// A published SGEMM design on `size x size x size`.
     Design {
         /// Which design.
@@ -224,6 +227,7 @@ pub fn suite() -> Vec<Case> {
         format!("encoder fwd {r}x{c}"),
         Op::EncoderForward(EncoderShape { b: 4, t: 1024, c, vp: GPT2_VP, max_t: 1024 }),
     ));
+    cases.extend(memory::cases().into_iter().map(|(name, op)| case(name, op)));
     for design in SgemmDesign::ALL {
         let p = design.published();
         cases.push(case(
@@ -305,6 +309,7 @@ impl Case {
             Op::AdamW { .. } => "adamw_f32",
             Op::CrossEntropy { .. } => "crossentropy_f32",
             Op::EncoderForward(_) => "encoder_forward_f32",
+            Op::Vector(v) => v.kernel(),
             Op::Design { design, .. } => design.kernel(),
         }
     }
@@ -353,6 +358,7 @@ impl Case {
             Op::AdamW { n } => f(7 * n),
             Op::CrossEntropy { rows, vp, .. } => f(2 * rows * vp + 2 * rows),
             Op::EncoderForward(s) => f(2 * s.b * s.t * s.c) + 4 * (s.b * s.t) as u64 + f(s.t * s.c),
+            Op::Vector(v) => v.bytes(),
         }
     }
 }
@@ -364,6 +370,8 @@ struct Buffers {
     u: Vec<Buffer<u32>>,
     /// bf16 tensors.
     h: Vec<Buffer<u16>>,
+    /// The buffers of a [`Op::Vector`] case.
+    v: Option<memory::VecBuffers>,
 }
 
 /// A cheap deterministic pattern in [-0.5, 0.5): no zeros, no denormals.
@@ -405,6 +413,14 @@ impl Op {
             Op::AdamW { n } => vec![*n; 4],
             Op::CrossEntropy { rows, vp, .. } => vec![rows * vp, *rows],
             Op::EncoderForward(s) => vec![s.b * s.t * s.c, s.vp * s.c, s.max_t * s.c],
+            Op::Vector(v) => {
+                return Ok(Buffers {
+                    f: Vec::new(),
+                    u: Vec::new(),
+                    h: Vec::new(),
+                    v: Some(v.buffers(device)?),
+                })
+            }
         };
         let f: Vec<Buffer<f32>> =
             sizes.iter().enumerate().map(|(i, &n)| filled(device, n, i as u32)).collect::<Result<_, _>>()?;
@@ -442,7 +458,7 @@ impl Op {
             }
             _ => Vec::new(),
         };
-        Ok(Buffers { f, u, h })
+        Ok(Buffers { f, u, h, v: None })
     }
 
     /// Launches the case once on the buffers. A flash backward step runs the whole backward
@@ -453,6 +469,10 @@ impl Op {
         module: &Module,
         bufs: &mut Buffers,
     ) -> Result<Option<trident_runtime::LaunchStats>, launch::LaunchError> {
+        if let (Op::Vector(v), Some(b)) = (self, bufs.v.as_mut()) {
+            v.launch(k, b, |_| {})?;
+            return Ok(None);
+        }
         let f = &mut bufs.f;
         let h = &mut bufs.h;
         match self {
@@ -508,6 +528,7 @@ impl Op {
         let f = &mut bufs.f;
         match self {
             Op::FlashForward(_) | Op::FlashBackward(..) => unreachable!("launched on bf16 buffers"),
+            Op::Vector(_) => unreachable!("launched on its own buffers"),
             Op::GemmTc(g, out) => {
                 let (ab, c) = bufs.h.split_at_mut(2);
                 let (a, b) = (ab[0].view(..)?, ab[1].view(..)?);
@@ -725,7 +746,7 @@ impl Bench {
         );
         let kernel = case.kernel();
         let work = match case.op {
-            Op::GemmTc(..) => return Ok(self.count_launches(case)?.swap_remove(0)),
+            Op::GemmTc(..) | Op::Vector(_) => return Ok(self.count_launches(case)?.swap_remove(0)),
             Op::Gemm(g) if g.k > K2 => {
                 let short = |k| Op::Gemm(Gemm { k, ..g });
                 let (w1, w2) = (self.count_once(&short(K1), kernel)?, self.count_once(&short(K2), kernel)?);
@@ -760,6 +781,10 @@ impl Bench {
     /// counted at two short K and extrapolated; the reduction does not depend on K and is
     /// counted at `K = splits x BK`.
     pub fn count_launches(&self, case: &Case) -> anyhow::Result<Vec<Workload>> {
+        if let Op::Vector(v) = case.op {
+            anyhow::ensure!(matches!(self.device(), Device::Emu), "counting needs --device emu");
+            return v.count_launches(self);
+        }
         let Op::GemmTc(g, out) = case.op else { return Ok(vec![self.count(case)?]) };
         anyhow::ensure!(matches!(self.device(), Device::Emu), "counting needs --device emu");
         let plan = tc_plan(&g);

@@ -11,6 +11,7 @@ mod attention;
 mod check;
 mod combine;
 mod crossentropy;
+mod crossentropy_v4;
 mod elementwise;
 mod encoder;
 mod error;
@@ -20,13 +21,17 @@ mod gemm;
 mod gemm_tc;
 mod kernels;
 mod layernorm;
+mod layernorm_row;
 mod linear;
+mod multi_tensor;
 mod optim;
 mod precision;
+mod vectorized;
 
 pub use attention::{attention_backward, attention_forward, AttentionShape};
 pub use combine::{combine, CombineOp};
 pub use crossentropy::crossentropy;
+pub use crossentropy_v4::crossentropy_v4;
 pub use elementwise::{add, add_assign};
 pub use encoder::{encoder_backward, encoder_forward, EncoderShape};
 pub use error::LaunchError;
@@ -39,9 +44,18 @@ pub use gemm::{gemm, Gemm, Transpose};
 pub use gemm_tc::{gemm_tc, plan_gemm_tc, GemmTc, GemmTcOutput, GemmTcPlan, HalfType};
 pub use kernels::Kernels;
 pub use layernorm::{layernorm_backward, layernorm_forward};
+pub use layernorm_row::{
+    layernorm_forward_row, layernorm_forward_row_bf16, layernorm_residual_forward,
+    layernorm_residual_forward_bf16,
+};
 pub use linear::{linear_backward, linear_forward};
+pub use multi_tensor::{adamw_chunks, chunk_table, sum_squares_ranges, sum_squares_ranges_with, CHUNK};
 pub use optim::{adamw, first_token_out_of_range, scale, sum_squares, AdamW};
 pub use precision::{round_to, HalfFormat};
+pub use vectorized::{
+    add_assign_v4, add_bf16, add_v4, gelu_backward_bf16, gelu_backward_v4, gelu_backward_v4_inplace,
+    gelu_forward_bf16, gelu_forward_v4,
+};
 
 /// The launch wrappers' result type.
 pub type Result<T, E = LaunchError> = std::result::Result<T, E>;

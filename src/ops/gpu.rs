@@ -70,7 +70,7 @@ pub fn layernorm_forward(
     n: usize,
     c: usize,
 ) -> Result<()> {
-    Ok(launch::layernorm_forward(ctx.kernels()?, out, mean, rstd, &inp, &weight, &bias, n, c)?)
+    Ok(launch::layernorm_forward_row(ctx.kernels()?, out, mean, rstd, &inp, &weight, &bias, n, c)?)
 }
 
 /// [`super::layernorm_backward`] on `Emu` and `Cuda`, through the checked launch wrappers.
@@ -119,7 +119,7 @@ pub fn matmul_residual_forward(
 ) -> Result<()> {
     let k = ctx.kernels()?;
     launch::linear_forward(k, out, &inp, &weight, bias.as_ref(), n, ic, oc)?;
-    Ok(launch::add_assign(k, out, &residual)?)
+    Ok(launch::add_assign_v4(k, out, &residual)?)
 }
 
 /// [`super::matmul_backward`] on `Emu` and `Cuda`, through the checked launch wrappers.
@@ -183,12 +183,12 @@ pub fn attention_backward(
 
 /// [`super::gelu_forward`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn gelu_forward(ctx: &OpsContext, out: &mut ViewMut<f32>, inp: View<f32>, _n: usize) -> Result<()> {
-    Ok(launch::gelu_forward(ctx.kernels()?, out, &inp)?)
+    Ok(launch::gelu_forward_v4(ctx.kernels()?, out, &inp)?)
 }
 
 /// [`super::gelu_backward`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn gelu_backward(ctx: &OpsContext, d: &mut ViewMut<f32>, inp: View<f32>, _n: usize) -> Result<()> {
-    Ok(launch::gelu_backward_inplace(ctx.kernels()?, d, &inp)?)
+    Ok(launch::gelu_backward_v4_inplace(ctx.kernels()?, d, &inp)?)
 }
 
 /// [`super::residual_forward`] on `Emu` and `Cuda`, through the checked launch wrappers.
@@ -199,7 +199,7 @@ pub fn residual_forward(
     b: View<f32>,
     _n: usize,
 ) -> Result<()> {
-    Ok(launch::add(ctx.kernels()?, out, &a, &b)?)
+    Ok(launch::add_v4(ctx.kernels()?, out, &a, &b)?)
 }
 
 /// [`super::softmax_cross_entropy`] on `Emu` and `Cuda`, through the checked launch wrappers.
@@ -214,7 +214,7 @@ pub fn softmax_cross_entropy(
     dloss: Option<f32>,
 ) -> Result<()> {
     device_tokens(ctx, "softmax_cross_entropy", &targets, v)?;
-    Ok(launch::crossentropy(ctx.kernels()?, logits, losses, &targets, n, v, vp, dloss)?)
+    Ok(launch::crossentropy_v4(ctx.kernels()?, logits, losses, &targets, n, v, vp, dloss)?)
 }
 
 /// [`super::adamw_update`] on `Emu` and `Cuda`, through the checked launch wrappers.
@@ -242,7 +242,8 @@ pub fn adamw_update(
 
 /// [`super::sum_of_squares`] on `Emu` and `Cuda`, through the checked launch wrappers.
 pub fn sum_of_squares(ctx: &OpsContext, x: View<f32>) -> Result<f64> {
-    Ok(launch::sum_squares(ctx.kernels()?, &x)?)
+    let all = 0..x.len();
+    Ok(launch::sum_squares_ranges(ctx.kernels()?, &x, &[all])?)
 }
 
 /// [`super::round_to`] on a GPU device.

@@ -112,27 +112,27 @@ impl AdamW {
         grad_scale: f32,
     ) -> Result<()> {
         self.step += 1;
-        for (r, decays) in &self.pieces {
-            let hp = AdamWParams {
-                lr,
-                beta1: self.config.beta1,
-                beta2: self.config.beta2,
-                eps: self.config.eps,
-                weight_decay: if *decays { self.config.weight_decay } else { 0.0 },
-                grad_scale,
-                step: self.step,
-            };
-            let p = self.owned.start + r.start..self.owned.start + r.end;
-            let g = grads_offset + r.start..grads_offset + r.end;
-            ops::adamw_update(
-                ctx,
-                &mut params.view_mut(p)?,
-                grads.view(g)?,
-                &mut self.m.view_mut(r.clone())?,
-                &mut self.v.view_mut(r.clone())?,
-                &hp,
-            )?;
-        }
+        let hp = AdamWParams {
+            lr,
+            beta1: self.config.beta1,
+            beta2: self.config.beta2,
+            eps: self.config.eps,
+            weight_decay: self.config.weight_decay,
+            grad_scale,
+            step: self.step,
+        };
+        // Every piece in one launch, over the span the pieces cover.
+        let span = self.pieces.iter().map(|(r, _)| r.end).max().unwrap_or(0);
+        let p = self.owned.start..self.owned.start + span;
+        ops::adamw_update_pieces(
+            ctx,
+            &mut params.view_mut(p)?,
+            grads.view(grads_offset..grads_offset + span)?,
+            &mut self.m.view_mut(..span)?,
+            &mut self.v.view_mut(..span)?,
+            &self.pieces,
+            &hp,
+        )?;
         Ok(())
     }
 }

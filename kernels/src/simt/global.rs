@@ -565,6 +565,20 @@ impl GlobalMut<f32> {
     }
 }
 
+impl Global<u16> {
+    /// The same memory as 32-bit words, each holding two consecutive 16-bit elements, as
+    /// [`GlobalMut::pairs`] gives them, for reading.
+    #[inline(always)]
+    pub fn pairs(self) -> Global<u32> {
+        Global {
+            ptr: self.ptr.cast(),
+            #[cfg(not(target_arch = "nvptx64"))]
+            arg: self.arg,
+            _element: PhantomData,
+        }
+    }
+}
+
 impl GlobalMut<u16> {
     /// The same memory as 32-bit words, each holding two consecutive 16-bit elements (element
     /// `2i` in the low half of word `i`, as [`super::pack_bf16x2`] packs them), for one store

@@ -1,0 +1,173 @@
+//! Launch wrappers of the one-read LayerNorm forward (`kernels/src/layernorm_row.rs`): a warp
+//! per row, the row in registers, optionally the residual add fused in, f32 or bf16 tensors.
+
+use bytemuck::Pod;
+use trident_kernels::layernorm_row::MAX_C;
+use trident_runtime::{LaunchConfig, View, ViewMut};
+
+use super::check::Check;
+use super::vectorized::vectorized;
+use super::{to_u32, Kernels, Result};
+
+/// Warps per block.
+const ROWS_PER_BLOCK: usize = 8;
+
+/// Most blocks: 4 per SM of a 132-SM GPU. Each stages the weights once and takes every
+/// `blocks * 8`-th row, so fewer blocks read the weights fewer times.
+const MAX_BLOCKS: usize = 528;
+
+/// Checks and launches `kernel` (elements per 16-byte group: `group`) over `n` rows of `c`;
+/// `res` and `r` are the residual variants' sum and second inpu
+#[allow(clippy::too_many_arguments)]
+fn launch_row<T: Pod>(
+    k: &Kernels,
+    kernel: &'static str,
+    group: usize,
+    mut res: Option<&mut ViewMut<T>>,
+    out: &mut ViewMut<T>,
+    mean: &mut ViewMut<f32>,
+    rstd: &mut ViewMut<f32>,
+    inp: &View<T>,
+    r: Option<&View<T>>,
+    weight: &View<f32>,
+    bias: &View<f32>,
+    n: usize,
+    c: usize,
+) -> Result<()> {
+    let ch = Check::new(k, kernel);
+    let nc = super::product("N*C", &[n, c])?;
+    ch.output("out", out, nc)?.output("mean", mean, n)?.output("rstd", rstd, n)?;
+    ch.input("inp", inp, nc)?.input("weight", weight, c)?.input("bias", bias, c)?;
+    ch.shape(c >= 1 && c <= MAX_C as usize, || {
+        format!("C = {c} is not in 1..={MAX_C} (a row per warp, in registers)")
+    })?;
+    to_u32("N*C", nc)?;
+    let mut addrs = vec![out.addr_mut(), inp.addr(), weight.addr(), bias.addr()];
+    if let (Some(res), Some(r)) = (res.as_deref_mut(), r) {
+        ch.output("res", res, nc)?.input("r", r, nc)?;
+        addrs.extend([res.addr_mut(), r.addr()]);
+    }
+    // Rows start aligned only when C holds whole groups.
+    let vec = vectorized(&addrs) * u32::from(c % group == 0);
+    let cfg = LaunchConfig {
+        grid: [n.div_ceil(ROWS_PER_BLOCK).clamp(1, MAX_BLOCKS) as u32, 1, 1],
+        block: [32 * ROWS_PER_BLOCK as u32, 1, 1],
+        // The weights and biases: 16 KiB at the widest row.
+        dynamic_smem_bytes: (2 * c * 4) as u32,
+    };
+    let mut args = Vec::with_capacity(11);
+    if let Some(res) = res {
+        args.push(res.arg_mut());
+    }
+    args.extend([out.arg_mut(), mean.arg_mut(), rstd.arg_mut(), inp.arg()]);
+    if let Some(r) = r {
+        args.push(r.arg());
+    }
+    args.extend([weight.arg(), bias.arg(), to_u32("N", n)?.into(), to_u32("C", c)?.into(), vec.into()]);
+    // SAFETY: every view holds the length its role needs for `n` rows of `c`, aligned as
+    // `vec` says.
+    unsafe { k.launch(kernel, &cfg, &args)? };
+    Ok(())
+}
+
+/// LayerNorm forward over `n` rows of `c <= 2048` f32, reading `inp` once: writes `out` and
+/// each row's `mean` and `rstd`, as [`super::layernorm_forward`] does. Wider rows go to that
+/// kernel.
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm_forward_row(
+    k: &Kernels,
+    out: &mut ViewMut<f32>,
+    mean: &mut ViewMut<f32>,
+    rstd: &mut ViewMut<f32>,
+    inp: &View<f32>,
+    weight: &View<f32>,
+    bias: &View<f32>,
+    n: usize,
+    c: usize,
+) -> Result<()> {
+    if c > MAX_C as usize {
+        return super::layernorm_forward(k, out, mean, rstd, inp, weight, bias, n, c);
+    }
+    launch_row(k, "layernorm_forward_row_f32", 4, None, out, mean, rstd, inp, None, weight, bias, n, c)
+}
+
+/// `res = inp + r` and LayerNorm forward of `res` in one pass, f32, `c <= 2048`.
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm_residual_forward(
+    k: &Kernels,
+    res: &mut ViewMut<f32>,
+    out: &mut ViewMut<f32>,
+    mean: &mut ViewMut<f32>,
+    rstd: &mut ViewMut<f32>,
+    inp: &View<f32>,
+    r: &View<f32>,
+    weight: &View<f32>,
+    bias: &View<f32>,
+    n: usize,
+    c: usize,
+) -> Result<()> {
+    launch_row(
+        k,
+        "layernorm_residual_forward_f32",
+        4,
+        Some(res),
+        out,
+        mean,
+        rstd,
+        inp,
+        Some(r),
+        weight,
+        bias,
+        n,
+        c,
+    )
+}
+
+/// [`layernorm_forward_row`] on bf16 input and output (f32 weights, statistics and math).
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm_forward_row_bf16(
+    k: &Kernels,
+    out: &mut ViewMut<u16>,
+    mean: &mut ViewMut<f32>,
+    rstd: &mut ViewMut<f32>,
+    inp: &View<u16>,
+    weight: &View<f32>,
+    bias: &View<f32>,
+    n: usize,
+    c: usize,
+) -> Result<()> {
+    launch_row(k, "layernorm_forward_row_bf16", 8, None, out, mean, rstd, inp, None, weight, bias, n, c)
+}
+
+/// [`layernorm_residual_forward`] on bf16 tensors: `res = bf16(inp + r)`, normalized as
+/// stored.
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm_residual_forward_bf16(
+    k: &Kernels,
+    res: &mut ViewMut<u16>,
+    out: &mut ViewMut<u16>,
+    mean: &mut ViewMut<f32>,
+    rstd: &mut ViewMut<f32>,
+    inp: &View<u16>,
+    r: &View<u16>,
+    weight: &View<f32>,
+    bias: &View<f32>,
+    n: usize,
+    c: usize,
+) -> Result<()> {
+    launch_row(
+        k,
+        "layernorm_residual_forward_bf16",
+        8,
+        Some(res),
+        out,
+        mean,
+        rstd,
+        inp,
+        Some(r),
+        weight,
+        bias,
+        n,
+        c,
+    )
+}
