@@ -1,15 +1,17 @@
 //! Trident: a GPU kernel and collectives runtime in Rust, and a GPT trainer on top of it.
 //!
 //! - [`runtime`]: devices (`Cpu`, `Emu`, `Cuda`), buffers, modules and launches.
-//! - [`kernels`]: the PTX and host entries of every kernel, as the runtime loads them.
-//! - [`launch`]: a safe, checked launch wrapper per kernel.
+//! - [`kernels`]: the PTX and host entries of every kernel, as the runtime loads them, and
+//!   [`launch`]: a safe, checked launch wrapper per kernel (both of `trident-ops`).
 //! - [`collectives`]: communicators and ring algorithms.
-//! - [`ops`]: the GPT's tensor ops on any device; [`model`]: the GPT-2 model; [`optim`],
+//! - [`ops`] (the `trident-ops` crate): the GPT's tensor ops on any device; [`model`]: the GPT-2 model; [`optim`],
 //!   [`train`]: optimizer and training loop; [`cli`]: the `trident` binary's commands.
 //! - [`llmc`]: training side by side with llm.c.
 //! - [`data`], [`checkpoint`], [`metrics`], [`plot`], [`progress`]: what training reads and writes.
 
 pub use trident_collectives as collectives;
+pub use trident_ops as ops;
+pub use trident_ops::{kernels, launch};
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]
@@ -22,12 +24,9 @@ pub mod cli;
 pub mod data;
 pub mod device_collectives;
 pub mod kernel_bench;
-pub mod kernels;
-pub mod launch;
 pub mod llmc;
 pub mod metrics;
 pub mod model;
-pub mod ops;
 pub mod optim;
 pub mod parallel;
 pub mod plan;

@@ -1,10 +1,10 @@
-//! Builds `kernels/` for `nvptx64-nvidia-cuda` with the nightly pinned in
+//! Builds the workspace's `kernels/` for `nvptx64-nvidia-cuda` with the nightly pinned in
 //! `kernels/rust-toolchain.toml` (installed through rustup when missing) and hands the PTX to
 //! the library as `$OUT_DIR/trident.ptx`. The work is `trident-ptx-builder`'s, which a crate of
 //! one's own kernels uses the same way.
 
 fn main() {
-    trident_ptx_builder::PtxBuild::new("kernels")
+    trident_ptx_builder::PtxBuild::new("../kernels")
         .arch("sm_90")
         .output("trident.ptx")
         .build()

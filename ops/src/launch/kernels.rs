@@ -12,8 +12,8 @@ use super::{LaunchError, Result};
 /// [`Kernels::on_stream`] names another).
 ///
 /// ```
-/// use trident::launch::{self, Kernels};
-/// use trident::runtime::{Buffer, Device};
+/// use trident_ops::launch::{self, Kernels};
+/// use trident_runtime::{Buffer, Device};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let device = Device::Emu;
