@@ -20,6 +20,7 @@ pub struct ReadmeDoctests;
 pub use trident_runtime as runtime;
 
 pub mod checkpoint;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod data;
 pub mod device_collectives;
@@ -31,5 +32,6 @@ pub mod optim;
 pub mod parallel;
 pub mod plan;
 pub mod plot;
+#[cfg(feature = "cli")]
 pub mod progress;
 pub mod train;
