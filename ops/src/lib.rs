@@ -5,6 +5,13 @@
 //! - [`launch`]: a safe, checked launch wrapper per kernel.
 //! - The ops at the crate root: the GPT trainer's tensor ops, one function each, on any device.
 //!
+//! The crate depends on the runtime and the kernels only (the `trident` crate, with the model
+//! and the trainer, re-exports it). Its feature `cuda`, on by default, builds the kernels' PTX
+//! with the pinned nightly; without it `Cpu` and `Emu` run every op and `Cuda` reports
+//! [`launch::LaunchError::NoPtx`]. The argument checks of the launch wrappers
+//! ([`launch::Check`], [`launch::Kernels::check_device`]) are public for wrappers of one's own
+//! kernels.
+//!
 //! Every op takes an [`OpsContext`], its tensors as [`View`](trident_runtime::View)s (inputs)
 //! and [`ViewMut`](trident_runtime::ViewMut)s (outputs), and the sizes that give them shape.
 //! It checks lengths and devices, then runs the CPU implementation ([`cpu`]) on `Cpu` or the

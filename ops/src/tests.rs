@@ -642,7 +642,7 @@ fn without_the_cuda_feature_emu_runs_and_cuda_says_why_not() {
     assert_eq!(x.to_vec().unwrap(), [1.0, -2.0]);
     match Device::cuda(0) {
         Ok(gpu) => {
-            let err = OpsContext::new(&gpu).err().expect("no PTX, yet Cuda loaded the kernels");
+            let Err(err) = OpsContext::new(&gpu) else { panic!("no PTX, yet Cuda loaded the kernels") };
             assert!(err.to_string().contains("without its `cuda` feature"), "{err}");
             assert!(matches!(crate::kernels::load(&gpu), Err(LaunchError::NoPtx)));
         }

@@ -8,7 +8,7 @@
 //! stream of their context.
 
 mod attention;
-mod check;
+pub mod check;
 mod combine;
 mod crossentropy;
 mod elementwise;
@@ -25,6 +25,7 @@ mod optim;
 mod precision;
 
 pub use attention::{attention_backward, attention_forward, AttentionShape};
+pub use check::Check;
 pub use combine::{combine, CombineOp};
 pub use crossentropy::crossentropy;
 pub use elementwise::{add, add_assign};
