@@ -650,3 +650,13 @@ fn without_the_cuda_feature_emu_runs_and_cuda_says_why_not() {
         Err(_) => eprintln!("skipped the Cuda case: no GPU"),
     }
 }
+
+/// A shape whose products wrap around `usize` (here `n * oc` and `oc * ic` both wrap to 4) is
+/// refused by the CPU GEMM's length checks instead of writing past `out`.
+#[test]
+#[should_panic(expected = "assertion failed")]
+fn cpu_matmul_refuses_a_shape_whose_products_overflow() {
+    let oc = (1usize << (usize::BITS - 1)) + 2;
+    let (inp, weight, mut out) = ([1.0f32; 4], [1.0f32; 4], [0.0f32; 4]);
+    cpu::matmul_forward(&mut out, &inp, &weight, None, 2, oc);
+}
