@@ -8,7 +8,7 @@
 //! stream of their context.
 
 mod attention;
-pub mod check;
+mod check;
 mod combine;
 mod crossentropy;
 mod elementwise;
