@@ -2,10 +2,9 @@
 //! blue, the validation loss in orange with a dot at each evaluation, grid lines at round
 //! values, and tick labels in a built-in 3x5 pixel font.
 
-use std::io::Write;
 use std::path::Path;
 
-use crate::checkpoint::{write_file_atomically, CheckpointError};
+use crate::checkpoint::CheckpointError;
 use crate::metrics::IterMetrics;
 
 const WIDTH: usize = 800;
@@ -31,6 +30,10 @@ pub enum PlotError {
     /// Writing the PNG file (atomically) failed.
     #[error(transparent)]
     Write(#[from] CheckpointError),
+    /// Trident was built without its `plots` feature, which encodes the PNG; nothing was
+    /// written.
+    #[error("trident was built without its `plots` feature, which writes PNG pictures; rebuild with `--features plots`")]
+    NoPlots,
 }
 
 /// Writes the loss curves of `metrics` to `path` (atomically).
@@ -44,16 +47,36 @@ pub fn plot_metrics(path: &Path, metrics: &[IterMetrics]) -> Result<(), PlotErro
 /// Writes `(iteration, loss)` series to a PNG at `path`. Non-finite points are skipped.
 pub fn write_loss_plot(path: &Path, train: &[(f64, f64)], val: &[(f64, f64)]) -> Result<(), PlotError> {
     let canvas = render(train, val);
-    write_file_atomically(path, |w| {
-        let mut encoder = png::Encoder::new(&mut *w, WIDTH as u32, HEIGHT as u32);
+    write_png(path, WIDTH, HEIGHT, &canvas.pixels)
+}
+
+/// Writes `pixels`, `width` x `height` 8-bit RGB pixels row by row from the top, to a PNG at
+/// `path` (atomically).
+#[cfg(feature = "plots")]
+pub(crate) fn write_png(path: &Path, width: usize, height: usize, pixels: &[u8]) -> Result<(), PlotError> {
+    use std::io::Write;
+
+    crate::checkpoint::write_file_atomically(path, |w| {
+        let mut encoder = png::Encoder::new(&mut *w, width as u32, height as u32);
         encoder.set_color(png::ColorType::Rgb);
         encoder.set_depth(png::BitDepth::Eight);
         let mut writer = encoder.write_header().map_err(std::io::Error::other)?;
-        writer.write_image_data(&canvas.pixels).map_err(std::io::Error::other)?;
+        writer.write_image_data(pixels).map_err(std::io::Error::other)?;
         writer.finish().map_err(std::io::Error::other)?;
         w.flush()
     })?;
     Ok(())
+}
+
+/// Without the `plots` feature: [`PlotError::NoPlots`], and nothing is written.
+#[cfg(not(feature = "plots"))]
+pub(crate) fn write_png(
+    _path: &Path,
+    _width: usize,
+    _height: usize,
+    _pixels: &[u8],
+) -> Result<(), PlotError> {
+    Err(PlotError::NoPlots)
 }
 
 struct Canvas {
@@ -232,7 +255,22 @@ fn render(train: &[(f64, f64)], val: &[(f64, f64)]) -> Canvas {
     c
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(feature = "plots")))]
+mod tests_without_plots {
+    use super::*;
+
+    #[test]
+    fn without_the_feature_no_png_is_written_and_the_error_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("loss.png");
+        let e = write_loss_plot(&path, &[(0.0, 2.0), (1.0, 1.0)], &[]).unwrap_err();
+        assert!(matches!(e, PlotError::NoPlots));
+        assert!(e.to_string().contains("`plots` feature"), "{e}");
+        assert!(!path.exists());
+    }
+}
+
+#[cfg(all(test, feature = "plots"))]
 mod tests {
     use super::*;
 

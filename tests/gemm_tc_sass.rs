@@ -69,7 +69,7 @@ fn main_loops_are_hmma_ldsm_ldgsts_without_spills() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("gemm_tc_sass");
     std::fs::create_dir_all(&dir).unwrap();
     let (ptx, cubin) = (dir.join("trident.ptx"), dir.join("gemm_tc.cubin"));
-    std::fs::write(&ptx, trident::kernels::PTX).unwrap();
+    std::fs::write(&ptx, trident::kernels::PTX.expect("built with the `cuda` feature")).unwrap();
     // Every layout, both input types, both outputs and both block tiles; `tests/ptx.rs`
     // checks every variant for spills.
     let kernels = [

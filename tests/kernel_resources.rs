@@ -51,7 +51,11 @@ fn checked_in_kernel_resources_match_ptxas() {
     std::fs::create_dir_all(&dir).unwrap();
     let mut rows = Vec::new();
     for arch in TARGETS {
-        let ptx = trident::kernels::PTX.replacen(".target sm_90", &format!(".target {arch}"), 1);
+        let ptx = trident::kernels::PTX.expect("built with the `cuda` feature").replacen(
+            ".target sm_90",
+            &format!(".target {arch}"),
+            1,
+        );
         let path = dir.join(format!("trident-{arch}.ptx"));
         std::fs::write(&path, ptx).unwrap();
         let out = Command::new(&ptxas)

@@ -63,7 +63,7 @@ fn every_kernel_assembles_for_sm90() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     std::fs::create_dir_all(&dir).unwrap();
     let ptx = dir.join("trident.ptx");
-    std::fs::write(&ptx, trident::kernels::PTX).unwrap();
+    std::fs::write(&ptx, trident::kernels::PTX.expect("built with the `cuda` feature")).unwrap();
     let out = Command::new(&ptxas)
         .args(["-arch=sm_90", "-v", "-o"])
         .arg(dir.join("trident.cubin"))

@@ -109,7 +109,19 @@ impl Device {
         }
     }
 
-    pub(crate) fn expect_same(&self, other: &Device) -> Result<()> {
+    /// [`Device::same_as`] as a check: an operation on this device refuses a buffer, view or
+    /// stream of `other`.
+    ///
+    /// ```
+    /// use trident_runtime::{Device, RuntimeError};
+    ///
+    /// assert!(Device::Emu.expect_same(&Device::Emu).is_ok());
+    /// assert!(matches!(Device::Emu.expect_same(&Device::Cpu), Err(RuntimeError::WrongDevice { .. })));
+    /// ```
+    ///
+    /// # Errors
+    /// [`RuntimeError::WrongDevice`] unless the two name the same device.
+    pub fn expect_same(&self, other: &Device) -> Result<()> {
         if self.same_as(other) {
             Ok(())
         } else {

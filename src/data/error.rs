@@ -104,6 +104,14 @@ pub enum DataError {
     /// The GPT-2 BPE tokenizer failed.
     #[error("the GPT-2 BPE tokenizer failed: {0}")]
     Bpe(String),
+    /// What was asked for needs a feature Trident was built without.
+    #[error("trident was built without its `{feature}` feature, which {what} needs; rebuild with `--features {feature}`")]
+    MissingFeature {
+        /// The Cargo feature.
+        feature: &'static str,
+        /// What needs it.
+        what: &'static str,
+    },
     /// Text with a character the tokenizer cannot encode.
     #[error(
         "cannot encode {text:?} with the {tokenizer} tokenizer: character {ch:?} is not in its vocabulary"

@@ -8,6 +8,39 @@ use serde::{Deserialize, Serialize};
 use super::addition::ADDITION_ALPHABET;
 use super::DataError;
 
+/// GPT-2's byte-pair encoder, from `tiktoken-rs` (the `tokenizer` feature).
+#[cfg(feature = "tokenizer")]
+type Bpe = tiktoken_rs::CoreBPE;
+
+/// Without the `tokenizer` feature there is no byte-pair encoder: a type with no values, so the
+/// GPT-2 arms below are never reached.
+#[cfg(not(feature = "tokenizer"))]
+#[derive(Debug)]
+enum Bpe {}
+
+#[cfg(not(feature = "tokenizer"))]
+impl Bpe {
+    fn encode_with_special_tokens(&self, _text: &str) -> Vec<u32> {
+        match *self {}
+    }
+
+    fn decode_bytes(&self, _tokens: &[u32]) -> Result<Vec<u8>, std::convert::Infallible> {
+        match *self {}
+    }
+}
+
+/// GPT-2's BPE tables (`r50k_base`, built into `tiktoken-rs`).
+#[cfg(feature = "tokenizer")]
+fn gpt2_bpe() -> Result<Bpe, DataError> {
+    tiktoken_rs::r50k_base().map_err(|e| DataError::Bpe(e.to_string()))
+}
+
+/// Without the `tokenizer` feature: the error that names it.
+#[cfg(not(feature = "tokenizer"))]
+fn gpt2_bpe() -> Result<Bpe, DataError> {
+    Err(DataError::MissingFeature { feature: "tokenizer", what: "the GPT-2 BPE tokenizer" })
+}
+
 /// Which tokenizer produced a data set; stored in checkpoints so sampling decodes the same way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -67,7 +100,7 @@ pub const GPT2_EOT: u32 = 50256;
 #[derive(Clone)]
 pub struct Tokenizer {
     kind: TokenizerKind,
-    bpe: Option<Arc<tiktoken_rs::CoreBPE>>,
+    bpe: Option<Arc<Bpe>>,
 }
 
 impl fmt::Debug for Tokenizer {
@@ -78,12 +111,11 @@ impl fmt::Debug for Tokenizer {
 
 impl Tokenizer {
     /// A tokenizer of `kind`; for GPT-2 it loads the BPE tables ([`DataError::Bpe`] where
-    /// that fails).
+    /// that fails, [`DataError::MissingFeature`] where Trident was built without its
+    /// `tokenizer` feature).
     pub fn new(kind: TokenizerKind) -> Result<Self, DataError> {
         let bpe = match kind {
-            TokenizerKind::Gpt2 => {
-                Some(Arc::new(tiktoken_rs::r50k_base().map_err(|e| DataError::Bpe(e.to_string()))?))
-            }
+            TokenizerKind::Gpt2 => Some(Arc::new(gpt2_bpe()?)),
             _ => None,
         };
         Ok(Self { kind, bpe })
@@ -177,6 +209,7 @@ mod tests {
         assert_eq!(t.decode(&[9, 10, 0, 11, 12]), "9+0=\n");
     }
 
+    #[cfg(feature = "tokenizer")]
     #[test]
     fn gpt2_bpe_is_offline_and_matches_known_ids() {
         let t = Tokenizer::new(TokenizerKind::Gpt2).unwrap();
@@ -186,5 +219,13 @@ mod tests {
         let text = "The quick brown fox jumps over the lazy dog.";
         assert_eq!(t.decode(&t.encode(text).unwrap()), text);
         assert_eq!(t.vocab_size(), 50257);
+    }
+
+    #[cfg(not(feature = "tokenizer"))]
+    #[test]
+    fn gpt2_without_the_feature_is_an_error_naming_it() {
+        let e = Tokenizer::new(TokenizerKind::Gpt2).unwrap_err();
+        assert!(matches!(e, DataError::MissingFeature { feature: "tokenizer", .. }), "{e}");
+        assert!(e.to_string().contains("`tokenizer` feature"), "{e}");
     }
 }

@@ -695,10 +695,8 @@ pub struct Bench {
 impl Bench {
     /// Loads the kernels on `device` (`Emu` or `Cuda`).
     pub fn load(device: &Device) -> anyhow::Result<Bench> {
-        Ok(Bench {
-            kernels: Kernels::load(device)?,
-            module: device.load_module(&crate::kernels::module_source())?,
-        })
+        let kernels = Kernels::load(device)?;
+        Ok(Bench { module: kernels.module().clone(), kernels })
     }
 
     fn device(&self) -> &Device {

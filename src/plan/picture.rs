@@ -1,13 +1,11 @@
 //! The plan's two pictures, drawn pixel by pixel into PNGs: the memory per GPU of the chosen
 //! layouts by component, and one iteration's pipeline timeline with its bubbles.
 
-use std::io::Write;
 use std::path::Path;
 
 use trident_hardware::GIB;
 
 use super::{Plan, Problem};
-use crate::checkpoint::write_file_atomically;
 use crate::parallel::schedule::{simulate, simulate_interleaved, Action, Interleaved, Schedule};
 
 type Rgb = [u8; 3];
@@ -81,17 +79,12 @@ impl Canvas {
     }
 
     /// Writes the canvas as an 8-bit RGB PNG.
+    ///
+    /// # Errors
+    /// The write's, and [`PlotError::NoPlots`](crate::plot::PlotError::NoPlots) where Trident
+    /// was built without its `plots` feature.
     pub fn write_png(&self, path: &Path) -> anyhow::Result<()> {
-        write_file_atomically(path, |w| {
-            let mut encoder = png::Encoder::new(&mut *w, self.width as u32, self.height as u32);
-            encoder.set_color(png::ColorType::Rgb);
-            encoder.set_depth(png::BitDepth::Eight);
-            let mut writer = encoder.write_header().map_err(std::io::Error::other)?;
-            writer.write_image_data(&self.pixels).map_err(std::io::Error::other)?;
-            writer.finish().map_err(std::io::Error::other)?;
-            w.flush()
-        })?;
-        Ok(())
+        Ok(crate::plot::write_png(path, self.width, self.height, &self.pixels)?)
     }
 }
 

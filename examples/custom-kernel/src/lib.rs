@@ -101,11 +101,7 @@ pub fn load(device: &Device) -> Result<Module, Error> {
 }
 
 fn check_device(op: &'static str, module: &Module, device: &Device) -> Result<(), Error> {
-    if module.device().same_as(device) {
-        Ok(())
-    } else {
-        Err(Error::Device { op })
-    }
+    module.device().expect_same(device).map_err(|_| Error::Device { op })
 }
 
 fn index_len(op: &'static str, len: usize) -> Result<u32, Error> {

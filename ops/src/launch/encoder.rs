@@ -35,7 +35,7 @@ pub fn encoder_forward(
     s: &EncoderShape,
 ) -> Result<()> {
     const KERNEL: &str = "encoder_forward_f32";
-    let ch = Check::new(k, KERNEL);
+    let ch = Check::new(k.device(), KERNEL);
     let bt = s.b * s.t;
     ch.output("out", out, bt * s.c)?.input("tokens", tokens, bt)?.input("wte", wte, s.vp * s.c)?;
     ch.shape(wpe.len() >= s.max_t * s.c, || {
@@ -67,7 +67,7 @@ pub fn encoder_backward(
     tokens: &View<u32>,
     s: &EncoderShape,
 ) -> Result<()> {
-    let ch = Check::new(k, "encoder_backward");
+    let ch = Check::new(k.device(), "encoder_backward");
     let bt = s.b * s.t;
     ch.output("dwte", dwte, s.vp * s.c)?.input("dout", dout, bt * s.c)?.input("tokens", tokens, bt)?;
     ch.shape(dwpe.len() >= s.max_t * s.c, || {

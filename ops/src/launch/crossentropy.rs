@@ -20,7 +20,7 @@ pub fn crossentropy(
     dloss: Option<f32>,
 ) -> Result<()> {
     const KERNEL: &str = "crossentropy_f32";
-    let ch = Check::new(k, KERNEL);
+    let ch = Check::new(k.device(), KERNEL);
     ch.output("logits", logits, rows * vp)?
         .output("losses", losses, rows)?
         .input("targets", targets, rows)?;

@@ -627,3 +627,36 @@ fn bad_arguments_are_refused_with_clear_errors() {
     .unwrap_err();
     assert!(err.to_string().contains("heads do not divide"), "{err}");
 }
+
+/// Without the `cuda` feature there is no PTX: `Emu` runs every kernel from its host entries,
+/// and `Cuda` (where a GPU is present) refuses to load them, saying why.
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn without_the_cuda_feature_emu_runs_and_cuda_says_why_not() {
+    use crate::launch::LaunchError;
+
+    assert!(crate::kernels::PTX.is_none());
+    let ctx = OpsContext::new(&Device::Emu).unwrap();
+    let mut x = Buffer::from_slice(&Device::Emu, &[1.0f32, -2.0]).unwrap();
+    round_to(&ctx, &mut x.view_mut(..).unwrap(), HalfFormat::Bf16).unwrap();
+    assert_eq!(x.to_vec().unwrap(), [1.0, -2.0]);
+    match Device::cuda(0) {
+        Ok(gpu) => {
+            let Err(err) = OpsContext::new(&gpu) else { panic!("no PTX, yet Cuda loaded the kernels") };
+            assert!(err.to_string().contains("without its `cuda` feature"), "{err}");
+            assert!(matches!(crate::kernels::load(&gpu), Err(LaunchError::NoPtx)));
+        }
+        Err(e) if std::env::var_os("TRIDENT_REQUIRE_CUDA").is_some() => panic!("TRIDENT_REQUIRE_CUDA: {e}"),
+        Err(_) => eprintln!("skipped the Cuda case: no GPU"),
+    }
+}
+
+/// A shape whose products wrap around `usize` (here `n * oc` and `oc * ic` both wrap to 4) is
+/// refused by the CPU GEMM's length checks instead of writing past `out`.
+#[test]
+#[should_panic(expected = "assertion failed")]
+fn cpu_matmul_refuses_a_shape_whose_products_overflow() {
+    let oc = (1usize << (usize::BITS - 1)) + 2;
+    let (inp, weight, mut out) = ([1.0f32; 4], [1.0f32; 4], [0.0f32; 4]);
+    cpu::matmul_forward(&mut out, &inp, &weight, None, 2, oc);
+}

@@ -1,6 +1,7 @@
 //! CPU implementations of the ops, on host slices: GEMM through the `gemm` crate, rayon across
 //! cores, loops written to vectorise (see [`math`]). Shapes are checked by the dispatchers in
-//! `ops`; these functions assume them.
+//! `ops`; these functions assert the lengths their raw-pointer GEMMs rely on (a panic, never an
+//! access outside a slice, on a wrong shape).
 
 mod adamw;
 mod attention;
@@ -39,4 +40,10 @@ pub fn retain_freed_memory() {
             libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
         }
     });
+}
+
+/// The product of `factors`, or `usize::MAX` where it overflows: no slice is that long, so a
+/// length check against an overflowed product fails, where a wrapped one could pass.
+fn elems(factors: &[usize]) -> usize {
+    factors.iter().try_fold(1usize, |p, &f| p.checked_mul(f)).unwrap_or(usize::MAX)
 }

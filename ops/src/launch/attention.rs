@@ -50,7 +50,7 @@ pub fn attention_forward(
     s: &AttentionShape,
 ) -> Result<()> {
     const KERNEL: &str = "attention_forward_f32";
-    let ch = Check::new(k, KERNEL);
+    let ch = Check::new(k.device(), KERNEL);
     let bt = s.b * s.t;
     ch.output("out", out, bt * s.c())?.output("lse", lse, bt * s.nh)?.input("qkv", qkv, bt * 3 * s.c())?;
     let (cfg, [t, nh, hs]) = s.config(&ch)?;
@@ -76,7 +76,7 @@ pub fn attention_backward(
     lse: &View<f32>,
     s: &AttentionShape,
 ) -> Result<()> {
-    let ch = Check::new(k, "attention_backward");
+    let ch = Check::new(k.device(), "attention_backward");
     let bt = s.b * s.t;
     ch.output("dqkv", dqkv, bt * 3 * s.c())?.output("dsum", dsum, bt * s.nh)?;
     ch.input("dout", dout, bt * s.c())?.input("qkv", qkv, bt * 3 * s.c())?;

@@ -103,7 +103,7 @@ pub fn flash_attention_forward(
     qkv: &View<u16>,
     s: &FlashAttentionShape,
 ) -> Result<()> {
-    let ch = Check::new(k, "flash_attention_forward");
+    let ch = Check::new(k.device(), "flash_attention_forward");
     let kernel = s.kernel(&ch, true)?;
     ch.output("out", out, s.out_len())?.output("lse", lse, s.stat_len())?.input("qkv", qkv, s.qkv_len())?;
     aligned(&ch, "qkv", qkv.addr(), 16)?;
@@ -165,7 +165,7 @@ pub fn flash_attention_backward_with(
     s: &FlashAttentionShape,
     mut after: impl FnMut(&'static str),
 ) -> Result<()> {
-    let ch = Check::new(k, "flash_attention_backward");
+    let ch = Check::new(k.device(), "flash_attention_backward");
     let kernel = s.kernel(&ch, false)?;
     ch.output("dqkv", dqkv, s.qkv_len())?.output("dsum", dsum, s.stat_len())?;
     ch.output("dq_accum", dq_accum, s.out_len())?;

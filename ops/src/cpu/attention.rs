@@ -10,6 +10,7 @@
 use gemm::Parallelism;
 use rayon::prelude::*;
 
+use super::elems;
 use super::math::{dot, exp, max, simd, sum, DisjointMut};
 use super::matmul::{gemm_into, Mat};
 use super::scratch::with_scratch;
@@ -39,7 +40,7 @@ pub fn attention_forward(
     c: usize,
     nh: usize,
 ) {
-    assert!(out.len() == b * t * c && lse.len() == b * nh * t && qkv.len() == 3 * out.len());
+    assert!(out.len() == elems(&[b, t, c]) && lse.len() == elems(&[b, nh, t]) && qkv.len() == 3 * out.len());
     let hs = c / nh;
     assert!(hs <= MAX_HEAD_DIM);
     let sc = 1.0 / (hs as f32).sqrt();
@@ -111,7 +112,7 @@ pub fn attention_backward(
     c: usize,
     nh: usize,
 ) {
-    assert!(out.len() == b * t * c && dout.len() == out.len() && lse.len() == b * nh * t);
+    assert!(out.len() == elems(&[b, t, c]) && dout.len() == out.len() && lse.len() == elems(&[b, nh, t]));
     assert!(qkv.len() == 3 * out.len() && dqkv.len() == qkv.len());
     let hs = c / nh;
     assert!(hs <= MAX_HEAD_DIM);

@@ -17,7 +17,7 @@ pub enum CombineOp {
 pub fn combine(k: &Kernels, op: CombineOp, acc: &mut ViewMut<f32>, incoming: &View<f32>) -> Result<()> {
     const KERNEL: &str = "combine_f32";
     let n = acc.len();
-    Check::new(k, KERNEL).output("acc", acc, n)?.input("incoming", incoming, n)?;
+    Check::new(k.device(), KERNEL).output("acc", acc, n)?.input("incoming", incoming, n)?;
     let cfg = LaunchConfig::for_items(n, ELEMENTWISE_THREADS, MAX_BLOCKS);
     let op = match op {
         CombineOp::Sum => COMBINE_SUM,

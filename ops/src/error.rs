@@ -2,6 +2,7 @@ use trident_runtime::{DeviceKind, RuntimeError};
 
 /// Why an op refused to run or failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OpsError {
     /// An argument's length differs from what the shape implies.
     #[error("{op}: `{arg}` has {got} elements, expected {expected} ({shape})")]

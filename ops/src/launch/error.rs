@@ -4,6 +4,7 @@ use trident_runtime::{DeviceKind, RuntimeError};
 
 /// Why a launch wrapper refused its arguments (before anything ran), or the launch failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LaunchError {
     /// The runtime refused the launch (argument types, configuration) or the kernel faulted.
     #[error(transparent)]
@@ -48,6 +49,9 @@ pub enum LaunchError {
         /// Its value (`usize::MAX` where a product overflowed).
         value: usize,
     },
+    /// The kernels were asked for on `Cuda`, but this build has no PTX.
+    #[error("trident-ops was built without its `cuda` feature: the PTX module is absent; enable it to run on CUDA")]
+    NoPtx,
     /// A view on another device than the kernels.
     #[error("a view on {view} was passed to kernels loaded on {kernels}")]
     WrongDevice {

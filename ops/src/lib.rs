@@ -1,4 +1,16 @@
-//! Tensor ops of the GPT trainer, one function each, on any device.
+//! Tensor ops on every device: checked kernel launches, the PTX module, the CPU implementations.
+//!
+//! - [`kernels`]: the PTX and host entries of every kernel of `kernels/`, as the runtime loads
+//!   them.
+//! - [`launch`]: a safe, checked launch wrapper per kernel.
+//! - The ops at the crate root: the GPT trainer's tensor ops, one function each, on any device.
+//!
+//! The crate depends on the runtime and the kernels only (the `trident` crate, with the model
+//! and the trainer, re-exports it). Its feature `cuda`, on by default, builds the kernels' PTX
+//! with the pinned nightly; without it `Cpu` and `Emu` run every op and `Cuda` reports
+//! [`launch::LaunchError::NoPtx`]. The argument checks of the launch wrappers
+//! ([`launch::Check`], [`launch::Kernels::check_device`]) are public for wrappers of one's own
+//! kernels.
 //!
 //! Every op takes an [`OpsContext`], its tensors as [`View`](trident_runtime::View)s (inputs)
 //! and [`ViewMut`](trident_runtime::ViewMut)s (outputs), and the sizes that give them shape.
@@ -8,6 +20,9 @@
 //!
 //! Layouts: activations are row-major `[B, T, C]`; weights `[out, in]`; attention's `qkv` is
 //! `[B, T, 3C]` and its saved log-sum-exp `[B, NH, T]`.
+
+pub mod kernels;
+pub mod launch;
 
 mod attention;
 mod check;

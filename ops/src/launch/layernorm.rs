@@ -19,7 +19,7 @@ pub fn layernorm_forward(
     c: usize,
 ) -> Result<()> {
     const KERNEL: &str = "layernorm_forward_f32";
-    let ch = Check::new(k, KERNEL);
+    let ch = Check::new(k.device(), KERNEL);
     ch.output("out", out, n * c)?.output("mean", mean, n)?.output("rstd", rstd, n)?;
     ch.input("inp", inp, n * c)?.input("weight", weight, c)?.input("bias", bias, c)?;
     to_u32("N*C", n * c)?;
@@ -59,7 +59,7 @@ pub fn layernorm_backward(
     c: usize,
 ) -> Result<()> {
     const KERNEL: &str = "layernorm_backward_f32";
-    let ch = Check::new(k, KERNEL);
+    let ch = Check::new(k.device(), KERNEL);
     ch.output("dinp", dinp, n * c)?.output("dweight", dweight, c)?.output("dbias", dbias, c)?;
     ch.input("dout", dout, n * c)?.input("inp", inp, n * c)?.input("weight", weight, c)?;
     ch.input("mean", mean, n)?.input("rstd", rstd, n)?;

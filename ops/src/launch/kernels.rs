@@ -12,8 +12,8 @@ use super::{LaunchError, Result};
 /// [`Kernels::on_stream`] names another).
 ///
 /// ```
-/// use trident::launch::{self, Kernels};
-/// use trident::runtime::{Buffer, Device};
+/// use trident_ops::launch::{self, Kernels};
+/// use trident_runtime::{Buffer, Device};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let device = Device::Emu;
@@ -48,10 +48,12 @@ impl Kernels {
     /// stream.
     ///
     /// # Errors
-    /// The runtime's [`NoKernels`](trident_runtime::RuntimeError::NoKernels) on `Cpu`; on
-    /// `Cuda` the driver's error where it refuses the PTX.
+    /// As [`kernels::load`](crate::kernels::load): the runtime's
+    /// [`NoKernels`](trident_runtime::RuntimeError::NoKernels) on `Cpu`; on `Cuda`
+    /// [`LaunchError::NoPtx`] without the `cuda` feature, else the driver's error where it
+    /// refuses the PTX.
     pub fn load(device: &Device) -> Result<Self> {
-        let module = device.load_module(&crate::kernels::module_source())?;
+        let module = crate::kernels::load(device)?;
         let stream = device.default_stream();
         Ok(Self { module, functions: Arc::new(Mutex::new(HashMap::new())), stream })
     }
@@ -86,7 +88,17 @@ impl Kernels {
         &self.stream
     }
 
-    pub(super) fn function(&self, name: &'static str) -> Result<Function> {
+    /// The loaded module, for launching its kernels directly.
+    pub fn module(&self) -> &Module {
+        &self.module
+    }
+
+    /// Kernel `name` of the module, looked up once and cached.
+    ///
+    /// # Errors
+    /// The runtime's [`NoSuchKernel`](trident_runtime::RuntimeError::NoSuchKernel) where the
+    /// module has no kernel `name`.
+    pub fn function(&self, name: &'static str) -> Result<Function> {
         let mut cache = self.functions.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(f) = cache.get(name) {
             return Ok(f.clone());
@@ -99,9 +111,14 @@ impl Kernels {
     /// Launches kernel `name` on the kernels' stream, its arguments checked against the
     /// kernel's parameter types.
     ///
+    /// # Errors
+    /// As [`Kernels::function`], and the runtime's where it refuses the arguments or the
+    /// launch fails.
+    ///
     /// # Safety
-    /// As for [`Function::launch_on`].
-    pub(super) unsafe fn launch(&self, name: &'static str, cfg: &LaunchConfig, args: &[Arg]) -> Result<()> {
+    /// As for [`Function::launch_on`]: the arguments must be what the kernel reads and writes
+    /// for `cfg`, with every view covering what the kernel touches.
+    pub unsafe fn launch(&self, name: &'static str, cfg: &LaunchConfig, args: &[Arg]) -> Result<()> {
         let f = self.function(name)?;
         // SAFETY: forwarded from the caller; the stream's ordering is the contract of
         // `on_stream` (or the default stream's own order).
@@ -119,7 +136,10 @@ impl Kernels {
     }
 
     /// Fails unless `device` is the one the kernels are loaded on.
-    pub(super) fn check_device(&self, device: &Device) -> Result<()> {
+    ///
+    /// # Errors
+    /// [`LaunchError::WrongDevice`].
+    pub fn check_device(&self, device: &Device) -> Result<()> {
         if self.device().same_as(device) {
             Ok(())
         } else {

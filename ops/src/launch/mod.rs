@@ -29,6 +29,7 @@ mod precision;
 mod vectorized;
 
 pub use attention::{attention_backward, attention_forward, AttentionShape};
+pub use check::Check;
 pub use combine::{combine, CombineOp};
 pub use crossentropy::crossentropy;
 pub use crossentropy_v4::crossentropy_v4;

@@ -1,7 +1,7 @@
 use rayon::prelude::*;
 
 use super::math::simd;
-use crate::ops::AdamWParams;
+use crate::AdamWParams;
 
 /// One fused AdamW step over a tensor: moments updated, bias-corrected, decoupled weight decay.
 pub fn adamw_update(params: &mut [f32], grads: &[f32], m: &mut [f32], v: &mut [f32], hp: &AdamWParams) {

@@ -36,7 +36,7 @@ pub fn adamw(
 ) -> Result<()> {
     const KERNEL: &str = "adamw_f32";
     let n = params.len();
-    let ch = Check::new(k, KERNEL);
+    let ch = Check::new(k.device(), KERNEL);
     ch.output("m", m, n)?.output("v", v, n)?.input("grads", grads, n)?;
     ch.shape(h.step >= 1, || "the step number starts at 1".into())?;
     let bc1 = 1.0 - h.beta1.powi(h.step as i32);
@@ -65,7 +65,7 @@ pub fn adamw(
 /// Sum of squares of `x`, reduced on the device per block and finished in f64 on the host.
 pub fn sum_squares(k: &Kernels, x: &View<f32>) -> Result<f64> {
     const KERNEL: &str = "sum_squares_f32";
-    Check::new(k, KERNEL).input("x", x, x.len())?;
+    Check::new(k.device(), KERNEL).input("x", x, x.len())?;
     let n = to_u32("n", x.len())?;
     let blocks = x.len().div_ceil(ELEMENTWISE_THREADS as usize).clamp(1, NORM_BLOCKS);
     let mut partial = trident_runtime::Buffer::<f32>::zeros(k.device(), blocks)?;
@@ -87,7 +87,7 @@ pub fn sum_squares(k: &Kernels, x: &View<f32>) -> Result<f64> {
 /// token ids on the device, one launch and a download of one word per block.
 pub fn first_token_out_of_range(k: &Kernels, tokens: &View<u32>, vocab: usize) -> Result<Option<usize>> {
     const KERNEL: &str = "first_token_out_of_range_u32";
-    Check::new(k, KERNEL).input("tokens", tokens, tokens.len())?;
+    Check::new(k.device(), KERNEL).input("tokens", tokens, tokens.len())?;
     let n = to_u32("n", tokens.len())?;
     let vocab = to_u32("vocab", vocab)?;
     let blocks = tokens.len().div_ceil(ELEMENTWISE_THREADS as usize).clamp(1, NORM_BLOCKS);
@@ -111,7 +111,7 @@ pub fn first_token_out_of_range(k: &Kernels, tokens: &View<u32>, vocab: usize) -
 pub fn scale(k: &Kernels, x: &mut ViewMut<f32>, s: f32) -> Result<()> {
     const KERNEL: &str = "scale_f32";
     let n = to_u32("n", x.len())?;
-    Check::new(k, KERNEL).output("x", x, x.len())?;
+    Check::new(k.device(), KERNEL).output("x", x, x.len())?;
     let cfg = LaunchConfig::for_items(x.len(), ELEMENTWISE_THREADS, MAX_BLOCKS);
     let args = [x.arg_mut(), s.into(), n.into()];
     // SAFETY: `x` holds `n` elements.

@@ -19,7 +19,7 @@ pub fn linear_forward(
     oc: usize,
 ) -> Result<()> {
     const KERNEL: &str = "add_bias_f32";
-    let ch = Check::new(k, "linear_forward");
+    let ch = Check::new(k.device(), "linear_forward");
     ch.output("out", out, rows * oc)?.input("inp", inp, rows * c)?.input("weight", weight, oc * c)?;
     gemm(k, out, inp, weight, &Gemm::new(rows, oc, c).trans_b())?;
     if let Some(bias) = bias {
@@ -47,7 +47,7 @@ pub fn linear_backward(
     c: usize,
     oc: usize,
 ) -> Result<()> {
-    let ch = Check::new(k, "linear_backward");
+    let ch = Check::new(k.device(), "linear_backward");
     ch.output("dinp", dinp, rows * c)?.output("dweight", dweight, oc * c)?;
     ch.input("dout", dout, rows * oc)?.input("inp", inp, rows * c)?.input("weight", weight, oc * c)?;
     gemm(k, dinp, dout, weight, &Gemm::new(rows, c, oc))?;

@@ -3,6 +3,7 @@
 use gemm::Parallelism;
 use rayon::prelude::*;
 
+use super::elems;
 use super::math::simd;
 
 /// What the destination of a product starts from.
@@ -34,7 +35,7 @@ unsafe fn gemm_strided(
     n: usize,
     k: usize,
 ) {
-    assert!(dst.len() >= m * n, "gemm destination holds {} < {m}x{n}", dst.len());
+    assert!(dst.len() >= elems(&[m, n]), "gemm destination holds {} < {m}x{n}", dst.len());
     if m == 0 || n == 0 {
         return;
     }
@@ -45,7 +46,7 @@ unsafe fn gemm_strided(
             .par_chunks_mut(n * ROWS)
             .for_each(|rows| rows.chunks_exact_mut(n).for_each(|r| r.copy_from_slice(row))),
         Start::Sum(matrix, row) => {
-            assert!(matrix.len() >= m * n, "gemm start holds {} < {m}x{n}", matrix.len());
+            assert!(matrix.len() >= elems(&[m, n]), "gemm start holds {} < {m}x{n}", matrix.len());
             dst[..m * n].par_chunks_mut(n * ROWS).zip(matrix.par_chunks(n * ROWS)).for_each(|(d, a)| {
                 simd(
                     #[inline(always)]
@@ -129,7 +130,7 @@ pub fn matmul_forward(
     oc: usize,
 ) {
     let n = inp.len() / ic;
-    assert!(inp.len() == n * ic && out.len() == n * oc && weight.len() == oc * ic);
+    assert!(inp.len() == n * ic && out.len() == elems(&[n, oc]) && weight.len() == elems(&[oc, ic]));
     let start = bias.map_or(Start::Zero, Start::Row);
     // SAFETY: inp is [n, ic] row-major (row stride ic); weight^T is [ic, oc] with element
     // (i, o) at o * ic + i (row stride 1, column stride ic). Lengths checked above.
@@ -149,7 +150,10 @@ pub fn matmul_residual_forward(
 ) {
     let n = inp.len() / ic;
     assert!(
-        inp.len() == n * ic && out.len() == n * oc && weight.len() == oc * ic && residual.len() == out.len()
+        inp.len() == n * ic
+            && out.len() == elems(&[n, oc])
+            && weight.len() == elems(&[oc, ic])
+            && residual.len() == out.len()
     );
     let start = Start::Sum(residual, bias);
     // SAFETY: as in `matmul_forward`.
@@ -170,8 +174,8 @@ pub fn matmul_backward(
     oc: usize,
 ) {
     let n = inp.len() / ic;
-    assert!(inp.len() == n * ic && dinp.len() == n * ic && dout.len() == n * oc);
-    assert!(weight.len() == oc * ic && dweight.len() == oc * ic);
+    assert!(inp.len() == n * ic && dinp.len() == n * ic && dout.len() == elems(&[n, oc]));
+    assert!(weight.len() == elems(&[oc, ic]) && dweight.len() == weight.len());
     // SAFETY: dout is [n, oc] row-major and weight [oc, ic] row-major; lengths checked above.
     unsafe { gemm_strided(dinp, Start::Zero, (dout, oc as isize, 1), (weight, ic as isize, 1), n, ic, oc) }
     // `gemm` allocates its packing buffer on every call, here up to n x oc floats of dout. A
