@@ -56,7 +56,7 @@ fn vector_accesses_are_128_bit() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("memory_kernels_sass");
     std::fs::create_dir_all(&dir).unwrap();
     let (ptx, cubin) = (dir.join("trident.ptx"), dir.join("memory.cubin"));
-    std::fs::write(&ptx, trident::kernels::PTX).unwrap();
+    std::fs::write(&ptx, trident::kernels::PTX.expect("built with the `cuda` feature")).unwrap();
     let names: Vec<&str> = KERNELS.iter().map(|k| k.0).collect();
     let out = Command::new(&ptxas)
         .args(["-arch=sm_90", "-v", "-e", &names.join(","), "-o"])

@@ -24,7 +24,7 @@ pub fn crossentropy_v4(
     dloss: Option<f32>,
 ) -> Result<()> {
     const KERNEL: &str = "crossentropy_v4_f32";
-    let ch = Check::new(k, KERNEL);
+    let ch = Check::new(k.device(), KERNEL);
     ch.output("logits", logits, super::product("rows*vp", &[rows, vp])?)?
         .output("losses", losses, rows)?
         .input("targets", targets, rows)?;

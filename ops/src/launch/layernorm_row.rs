@@ -34,7 +34,7 @@ fn launch_row<T: Pod>(
     n: usize,
     c: usize,
 ) -> Result<()> {
-    let ch = Check::new(k, kernel);
+    let ch = Check::new(k.device(), kernel);
     let nc = super::product("N*C", &[n, c])?;
     ch.output("out", out, nc)?.output("mean", mean, n)?.output("rstd", rstd, n)?;
     ch.input("inp", inp, nc)?.input("weight", weight, c)?.input("bias", bias, c)?;

@@ -69,7 +69,7 @@ pub fn adamw_chunks(
 ) -> Result<()> {
     const KERNEL: &str = "adamw_chunks_f32";
     let n = params.len();
-    let ch = Check::new(k, KERNEL);
+    let ch = Check::new(k.device(), KERNEL);
     ch.output("params", params, n)?.output("m", m, n)?.output("v", v, n)?.input("grads", grads, n)?;
     ch.shape(h.step >= 1, || "the step number starts at 1".into())?;
     to_u32("n", n)?;
@@ -120,7 +120,7 @@ pub fn sum_squares_ranges_with(
 ) -> Result<f64> {
     const KERNEL: &str = "sum_squares_chunks_f32";
     const FINISH: &str = "sum_squares_finish_f32";
-    Check::new(k, KERNEL).input("x", x, x.len())?;
+    Check::new(k.device(), KERNEL).input("x", x, x.len())?;
     let pieces: Vec<_> = ranges.iter().map(|r| (r.clone(), false)).collect();
     let table = chunk_table(&pieces, x.len())?;
     if table.is_empty() {

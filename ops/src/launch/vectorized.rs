@@ -30,7 +30,7 @@ fn launch_map<T: Pod>(
     inputs: &[(&'static str, Option<&View<T>>)],
 ) -> Result<()> {
     let n = out.len();
-    let ch = Check::new(k, kernel);
+    let ch = Check::new(k.device(), kernel);
     ch.output("out", out, n)?;
     let mut addrs = vec![out.addr_mut()];
     for (what, v) in inputs {
