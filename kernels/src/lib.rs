@@ -25,6 +25,7 @@ pub mod simt;
 pub mod adamw;
 pub mod attention;
 pub mod bias;
+pub mod convert;
 pub mod crossentropy;
 pub mod designs;
 pub mod elementwise;
@@ -44,6 +45,7 @@ pub static HOST_KERNELS: &[&[trident_simt::HostKernel]] = &[
     adamw::HOST_KERNELS,
     attention::HOST_KERNELS,
     bias::HOST_KERNELS,
+    convert::HOST_KERNELS,
     crossentropy::HOST_KERNELS,
     designs::HOST_KERNELS,
     elementwise::HOST_KERNELS,
@@ -79,6 +81,10 @@ pub const NO_SPILL: &[&str] = &[
     "adamw_f32",
     "add_bias_f32",
     "bias_backward_f32",
+    "convert_f32_to_bf16",
+    "convert_f32_to_f16",
+    "convert_bf16_to_f32",
+    "convert_f16_to_f32",
     "crossentropy_f32",
     "encoder_forward_f32",
     "encoder_backward_wte_f32",

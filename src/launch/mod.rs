@@ -10,6 +10,7 @@
 mod attention;
 mod check;
 mod combine;
+mod convert;
 mod crossentropy;
 mod elementwise;
 mod encoder;
@@ -26,6 +27,7 @@ mod precision;
 
 pub use attention::{attention_backward, attention_forward, AttentionShape};
 pub use combine::{combine, CombineOp};
+pub use convert::{bias_backward, narrow, widen};
 pub use crossentropy::crossentropy;
 pub use elementwise::{add, add_assign};
 pub use encoder::{encoder_backward, encoder_forward, EncoderShape};
