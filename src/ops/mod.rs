@@ -20,6 +20,7 @@ mod error;
 pub mod gpu;
 mod layernorm;
 mod matmul;
+pub mod mixed;
 mod optimizer;
 mod precision;
 
@@ -31,6 +32,7 @@ pub use encoder::{encoder_backward, encoder_forward};
 pub use error::{OpsError, Result};
 pub use layernorm::{layernorm_backward, layernorm_forward};
 pub use matmul::{matmul_backward, matmul_forward, matmul_residual_forward};
+pub use mixed::{Operand, OperandMut};
 pub use optimizer::{adamw_update, sum_of_squares, AdamWParams};
 pub use precision::{round_to, HalfFormat};
 
