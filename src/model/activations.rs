@@ -5,7 +5,7 @@
 //! parallelism the residual stream holds `n / TP` of the micro-batch's `n = b t` rows.
 //!
 //! Under mixed precision on `Emu` and `Cuda` the tensors the products and attention read and
-//! write are 16-bit [`Act`]s (LayerNorm outputs, QKV, the attention output, the MLP's hidden
+//! write are 16-bit buffers (LayerNorm outputs, QKV, the attention output, the MLP's hidden
 //! layer before and after GeLU, and the gradients of the attention output, QKV and the hidden
 //! layer); the residual stream, its gradient, the LayerNorm input gradient, the statistics,
 //! the logits and the losses stay f32 (the tensor-parallel collectives and the pipeline
