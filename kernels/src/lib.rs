@@ -25,6 +25,7 @@ pub mod simt;
 pub mod adamw;
 pub mod attention;
 pub mod bias;
+pub mod convert;
 pub mod crossentropy;
 pub mod crossentropy_v4;
 pub mod designs;
@@ -49,6 +50,7 @@ pub static HOST_KERNELS: &[&[trident_simt::HostKernel]] = &[
     adamw::HOST_KERNELS,
     attention::HOST_KERNELS,
     bias::HOST_KERNELS,
+    convert::HOST_KERNELS,
     crossentropy::HOST_KERNELS,
     crossentropy_v4::HOST_KERNELS,
     designs::HOST_KERNELS,
@@ -88,6 +90,10 @@ pub const NO_SPILL: &[&str] = &[
     "adamw_f32",
     "add_bias_f32",
     "bias_backward_f32",
+    "convert_f32_to_bf16",
+    "convert_f32_to_f16",
+    "convert_bf16_to_f32",
+    "convert_f16_to_f32",
     "crossentropy_f32",
     "encoder_forward_f32",
     "encoder_backward_wte_f32",

@@ -92,6 +92,7 @@ pub fn run(
     let micro_batches = par.validate(shape, settings.micro_batch, global_batch)?;
     let settings = TrainSettings { global_batch, ..settings };
     if device.is_host() {
+        let storage = crate::train::Storage::of(&device, settings.precision);
         let mut need = if world_size == 1 {
             // One rank on the Cpu splits each micro-batch into one share of rows per core.
             let lanes = if device.kind() == trident_runtime::DeviceKind::Cpu {
@@ -100,7 +101,8 @@ pub fn run(
                 1
             };
             let saves = args.save.is_some();
-            crate::train::MemoryNeed::single(&config, settings.micro_batch, settings.seq_len, lanes, saves)?
+            let (b, t) = (settings.micro_batch, settings.seq_len);
+            crate::train::MemoryNeed::single(&config, b, t, lanes, saves, storage)?
         } else {
             crate::train::MemoryNeed::parallel_rank(
                 &config,
@@ -111,6 +113,7 @@ pub fn run(
                 settings.micro_batch,
                 settings.seq_len,
                 micro_batches,
+                storage,
             )?
         };
         need.data = dataset.train.resident_shard_bytes().saturating_add(dataset.val.resident_shard_bytes());
@@ -194,6 +197,12 @@ pub fn run(
             crate::parallel::Recompute::Selective => ", selective recomputation",
         },
         );
+        if settings.precision.format().is_some() && !matches!(device, Device::Cpu) {
+            let hs = config.channels / config.num_heads;
+            let path = crate::ops::mixed::flash_attention_refusal(&device, settings.precision.format(), hs)
+                .map_or("flash attention".to_string(), |why| format!("the f32 kernel ({why})"));
+            eprintln!("trident train: linear layers on the tensor-core GEMM, attention on {path}");
+        }
     }
     // Every iteration's metrics so far (a resumed run's metrics file included), for the loss
     // curve drawn beside the checkpoints.

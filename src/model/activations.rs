@@ -3,9 +3,17 @@
 //! scratch every micro-batch shares ([`Workspace`]). Widths are this rank's: `C / TP` channels
 //! of its heads, `4C / TP` of the MLP, `Vp / TP` rows of the vocabulary; under sequence
 //! parallelism the residual stream holds `n / TP` of the micro-batch's `n = b t` rows.
+//!
+//! Under mixed precision on `Emu` and `Cuda` the tensors the products and attention read and
+//! write are 16-bit buffers (LayerNorm outputs, QKV, the attention output, the MLP's hidden
+//! layer before and after GeLU, and the gradients of the attention output, QKV and the hidden
+//! layer); the residual stream, its gradient, the LayerNorm input gradient, the statistics,
+//! the logits and the losses stay f32 (the tensor-parallel collectives and the pipeline
+//! transfers reduce and move f32, and the loss is fp32).
 
 use trident_runtime::{Buffer, Device, RuntimeError};
 
+use super::tensor::{storage, Act};
 use super::{Gpt, ModelError};
 use crate::ops::HalfFormat;
 use crate::parallel::Recompute;
@@ -29,27 +37,30 @@ pub(super) struct Dims {
     pub ns: usize,
     /// The 16-bit format activations and their gradients are stored in (mixed precision).
     pub half: Option<HalfFormat>,
+    /// The format of the 16-bit buffers ([`Act::Half`]): `half` on the kernel devices, `None`
+    /// on `Cpu` (f32 buffers of rounded values).
+    pub storage: Option<HalfFormat>,
 }
 
 /// What a layer's forward saves for its backward (local widths).
 pub(super) struct LayerActs {
-    pub ln1: Buffer<f32>,
+    pub ln1: Act,
     pub ln1_mean: Buffer<f32>,
     pub ln1_rstd: Buffer<f32>,
     /// `[n, 3 C/TP]`
-    pub qkv: Buffer<f32>,
+    pub qkv: Act,
     /// Attention output `[n, C/TP]` and log-sum-exp `[b, NH/TP, t]`; `None` under selective
     /// recomputation.
-    pub atty: Option<Buffer<f32>>,
+    pub atty: Option<Act>,
     pub lse: Option<Buffer<f32>>,
     /// Residual stream after attention `[ns, C]`.
     pub res2: Buffer<f32>,
-    pub ln2: Buffer<f32>,
+    pub ln2: Act,
     pub ln2_mean: Buffer<f32>,
     pub ln2_rstd: Buffer<f32>,
     /// `[n, 4C/TP]` before and after GeLU.
-    pub fch: Buffer<f32>,
-    pub fch_gelu: Buffer<f32>,
+    pub fch: Act,
+    pub fch_gelu: Act,
     /// Residual stream leaving the layer `[ns, C]`.
     pub res3: Buffer<f32>,
 }
@@ -57,45 +68,46 @@ pub(super) struct LayerActs {
 impl LayerActs {
     pub(super) fn new(device: &Device, d: Dims, keep_attention: bool) -> Result<Self> {
         let z = |len: usize| Buffer::zeros(device, len);
+        let h = |len: usize| Act::zeros(device, len, d.storage);
         Ok(Self {
-            ln1: z(d.ns * d.c)?,
+            ln1: h(d.ns * d.c)?,
             ln1_mean: z(d.ns)?,
             ln1_rstd: z(d.ns)?,
-            qkv: z(d.n * 3 * d.cl)?,
-            atty: keep_attention.then(|| z(d.n * d.cl)).transpose()?,
+            qkv: h(d.n * 3 * d.cl)?,
+            atty: keep_attention.then(|| h(d.n * d.cl)).transpose()?,
             lse: keep_attention.then(|| z(d.b * d.heads * d.t)).transpose()?,
             res2: z(d.ns * d.c)?,
-            ln2: z(d.ns * d.c)?,
+            ln2: h(d.ns * d.c)?,
             ln2_mean: z(d.ns)?,
             ln2_rstd: z(d.ns)?,
-            fch: z(d.n * d.fl)?,
-            fch_gelu: z(d.n * d.fl)?,
+            fch: h(d.n * d.fl)?,
+            fch_gelu: h(d.n * d.fl)?,
             res3: z(d.ns * d.c)?,
         })
     }
 
-    /// Elements held.
-    pub(super) fn len(&self) -> usize {
-        let opt = |b: &Option<Buffer<f32>>| b.as_ref().map_or(0, |b| b.len());
-        self.ln1.len()
-            + self.ln1_mean.len()
-            + self.ln1_rstd.len()
-            + self.qkv.len()
-            + opt(&self.atty)
-            + opt(&self.lse)
-            + self.res2.len()
-            + self.ln2.len()
-            + self.ln2_mean.len()
-            + self.ln2_rstd.len()
-            + self.fch.len()
-            + self.fch_gelu.len()
-            + self.res3.len()
+    /// Bytes held.
+    pub(super) fn bytes(&self) -> usize {
+        let f32s = |b: &Buffer<f32>| 4 * b.len();
+        self.ln1.bytes()
+            + f32s(&self.ln1_mean)
+            + f32s(&self.ln1_rstd)
+            + self.qkv.bytes()
+            + self.atty.as_ref().map_or(0, Act::bytes)
+            + self.lse.as_ref().map_or(0, f32s)
+            + f32s(&self.res2)
+            + self.ln2.bytes()
+            + f32s(&self.ln2_mean)
+            + f32s(&self.ln2_rstd)
+            + self.fch.bytes()
+            + self.fch_gelu.bytes()
+            + f32s(&self.res3)
     }
 }
 
 /// The LM head's saved tensors (last stage).
 pub(super) struct HeadActs {
-    pub lnf: Buffer<f32>,
+    pub lnf: Act,
     pub mean: Buffer<f32>,
     pub rstd: Buffer<f32>,
     /// `[n, Vp/TP]`; overwritten with its gradient by the loss.
@@ -153,7 +165,7 @@ impl MicroActs {
             .is_last_chunk(chunk)
             .then(|| -> Result<HeadActs> {
                 Ok(HeadActs {
-                    lnf: Buffer::zeros(device, d.ns * d.c)?,
+                    lnf: Act::zeros(device, d.ns * d.c, d.storage)?,
                     mean: Buffer::zeros(device, d.ns)?,
                     rstd: Buffer::zeros(device, d.ns)?,
                     logits: Buffer::zeros(device, d.n * model.vocab().local)?,
@@ -176,14 +188,13 @@ impl MicroActs {
     /// Bytes held for this micro-batch.
     pub fn bytes(&self) -> usize {
         let head = self.head.as_ref().map_or(0, |h| {
-            h.lnf.len() + h.mean.len() + h.rstd.len() + h.logits.len() + h.losses.len() + h.targets.len()
+            h.lnf.bytes()
+                + 4 * (h.mean.len() + h.rstd.len() + h.logits.len() + h.losses.len() + h.targets.len())
         });
         let outputs: usize = self.outputs.iter().map(|o| o.len()).sum();
-        4 * (self.input.len()
-            + self.tokens.len()
-            + self.layers.iter().map(LayerActs::len).sum::<usize>()
-            + outputs
-            + head)
+        4 * (self.input.len() + self.tokens.len() + outputs)
+            + self.layers.iter().map(LayerActs::bytes).sum::<usize>()
+            + head
     }
 
     /// The stage's output (the last layer's residual stream).
@@ -206,11 +217,11 @@ pub(super) struct Scratch {
     /// output.
     pub dres: Buffer<f32>,
     pub dln: Buffer<f32>,
-    pub datty: Buffer<f32>,
-    pub dqkv: Buffer<f32>,
-    pub dfch: Buffer<f32>,
+    pub datty: Act,
+    pub dqkv: Act,
+    pub dfch: Act,
     /// Attention output and log-sum-exp under selective recomputation.
-    pub atty: Buffer<f32>,
+    pub atty: Act,
     pub lse: Buffer<f32>,
     /// The layer being recomputed (full recomputation).
     pub layer: Option<LayerActs>,
@@ -277,9 +288,11 @@ impl Workspace {
         let n = b.checked_mul(t).ok_or(ModelError::EmptyBatch { batch: b, seq: t })?;
         let ns = if sp { n / tp } else { n };
         let (cl, heads, fl) = (c / tp, config.num_heads / tp, 4 * c / tp);
-        let dims = Dims { b, t, n, c, cl, heads, fl, ns, half: model.precision().format() };
+        let half = model.precision().format();
+        let dims = Dims { b, t, n, c, cl, heads, fl, ns, half, storage: storage(device, half) };
         let local_vocab = model.vocab().local;
         let z = |len: usize| Buffer::<f32>::zeros(device, len);
+        let h = |len: usize| Act::zeros(device, len, dims.storage);
         let first = place.is_first_stage();
         let scratch = Scratch {
             proj: z(if sp { n * c } else { 0 })?,
@@ -296,10 +309,10 @@ impl Workspace {
                 .transpose()?,
             dres: z(ns * c)?,
             dln: z(ns * c)?,
-            datty: z(n * dims.cl)?,
-            dqkv: z(n * 3 * dims.cl)?,
-            dfch: z(n * dims.fl)?,
-            atty: z(if model.recompute() == Recompute::None { 0 } else { n * dims.cl })?,
+            datty: h(n * dims.cl)?,
+            dqkv: h(n * 3 * dims.cl)?,
+            dfch: h(n * dims.fl)?,
+            atty: h(if model.recompute() == Recompute::None { 0 } else { n * dims.cl })?,
             lse: z(if model.recompute() == Recompute::None { 0 } else { b * dims.heads * t })?,
             layer: (model.recompute() == Recompute::Full)
                 .then(|| LayerActs::new(device, dims, true))
@@ -331,20 +344,20 @@ impl Workspace {
     pub fn bytes(&self) -> usize {
         let s = &self.scratch;
         let opt = |b: &Option<Buffer<f32>>| b.as_ref().map_or(0, |b| b.len());
-        let layer = s.layer.as_ref().map_or(0, LayerActs::len);
+        let layer = s.layer.as_ref().map_or(0, LayerActs::bytes);
         4 * (s.proj.len()
             + s.dres.len()
             + s.dln.len()
-            + s.datty.len()
-            + s.dqkv.len()
-            + s.dfch.len()
-            + s.atty.len()
             + s.lse.len()
-            + layer
             + opt(&s.wte_ext)
             + opt(&s.dwte_ext)
             + opt(&s.zero_wpe)
             + s.sp.as_ref().map_or(0, SpScratch::len))
+            + s.datty.bytes()
+            + s.dqkv.bytes()
+            + s.dfch.bytes()
+            + s.atty.bytes()
+            + layer
     }
 
     /// The gradient of the stage's input after a backward pass.

@@ -21,10 +21,13 @@
 use trident_runtime::{Buffer, Device};
 
 use super::activations::{Dims, MicroActs, Workspace};
-use super::layer::{gathered, layer_backward, layer_forward, layernorm_backward, store, Weights};
+use super::layer::{
+    gathered, gathered_act, layer_backward, layer_forward, layernorm_backward, store, Weights,
+};
+use super::tensor::{storage, store_acts, Act};
 use super::vocab::{vocab_parallel_cross_entropy, VocabShard};
 use super::{gpt2_init, GptConfig, ModelError, ParamLayout, ParamTensor, Precision, ShardLayout, ShardPlace};
-use crate::ops::{self, OpsContext};
+use crate::ops::{self, Operand, OperandMut, OpsContext};
 use crate::parallel::{on_host, Recompute, TpGroup};
 
 type Result<T> = std::result::Result<T, ModelError>;
@@ -76,8 +79,11 @@ pub struct Gpt {
     /// The master weights (fp32).
     params: Buffer<f32>,
     /// Under mixed precision, the weights the products read: the master weights rounded to
-    /// bf16 (fp16), refreshed after every update ([`sync_compute_weights`](Self::sync_compute_weights)).
-    compute: Option<Buffer<f32>>,
+    /// bf16 (fp16), refreshed after every update ([`sync_compute_weights`](Self::sync_compute_weights));
+    /// a 16-bit buffer on `Emu` and `Cuda`, f32 of the rounded values on `Cpu`. Only the
+    /// weight matrices are read from it; LayerNorm parameters, biases and the embedding lookup
+    /// read the master weights.
+    compute: Option<Act>,
     grads: Buffer<f32>,
     vocab: VocabShard,
     options: GptOptions,
@@ -117,20 +123,38 @@ impl Gpt {
         let grads = Buffer::zeros(device, layout.len())?;
         let sequence_parallel = options.sequence_parallel && place.tp > 1;
         let options = GptOptions { sequence_parallel, ..options };
-        let compute = options.precision.format().map(|_| Buffer::zeros(device, layout.len())).transpose()?;
+        let compute = options
+            .precision
+            .format()
+            .map(|f| Act::zeros(device, layout.len(), storage(device, Some(f))))
+            .transpose()?;
         let mut model = Self { layout, params, compute, grads, vocab, options };
         model.sync_compute_weights(&OpsContext::new(device)?)?;
         Ok(model)
     }
 
     /// Rounds the master weights into the weights the products read (after every update of
-    /// the master weights; nothing to do in fp32).
+    /// the master weights; nothing to do in fp32): one conversion into the 16-bit buffer, or
+    /// on `Cpu` a copy rounded in place.
     pub fn sync_compute_weights(&mut self, ctx: &OpsContext) -> Result<()> {
-        if let (Some(compute), Some(format)) = (self.compute.as_mut(), self.options.precision.format()) {
-            compute.view_mut(..)?.copy_from(&self.params.view(..)?)?;
-            ops::round_to(ctx, &mut compute.view_mut(..)?, format)?;
+        let master = self.params.view(..)?;
+        match (self.compute.as_mut(), self.options.precision.format()) {
+            (Some(Act::F32(compute)), Some(format)) => {
+                compute.view_mut(..)?.copy_from(&master)?;
+                ops::round_to(ctx, &mut compute.view_mut(..)?, format)?;
+            }
+            (Some(compute @ Act::Half(..)), _) => {
+                ops::mixed::convert(ctx, &mut compute.all_mut()?, Operand::F32(master))?;
+            }
+            _ => {}
         }
         Ok(())
+    }
+
+    /// Bytes of the compute weights (mixed precision's rounded copy of the parameters; 2 per
+    /// parameter where it is a 16-bit buffer, 4 on `Cpu`, 0 in fp32).
+    pub fn compute_weight_bytes(&self) -> usize {
+        self.compute.as_ref().map_or(0, Act::bytes)
     }
 
     /// The whole model on one rank, holding `params` (in [`ParamLayout`] order).
@@ -233,7 +257,7 @@ impl Gpt {
     }
 
     fn weights(&self) -> Weights<'_> {
-        Weights { params: self.compute.as_ref().unwrap_or(&self.params), layout: &self.layout }
+        Weights { master: &self.params, compute: self.compute.as_ref(), layout: &self.layout }
     }
 
     /// The first stage's embedding of `tokens` (`[b, t]`, row-major) into `acts.input`:
@@ -344,15 +368,16 @@ impl Gpt {
         head.dlogits_ready = false;
         let (lw, lb) = (w.p(ParamTensor::LnfW, 0)?, w.p(ParamTensor::LnfB, 0)?);
         let (mut lnf, mut mean, mut rstd) =
-            (head.lnf.view_mut(..)?, head.mean.view_mut(..)?, head.rstd.view_mut(..)?);
-        ops::layernorm_forward(ctx, &mut lnf, &mut mean, &mut rstd, out, lw, lb, ns, c)?;
-        store(ctx, d, &mut [&mut head.lnf])?;
-        let lnf = head.lnf.view(..)?;
+            (head.lnf.all_mut()?, head.mean.view_mut(..)?, head.rstd.view_mut(..)?);
+        ops::mixed::layernorm_forward(ctx, &mut lnf, &mut mean, &mut rstd, out, lw, lb, ns, c)?;
+        store_acts(ctx, d, &mut [&mut head.lnf])?;
+        let lnf = head.lnf.all()?;
         // f (identity; under sequence parallelism the all-gather of the rows), then the
-        // column-parallel product with the local vocabulary rows.
-        let lnf = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), lnf)?;
-        let wte = w.p(ParamTensor::Wte, 0)?;
-        ops::matmul_forward(ctx, &mut head.logits.view_mut(..)?, lnf, wte, None, n, c, self.vocab.local)?;
+        // column-parallel product with the local vocabulary rows (f32 logits: the loss is fp32).
+        let lnf = gathered_act(ctx, tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), lnf)?;
+        let wte = w.m(ParamTensor::Wte, 0)?;
+        let mut logits = OperandMut::F32(head.logits.view_mut(..)?);
+        ops::mixed::linear_forward(ctx, &mut logits, lnf, wte, None, None, n, c, self.vocab.local)?;
         store(ctx, d, &mut [&mut head.logits])?;
         let mut logits = head.logits.view_mut(..)?;
         let Some(targets) = targets else { return Ok(None) };
@@ -437,7 +462,7 @@ impl Gpt {
         dout: Option<&[f32]>,
         layer_done: &mut LayerDone,
     ) -> Result<()> {
-        let w = Weights { params: self.compute.as_ref().unwrap_or(&self.params), layout: &self.layout };
+        let w = Weights { master: &self.params, compute: self.compute.as_ref(), layout: &self.layout };
         backward_pass(&w, self.vocab, ctx, tp, ws, acts, dout, &mut self.grads, layer_done)
     }
 
@@ -491,21 +516,21 @@ fn backward_pass(
         head.dlogits_ready = false;
         // The LM head: column parallel over the vocabulary, then f's all-reduce.
         let mut dwte = grads.view_mut(w.layout.range(ParamTensor::Wte, 0))?;
-        let dlogits = head.logits.view(..)?;
+        let dlogits = Operand::F32(head.logits.view(..)?);
         let (ln_full, dln_full) = match &mut s.sp {
             Some(sp) => (Some(&mut sp.ln_full), Some(&mut sp.dln_full)),
             None => (None, None),
         };
-        let lnf = gathered(tp, ln_full, head.lnf.view(..)?)?;
-        let wte = w.p(ParamTensor::Wte, 0)?;
+        let lnf = gathered_act(ctx, tp, ln_full, head.lnf.all()?)?;
+        let wte = w.m(ParamTensor::Wte, 0)?;
         // The input gradient's partial sums go to whole rows under sequence parallelism.
         let mut dln_full = dln_full;
         let partial = match dln_full.as_deref_mut() {
             Some(full) => full,
             None => &mut s.dln,
         };
-        let mut dln = partial.view_mut(..)?;
-        ops::matmul_backward(ctx, &mut dln, &mut dwte, None, dlogits, lnf, wte, n, c, vocab.local)?;
+        let mut dln = OperandMut::F32(partial.view_mut(..)?);
+        ops::mixed::linear_backward(ctx, &mut dln, &mut dwte, None, dlogits, lnf, wte, n, c, vocab.local)?;
         match dln_full {
             Some(full) => tp.reduce_scatter_rows(&full.view(..)?, &mut s.dln.view_mut(..)?)?,
             None => tp.all_reduce_view(&mut s.dln.view_mut(..)?)?,

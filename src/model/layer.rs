@@ -15,12 +15,20 @@
 //! Shapes (local widths): x, LN outputs, residuals `[ns, C]`; qkv `[n, 3C/TP]`; attention
 //! output `[n, C/TP]`; MLP hidden `[n, 4C/TP]` (`n = b t`, `ns = n / TP` under sequence
 //! parallelism, else `n`).
+//!
+//! Under mixed precision the products read the 16-bit compute weights and 16-bit activations
+//! ([`Act`]; on `Emu` and `Cuda` real 16-bit buffers, run on the tensor-core GEMM and flash
+//! attention by [`ops::mixed`]); LayerNorm parameters and biases are read from the fp32 master
+//! weights. The tensor-parallel collectives reduce f32: the row-parallel products write f32
+//! partial sums, and a 16-bit LayerNorm output is widened (exactly) for sequence parallelism's
+//! all-gather.
 
 use trident_runtime::{Buffer, View};
 
 use super::activations::{Dims, LayerActs, Scratch, SpScratch};
+use super::tensor::{store_acts, Act};
 use super::{ModelError, ParamTensor, ShardLayout};
-use crate::ops::{self, OpsContext};
+use crate::ops::{self, Operand, OperandMut, OpsContext};
 use crate::parallel::{on_host, TpGroup};
 
 type Result<T> = std::result::Result<T, ModelError>;
@@ -38,24 +46,39 @@ pub(super) fn store(ctx: &OpsContext, d: Dims, bufs: &mut [&mut Buffer<f32>]) ->
 
 /// The parameters, read by tensor and layer.
 pub(super) struct Weights<'a> {
-    pub params: &'a Buffer<f32>,
+    /// The fp32 master weights (LayerNorm parameters, biases and the embedding tables are
+    /// read from them in every precision).
+    pub master: &'a Buffer<f32>,
+    /// Under mixed precision the weights the products read: the master weights rounded to
+    /// bf16 (fp16), refreshed after every update.
+    pub compute: Option<&'a Act>,
     pub layout: &'a ShardLayout,
 }
 
 impl Weights<'_> {
+    /// A tensor of the fp32 master weights.
     pub fn p(&self, t: ParamTensor, layer: usize) -> Result<View<'_, f32>> {
-        Ok(self.params.view(self.layout.range(t, layer))?)
+        Ok(self.master.view(self.layout.range(t, layer))?)
+    }
+
+    /// A weight matrix as the products read it: the compute weights under mixed precision,
+    /// else the master weights.
+    pub fn m(&self, t: ParamTensor, layer: usize) -> Result<Operand<'_>> {
+        match self.compute {
+            Some(compute) => compute.view(self.layout.range(t, layer)),
+            None => Ok(Operand::F32(self.p(t, layer)?)),
+        }
     }
 }
 
 /// The attention output and log-sum-exp: the layer's own, or under selective recomputation
 /// the shared scratch.
 pub(super) fn attention_buffers<'a>(
-    atty: &'a mut Option<Buffer<f32>>,
+    atty: &'a mut Option<Act>,
     lse: &'a mut Option<Buffer<f32>>,
-    s_atty: &'a mut Buffer<f32>,
+    s_atty: &'a mut Act,
     s_lse: &'a mut Buffer<f32>,
-) -> (&'a mut Buffer<f32>, &'a mut Buffer<f32>) {
+) -> (&'a mut Act, &'a mut Buffer<f32>) {
     match (atty.as_mut(), lse.as_mut()) {
         (Some(x), Some(y)) => (x, y),
         _ => (s_atty, s_lse),
@@ -79,6 +102,28 @@ pub(super) fn gathered<'a>(
     }
 }
 
+/// [`gathered`] for a tensor of either storage. The collectives move f32, so 16-bit rows are
+/// widened (exactly) before the all-gather; the product that reads the gathered rows narrows
+/// them again.
+pub(super) fn gathered_act<'a>(
+    ctx: &OpsContext,
+    tp: &mut TpGroup,
+    full: Option<&'a mut Buffer<f32>>,
+    local: Operand<'a>,
+) -> Result<Operand<'a>> {
+    let Some(full) = full else { return Ok(local) };
+    match local {
+        Operand::F32(v) => tp.all_gather_rows(&v, &mut full.view_mut(..)?)?,
+        Operand::Half(..) => {
+            let mut wide = Buffer::<f32>::uninit(ctx.device(), local.len())?;
+            ops::mixed::convert(ctx, &mut OperandMut::F32(wide.view_mut(..)?), local)?;
+            tp.all_gather_rows(&wide.view(..)?, &mut full.view_mut(..)?)?;
+        }
+    }
+    let full: &'a Buffer<f32> = full;
+    Ok(Operand::F32(full.view(..)?))
+}
+
 /// Row-parallel linear layer forward: the local product over this rank's input columns, the
 /// bias added on tensor-parallel rank 0 only, then g: the sum over the group, all-reduced in
 /// `s.proj` or, under sequence parallelism, reduce-scattered onto this rank's rows in
@@ -88,16 +133,17 @@ fn row_parallel_forward<'s>(
     ctx: &OpsContext,
     tp: &mut TpGroup,
     (proj, proj_local): (&'s mut Buffer<f32>, Option<&'s mut Buffer<f32>>),
-    inp: View<f32>,
-    w: View<f32>,
+    inp: Operand,
+    w: Operand,
     bias: View<f32>,
     n: usize,
     ic_local: usize,
     oc: usize,
 ) -> Result<&'s Buffer<f32>> {
     let bias = (tp.rank == 0).then_some(bias);
+    let mut out = OperandMut::F32(proj.view_mut(..)?);
+    ops::mixed::linear_forward(ctx, &mut out, inp, w, bias, None, n, ic_local, oc)?;
     let mut out = proj.view_mut(..)?;
-    ops::matmul_forward(ctx, &mut out, inp, w, bias, n, ic_local, oc)?;
     match proj_local {
         Some(local) => {
             tp.reduce_scatter_rows(&out.as_view(), &mut local.view_mut(..)?)?;
@@ -124,8 +170,8 @@ fn project_onto(
     tp: &mut TpGroup,
     bufs: (&mut Buffer<f32>, Option<&mut Buffer<f32>>),
     out: &mut Buffer<f32>,
-    inp: View<f32>,
-    (w, bias): (View<f32>, View<f32>),
+    inp: Operand,
+    (w, bias): (Operand, View<f32>),
     residual: &Buffer<f32>,
     (n, ic_local, ns): (usize, usize, usize),
 ) -> Result<()> {
@@ -135,13 +181,14 @@ fn project_onto(
         ops::residual_forward(ctx, &mut out.view_mut(..)?, residual.view(..)?, proj.view(..)?, ns * c)?;
         return Ok(());
     }
-    let mut y = out.view_mut(..)?;
+    let mut y = OperandMut::F32(out.view_mut(..)?);
     if tp.rank == 0 {
-        ops::matmul_residual_forward(ctx, &mut y, inp, w, Some(bias), residual.view(..)?, n, ic_local, c)?;
+        let residual = Operand::F32(residual.view(..)?);
+        ops::mixed::linear_forward(ctx, &mut y, inp, w, Some(bias), Some(residual), n, ic_local, c)?;
     } else {
-        ops::matmul_forward(ctx, &mut y, inp, w, None, n, ic_local, c)?;
+        ops::mixed::linear_forward(ctx, &mut y, inp, w, None, None, n, ic_local, c)?;
     }
-    Ok(tp.all_reduce_view(&mut y)?)
+    Ok(tp.all_reduce_view(&mut out.view_mut(..)?)?)
 }
 
 /// Column-parallel linear layer backward: local weight gradients and the input gradient's
@@ -156,8 +203,8 @@ pub(super) fn column_parallel_backward(
     w: &Weights,
     (wt, bt, l): (ParamTensor, ParamTensor, usize),
     (dln, dln_full): (&mut Buffer<f32>, Option<&mut Buffer<f32>>),
-    dout: View<f32>,
-    inp: View<f32>,
+    dout: Operand,
+    inp: Operand,
     (n, ic, oc_local): (usize, usize, usize),
 ) -> Result<()> {
     // The local products are a row-parallel backward's; only the reduction differs.
@@ -166,6 +213,7 @@ pub(super) fn column_parallel_backward(
         Some(full) => full,
         None => &mut *dln,
     };
+    let partial = &mut OperandMut::F32(partial.view_mut(..)?);
     row_parallel_backward(ctx, grads, w, (wt, bt, l), partial, dout, inp, (n, ic, oc_local))?;
     match dln_full {
         Some(full) => tp.reduce_scatter_rows(&full.view(..)?, &mut dln.view_mut(..)?)?,
@@ -193,14 +241,14 @@ pub(super) fn row_parallel_backward(
     grads: &mut Buffer<f32>,
     w: &Weights,
     (wt, bt, l): (ParamTensor, ParamTensor, usize),
-    dinp: &mut Buffer<f32>,
-    dout: View<f32>,
-    inp: View<f32>,
+    dinp: &mut OperandMut,
+    dout: Operand,
+    inp: Operand,
     (n, ic_local, oc): (usize, usize, usize),
 ) -> Result<()> {
     let [mut dw, mut db] = grads.views_mut([w.layout.range(wt, l), w.layout.range(bt, l)])?;
-    let mut dinp = dinp.view_mut(..)?;
-    ops::matmul_backward(ctx, &mut dinp, &mut dw, Some(&mut db), dout, inp, w.p(wt, l)?, n, ic_local, oc)?;
+    let wm = w.m(wt, l)?;
+    ops::mixed::linear_backward(ctx, dinp, &mut dw, Some(&mut db), dout, inp, wm, n, ic_local, oc)?;
     Ok(())
 }
 
@@ -210,14 +258,14 @@ pub(super) fn layernorm_rows(
     ctx: &OpsContext,
     w: &Weights,
     (wt, bt, l): (ParamTensor, ParamTensor, usize),
-    out: &mut Buffer<f32>,
+    out: &mut Act,
     mean: &mut Buffer<f32>,
     rstd: &mut Buffer<f32>,
     x: &Buffer<f32>,
     d: Dims,
 ) -> Result<()> {
-    let (mut out, mut mean, mut rstd) = (out.view_mut(..)?, mean.view_mut(..)?, rstd.view_mut(..)?);
-    ops::layernorm_forward(
+    let (mut out, mut mean, mut rstd) = (out.all_mut()?, mean.view_mut(..)?, rstd.view_mut(..)?);
+    ops::mixed::layernorm_forward(
         ctx,
         &mut out,
         &mut mean,
@@ -246,41 +294,33 @@ pub(super) fn layer_forward(
     let p = |t: ParamTensor| w.p(t, l);
     let ln1 = (ParamTensor::Ln1W, ParamTensor::Ln1B, l);
     layernorm_rows(ctx, w, ln1, &mut a.ln1, &mut a.ln1_mean, &mut a.ln1_rstd, x, d)?;
-    store(ctx, d, &mut [&mut a.ln1])?;
+    store_acts(ctx, d, &mut [&mut a.ln1])?;
     // f, then QKV: column parallel over this rank's heads.
-    let (qkvw, qkvb) = (p(ParamTensor::QkvW)?, p(ParamTensor::QkvB)?);
-    let ln = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), a.ln1.view(..)?)?;
-    ops::matmul_forward(ctx, &mut a.qkv.view_mut(..)?, ln, qkvw, Some(qkvb), n, c, 3 * cl)?;
-    store(ctx, d, &mut [&mut a.qkv])?;
+    let (qkvw, qkvb) = (w.m(ParamTensor::QkvW, l)?, p(ParamTensor::QkvB)?);
+    let ln = gathered_act(ctx, tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), a.ln1.all()?)?;
+    ops::mixed::linear_forward(ctx, &mut a.qkv.all_mut()?, ln, qkvw, Some(qkvb), None, n, c, 3 * cl)?;
+    store_acts(ctx, d, &mut [&mut a.qkv])?;
     let (atty, lse) = attention_buffers(&mut a.atty, &mut a.lse, &mut s.atty, &mut s.lse);
-    ops::attention_forward(
-        ctx,
-        &mut atty.view_mut(..)?,
-        &mut lse.view_mut(..)?,
-        a.qkv.view(..)?,
-        b,
-        t,
-        cl,
-        heads,
-    )?;
-    store(ctx, d, &mut [&mut *atty])?;
-    let atty = atty.view(..)?;
-    let (pw, pb) = (p(ParamTensor::AttnProjW)?, p(ParamTensor::AttnProjB)?);
+    let mut lse = lse.view_mut(..)?;
+    ops::mixed::attention_forward(ctx, &mut atty.all_mut()?, &mut lse, a.qkv.all()?, b, t, cl, heads)?;
+    store_acts(ctx, d, &mut [&mut *atty])?;
+    let atty = atty.all()?;
+    let (pw, pb) = (w.m(ParamTensor::AttnProjW, l)?, p(ParamTensor::AttnProjB)?);
     let bufs = (&mut s.proj, s.sp.as_mut().map(|sp| &mut sp.proj_local));
     project_onto(ctx, tp, bufs, &mut a.res2, atty, (pw, pb), x, (n, cl, ns))?;
     store(ctx, d, &mut [&mut a.res2])?;
     let ln2 = (ParamTensor::Ln2W, ParamTensor::Ln2B, l);
     layernorm_rows(ctx, w, ln2, &mut a.ln2, &mut a.ln2_mean, &mut a.ln2_rstd, &a.res2, d)?;
-    store(ctx, d, &mut [&mut a.ln2])?;
-    let (fcw, fcb) = (p(ParamTensor::FcW)?, p(ParamTensor::FcB)?);
-    let ln = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), a.ln2.view(..)?)?;
-    ops::matmul_forward(ctx, &mut a.fch.view_mut(..)?, ln, fcw, Some(fcb), n, c, fl)?;
-    store(ctx, d, &mut [&mut a.fch])?;
-    ops::gelu_forward(ctx, &mut a.fch_gelu.view_mut(..)?, a.fch.view(..)?, n * fl)?;
-    store(ctx, d, &mut [&mut a.fch_gelu])?;
-    let (pw, pb) = (p(ParamTensor::FcProjW)?, p(ParamTensor::FcProjB)?);
+    store_acts(ctx, d, &mut [&mut a.ln2])?;
+    let (fcw, fcb) = (w.m(ParamTensor::FcW, l)?, p(ParamTensor::FcB)?);
+    let ln = gathered_act(ctx, tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), a.ln2.all()?)?;
+    ops::mixed::linear_forward(ctx, &mut a.fch.all_mut()?, ln, fcw, Some(fcb), None, n, c, fl)?;
+    store_acts(ctx, d, &mut [&mut a.fch])?;
+    ops::mixed::gelu_forward(ctx, &mut a.fch_gelu.all_mut()?, a.fch.all()?, n * fl)?;
+    store_acts(ctx, d, &mut [&mut a.fch_gelu])?;
+    let (pw, pb) = (w.m(ParamTensor::FcProjW, l)?, p(ParamTensor::FcProjB)?);
     let bufs = (&mut s.proj, s.sp.as_mut().map(|sp| &mut sp.proj_local));
-    project_onto(ctx, tp, bufs, &mut a.res3, a.fch_gelu.view(..)?, (pw, pb), &a.res2, (n, fl, ns))?;
+    project_onto(ctx, tp, bufs, &mut a.res3, a.fch_gelu.all()?, (pw, pb), &a.res2, (n, fl, ns))?;
     store(ctx, d, &mut [&mut a.res3])
 }
 
@@ -302,15 +342,16 @@ pub(super) fn layer_backward(
     // MLP: FC proj (row parallel), GeLU, FC (column parallel, then f's backward), LN2.
     let fcproj = (ParamTensor::FcProjW, ParamTensor::FcProjB, l);
     let dres = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.dres_full), s.dres.view(..)?)?;
-    row_parallel_backward(ctx, grads, w, fcproj, &mut s.dfch, dres, a.fch_gelu.view(..)?, (n, fl, c))?;
-    store(ctx, d, &mut [&mut s.dfch])?;
-    ops::gelu_backward(ctx, &mut s.dfch.view_mut(..)?, a.fch.view(..)?, n * fl)?;
-    store(ctx, d, &mut [&mut s.dfch])?;
+    let (dout, inp) = (Operand::F32(dres), a.fch_gelu.all()?);
+    row_parallel_backward(ctx, grads, w, fcproj, &mut s.dfch.all_mut()?, dout, inp, (n, fl, c))?;
+    store_acts(ctx, d, &mut [&mut s.dfch])?;
+    ops::mixed::gelu_backward(ctx, &mut s.dfch.all_mut()?, a.fch.all()?, n * fl)?;
+    store_acts(ctx, d, &mut [&mut s.dfch])?;
     let fc = (ParamTensor::FcW, ParamTensor::FcB, l);
     let (ln_full, dln_full) = sp_ln_buffers(&mut s.sp);
-    let ln2_rows = gathered(tp, ln_full, a.ln2.view(..)?)?;
+    let ln2_rows = gathered_act(ctx, tp, ln_full, a.ln2.all()?)?;
     let dln = (&mut s.dln, dln_full);
-    column_parallel_backward(ctx, tp, grads, w, fc, dln, s.dfch.view(..)?, ln2_rows, (n, c, fl))?;
+    column_parallel_backward(ctx, tp, grads, w, fc, dln, s.dfch.all()?, ln2_rows, (n, c, fl))?;
     store(ctx, d, &mut [&mut s.dln])?;
     let ln2 = (ParamTensor::Ln2W, ParamTensor::Ln2B, l);
     layernorm_backward(ctx, tp, grads, w, ln2, s, &a.res2, &a.ln2_mean, &a.ln2_rstd, ns, c)?;
@@ -318,9 +359,9 @@ pub(super) fn layer_backward(
     // Attention: proj (row parallel), attention over the local heads, QKV (column parallel), LN1.
     if a.atty.is_none() {
         // Selective recomputation: the attention output was not kept.
-        let (mut atty, mut lse) = (s.atty.view_mut(..)?, s.lse.view_mut(..)?);
-        ops::attention_forward(ctx, &mut atty, &mut lse, a.qkv.view(..)?, b, t, cl, heads)?;
-        store(ctx, d, &mut [&mut s.atty])?;
+        let (mut atty, mut lse) = (s.atty.all_mut()?, s.lse.view_mut(..)?);
+        ops::mixed::attention_forward(ctx, &mut atty, &mut lse, a.qkv.all()?, b, t, cl, heads)?;
+        store_acts(ctx, d, &mut [&mut s.atty])?;
     }
     let (atty, lse) = match (&a.atty, &a.lse) {
         (Some(x), Some(y)) => (x, y),
@@ -328,27 +369,28 @@ pub(super) fn layer_backward(
     };
     let proj = (ParamTensor::AttnProjW, ParamTensor::AttnProjB, l);
     let dres = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.dres_full), s.dres.view(..)?)?;
-    row_parallel_backward(ctx, grads, w, proj, &mut s.datty, dres, atty.view(..)?, (n, cl, c))?;
-    store(ctx, d, &mut [&mut s.datty])?;
-    let (datty, qkv) = (s.datty.view(..)?, a.qkv.view(..)?);
-    ops::attention_backward(
+    let (dout, inp) = (Operand::F32(dres), atty.all()?);
+    row_parallel_backward(ctx, grads, w, proj, &mut s.datty.all_mut()?, dout, inp, (n, cl, c))?;
+    store_acts(ctx, d, &mut [&mut s.datty])?;
+    let (datty, qkv) = (s.datty.all()?, a.qkv.all()?);
+    ops::mixed::attention_backward(
         ctx,
-        &mut s.dqkv.view_mut(..)?,
+        &mut s.dqkv.all_mut()?,
         datty,
         qkv,
-        atty.view(..)?,
+        atty.all()?,
         lse.view(..)?,
         b,
         t,
         cl,
         heads,
     )?;
-    store(ctx, d, &mut [&mut s.dqkv])?;
+    store_acts(ctx, d, &mut [&mut s.dqkv])?;
     let qkvt = (ParamTensor::QkvW, ParamTensor::QkvB, l);
     let (ln_full, dln_full) = sp_ln_buffers(&mut s.sp);
-    let ln1_rows = gathered(tp, ln_full, a.ln1.view(..)?)?;
+    let ln1_rows = gathered_act(ctx, tp, ln_full, a.ln1.all()?)?;
     let dln = (&mut s.dln, dln_full);
-    column_parallel_backward(ctx, tp, grads, w, qkvt, dln, s.dqkv.view(..)?, ln1_rows, (n, c, 3 * cl))?;
+    column_parallel_backward(ctx, tp, grads, w, qkvt, dln, s.dqkv.all()?, ln1_rows, (n, c, 3 * cl))?;
     store(ctx, d, &mut [&mut s.dln])?;
     let ln1 = (ParamTensor::Ln1W, ParamTensor::Ln1B, l);
     layernorm_backward(ctx, tp, grads, w, ln1, s, x, &a.ln1_mean, &a.ln1_rstd, ns, c)?;

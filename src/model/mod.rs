@@ -12,6 +12,7 @@ pub mod layout;
 mod precision;
 pub mod sample;
 mod shard;
+mod tensor;
 pub mod vocab;
 
 pub use activations::{MicroActs, Workspace};
@@ -24,5 +25,7 @@ pub use precision::Precision;
 pub use sample::{generate, pick_token, SamplingParams};
 pub use shard::{LocalTensor, ShardLayout, ShardPlace};
 
+#[cfg(test)]
+mod mixed_tests;
 #[cfg(test)]
 mod tests;

@@ -1,11 +1,13 @@
 //! The precision a model stores its activations and computes its products in.
 //!
 //! Mixed precision as Megatron-LM runs it (`--bf16`, `--fp16`): fp32 master weights and AdamW
-//! state, gradients accumulated and reduced in fp32; the weights the products read, every
-//! activation and every activation gradient stored in bf16 (fp16); LayerNorm statistics,
-//! softmax, the log-sum-exp and the loss in fp32. Each device stores exactly the values a
-//! 16-bit buffer holds (rounded to nearest, ties to even) in f32 buffers and computes in f32,
-//! so `Cpu` and `Emu` agree step for step.
+//! state, gradients accumulated and reduced in fp32; the weight matrices the products read,
+//! every activation and every activation gradient stored as bf16 (fp16) values; LayerNorm
+//! statistics, softmax, the log-sum-exp and the loss in fp32. On `Emu` and `Cuda` the tensors
+//! the products and attention read are real 16-bit buffers, run on the tensor-core GEMM and
+//! flash attention (see `model::tensor` and [`ops::mixed`](crate::ops::mixed)); `Cpu` stores
+//! the same values (rounded to nearest, ties to even) in f32 buffers and computes in f32, so
+//! `Cpu` and `Emu` agree up to the order of f32 sums.
 
 use crate::ops::HalfFormat;
 

@@ -7,9 +7,9 @@
 //! `n = b s` token rows of a micro-batch, `ns` the rows of the residual stream a rank holds
 //! (`n / t` with sequence parallelism, else `n`), `cl = c / t`, `fl = 4 c / t`, `hl` the
 //! local heads, `Vp` the padded vocabulary, `S` the position table's rows. Every buffer is
-//! f32 (4 bytes an element; the token buffers' `u32` too): under mixed precision the
-//! activations hold bf16 (fp16) values in f32 storage, as every device of Trident stores
-//! them.
+//! f32 (4 bytes an element; the token buffers' `u32` too): the local planner times runs on the
+//! Cpu, which under mixed precision keeps bf16 (fp16) values in f32 buffers (`Emu` and `Cuda`
+//! keep some in 16-bit buffers; `train::memory` counts those).
 
 use super::local::LocalRun;
 use crate::model::Precision;

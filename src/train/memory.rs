@@ -4,15 +4,61 @@
 //! The estimate follows the buffers the trainers allocate, with checked arithmetic throughout,
 //! so that an absurd shape is an error and never a wrapped size or an abort:
 //! - parameters, gradients and AdamW's two moments: 4 bytes per parameter each;
+//! - under mixed precision the compute weights: 2 bytes per parameter in a 16-bit buffer
+//!   (`Emu`, `Cuda`), 4 in the `Cpu`'s f32 buffer of rounded values ([`Storage`]);
 //! - the activation arena of every workspace (the tensors of [`MicroActs`](crate::model::MicroActs)
 //!   and [`Workspace`](crate::model::Workspace) at their local widths, per layer where
-//!   stacked), plus 8 bytes per token of inputs and targets;
+//!   stacked; the 16-bit ones at 2 bytes an element where [`Storage::Half`]), plus 8 bytes per
+//!   token of inputs and targets;
 //! - on the Cpu trainer, one gradient buffer per share of rows ([`Trainer`](super::Trainer));
 //! - a checkpoint save's host copies of the parameters and both moments, when there is --save;
 //! - the token shards the data loaders read whole (set by the caller, [`MemoryNeed::data`]);
 //! - a fixed margin for the ops' scratch (GEMM packing) and the process itself.
 
-use crate::model::GptConfig;
+use trident_runtime::Device;
+
+use crate::model::{GptConfig, Precision};
+
+/// How a run stores mixed precision's 16-bit tensors: the activations the products and
+/// attention read and write, and the compute weights.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Storage {
+    /// fp32: no 16-bit tensor and no compute weights.
+    #[default]
+    Fp32,
+    /// Mixed precision on `Cpu`: f32 buffers holding the rounded values (4 bytes each).
+    Rounded,
+    /// Mixed precision on `Emu` and `Cuda`: 16-bit buffers (2 bytes each).
+    Half,
+}
+
+impl Storage {
+    /// How a run in `precision` on `device` stores its 16-bit tensors.
+    pub fn of(device: &Device, precision: Precision) -> Self {
+        match (precision.format(), device) {
+            (None, _) => Storage::Fp32,
+            (Some(_), Device::Cpu) => Storage::Rounded,
+            (Some(_), Device::Emu | Device::Cuda(_)) => Storage::Half,
+        }
+    }
+
+    /// Bytes of one element of a tensor mixed precision stores in 16 bits.
+    fn half_tensor_bytes(self) -> u64 {
+        match self {
+            Storage::Half => 2,
+            Storage::Fp32 | Storage::Rounded => 4,
+        }
+    }
+
+    /// Bytes per parameter of the compute weights.
+    fn compute_weight_bytes(self) -> u64 {
+        match self {
+            Storage::Fp32 => 0,
+            Storage::Rounded => 4,
+            Storage::Half => 2,
+        }
+    }
+}
 
 /// Scratch of the ops and the process beside the buffers counted: GEMM packing buffers, thread
 /// stacks, the allocator's slack.
@@ -28,6 +74,8 @@ pub struct MemoryNeed {
     pub grads: u64,
     /// AdamW's two fp32 moments (of the rank's 1/DP shard under ZeRO-1).
     pub optimizer: u64,
+    /// Mixed precision's compute weights (the parameters rounded for the products).
+    pub compute_weights: u64,
     /// The activation arenas of the micro-batches in flight, with their tokens and targets.
     pub activations: u64,
     /// Host copies a checkpoint save makes.
@@ -83,11 +131,12 @@ impl std::fmt::Display for MemoryNeed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "parameters {}, gradients {}, optimizer state {}, activations {}, checkpoint copies {}, data {}, \
-             workspace {}",
+            "parameters {}, gradients {}, optimizer state {}, compute weights {}, activations {}, \
+             checkpoint copies {}, data {}, workspace {}",
             gib(self.params),
             gib(self.grads),
             gib(self.optimizer),
+            gib(self.compute_weights),
             gib(self.activations),
             gib(self.checkpoint),
             gib(self.data),
@@ -116,6 +165,7 @@ impl MemoryNeed {
             self.params,
             self.grads,
             self.optimizer,
+            self.compute_weights,
             self.activations,
             self.checkpoint,
             self.data,
@@ -142,13 +192,14 @@ impl MemoryNeed {
 
     /// One process training `config` alone: micro-batches of `micro_batch` sequences of
     /// `seq_len` tokens split into `shares` shares of rows (1: one workspace), with a
-    /// checkpoint save when `saves`.
+    /// checkpoint save when `saves`, storing its 16-bit tensors as `storage` says.
     pub fn single(
         config: &GptConfig,
         micro_batch: usize,
         seq_len: usize,
         shares: usize,
         saves: bool,
+        storage: Storage,
     ) -> Result<Self, MemoryError> {
         let p = config
             .checked_num_params()
@@ -162,8 +213,12 @@ impl MemoryNeed {
         for s in 0..shares {
             let rows = (s + 1) * b / shares - s * b / shares;
             let tokens = mul(rows, seq_len as u64, "the tokens of a micro-batch", BATCH_FLAGS)?;
-            activations =
-                add(activations, arena_bytes(config, config.num_layers, tokens, 1)?, "", BATCH_FLAGS)?;
+            activations = add(
+                activations,
+                arena_bytes(config, config.num_layers, tokens, 1, storage)?,
+                "",
+                BATCH_FLAGS,
+            )?;
         }
         let share_grads =
             if shares >= 2 { mul(bytes, shares, "the shares' gradients", SHAPE_FLAGS)? } else { 0 };
@@ -171,6 +226,7 @@ impl MemoryNeed {
             params: bytes,
             grads: add(bytes, share_grads, "the gradients", SHAPE_FLAGS)?,
             optimizer: mul(bytes, 2, "the optimizer state", SHAPE_FLAGS)?,
+            compute_weights: mul(p, storage.compute_weight_bytes(), "the compute weights", SHAPE_FLAGS)?,
             activations,
             checkpoint: if saves { mul(bytes, 3, "a checkpoint's copies", SHAPE_FLAGS)? } else { 0 },
             data: 0,
@@ -183,7 +239,8 @@ impl MemoryNeed {
     /// stage and, for the tied LM head, on the last), gradients like them, AdamW's moments (a
     /// 1/dp shard of them under ZeRO-1, plus the gradient shard it keeps), and the activations
     /// of up to `min(pp, micro_batches)` micro-batches in flight under 1F1B, their head- and
-    /// column-split tensors divided over the tensor-parallel ranks.
+    /// column-split tensors divided over the tensor-parallel ranks; 16-bit tensors stored as
+    /// `storage` says.
     #[allow(clippy::too_many_arguments)]
     pub fn parallel_rank(
         config: &GptConfig,
@@ -194,6 +251,7 @@ impl MemoryNeed {
         micro_batch: usize,
         seq_len: usize,
         micro_batches: usize,
+        storage: Storage,
     ) -> Result<Self, MemoryError> {
         let (tp, pp, dp) = (tp.max(1) as u64, pp.max(1) as u64, dp.max(1) as u64);
         let p = config
@@ -221,11 +279,12 @@ impl MemoryNeed {
         };
         let in_flight = pp.min(micro_batches.max(1) as u64);
         let tokens = mul(micro_batch as u64, seq_len as u64, "the tokens of a micro-batch", BATCH_FLAGS)?;
-        let arena = arena_bytes(config, layers as usize, tokens, tp)?;
+        let arena = arena_bytes(config, layers as usize, tokens, tp, storage)?;
         Ok(Self {
             params: bytes,
             grads: add(bytes, shard, "", SHAPE_FLAGS)?,
             optimizer,
+            compute_weights: mul(params, storage.compute_weight_bytes(), "the compute weights", SHAPE_FLAGS)?,
             activations: mul(arena, in_flight, "the activations in flight", BATCH_FLAGS)?,
             checkpoint: 0,
             data: 0,
@@ -249,6 +308,7 @@ impl MemoryNeed {
                     params: self.params.saturating_mul(ranks),
                     grads: self.grads.saturating_mul(ranks),
                     optimizer: self.optimizer.saturating_mul(ranks),
+                    compute_weights: self.compute_weights.saturating_mul(ranks),
                     activations: self.activations.saturating_mul(ranks),
                     checkpoint: self.checkpoint.saturating_mul(ranks),
                     data: self.data.saturating_mul(ranks),
@@ -266,41 +326,47 @@ impl MemoryNeed {
 
 /// Bytes of a training arena for `tokens` tokens over `layers` layers, the tensors split by
 /// heads or columns (QKV, the attention output and its log-sum-exp, the MLP's hidden layer, the
-/// logits over the vocabulary) divided over `tp` ranks; plus 8 bytes per token of inputs and
-/// targets.
-fn arena_bytes(config: &GptConfig, layers: usize, tokens: u64, tp: u64) -> Result<u64, MemoryError> {
+/// logits over the vocabulary) divided over `tp` ranks, the 16-bit ones at `storage`'s bytes;
+/// plus 8 bytes per token of inputs and targets.
+fn arena_bytes(
+    config: &GptConfig,
+    layers: usize,
+    tokens: u64,
+    tp: u64,
+    storage: Storage,
+) -> Result<u64, MemoryError> {
     let (c, nh, vp) = (config.channels as u64, config.num_heads as u64, config.padded_vocab_size as u64);
-    // (elements per token, once per layer, split over TP) of every activation the model
-    // allocates (`model::activations`): a layer's saved tensors, then the stage's input, the
-    // head's tensors and the backward's scratch.
-    let tensors: [(u64, bool, bool); 24] = [
-        (c, true, false),     // ln1
-        (1, true, false),     // ln1 mean
-        (1, true, false),     // ln1 rstd
-        (3 * c, true, true),  // qkv
-        (c, true, true),      // attention output
-        (nh, true, true),     // log-sum-exp
-        (c, true, false),     // res2
-        (c, true, false),     // ln2
-        (1, true, false),     // ln2 mean
-        (1, true, false),     // ln2 rstd
-        (4 * c, true, true),  // fch
-        (4 * c, true, true),  // fch after GeLU
-        (c, true, false),     // res3
-        (c, false, false),    // the stage's input (embedding)
-        (c, false, false),    // lnf
-        (1, false, false),    // lnf mean
-        (1, false, false),    // lnf rstd
-        (vp, false, true),    // logits
-        (1, false, false),    // losses
-        (c, false, false),    // dres
-        (c, false, false),    // dln
-        (c, false, true),     // datty
-        (3 * c, false, true), // dqkv
-        (4 * c, false, true), // dfch
+    // (elements per token, once per layer, split over TP, 16-bit under mixed precision) of
+    // every activation the model allocates (`model::activations`): a layer's saved tensors,
+    // then the stage's input, the head's tensors and the backward's scratch.
+    let tensors: [(u64, bool, bool, bool); 24] = [
+        (c, true, false, true),     // ln1
+        (1, true, false, false),    // ln1 mean
+        (1, true, false, false),    // ln1 rstd
+        (3 * c, true, true, true),  // qkv
+        (c, true, true, true),      // attention output
+        (nh, true, true, false),    // log-sum-exp
+        (c, true, false, false),    // res2
+        (c, true, false, true),     // ln2
+        (1, true, false, false),    // ln2 mean
+        (1, true, false, false),    // ln2 rstd
+        (4 * c, true, true, true),  // fch
+        (4 * c, true, true, true),  // fch after GeLU
+        (c, true, false, false),    // res3
+        (c, false, false, false),   // the stage's input (embedding)
+        (c, false, false, true),    // lnf
+        (1, false, false, false),   // lnf mean
+        (1, false, false, false),   // lnf rstd
+        (vp, false, true, false),   // logits
+        (1, false, false, false),   // losses
+        (c, false, false, false),   // dres
+        (c, false, false, false),   // dln
+        (c, false, true, true),     // datty
+        (3 * c, false, true, true), // dqkv
+        (4 * c, false, true, true), // dfch
     ];
-    let mut elems = 0u64;
-    for (width, per_layer, split) in tensors {
+    let mut bytes = 0u64;
+    for (width, per_layer, split, half) in tensors {
         let width = if split { width.div_ceil(tp) } else { width };
         let stacked = if per_layer { layers as u64 } else { 1 };
         let n = mul(
@@ -309,9 +375,10 @@ fn arena_bytes(config: &GptConfig, layers: usize, tokens: u64, tp: u64) -> Resul
             "the activations",
             BATCH_FLAGS,
         )?;
-        elems = add(elems, n, "the activations", BATCH_FLAGS)?;
+        let size = if half { storage.half_tensor_bytes() } else { 4 };
+        bytes =
+            add(bytes, mul(n, size, "the activations' bytes", BATCH_FLAGS)?, "the activations", BATCH_FLAGS)?;
     }
-    let bytes = mul(elems, 4, "the activations' bytes", BATCH_FLAGS)?;
     add(bytes, mul(tokens, 8, "the batch's tokens", BATCH_FLAGS)?, "the activations", BATCH_FLAGS)
 }
 
@@ -364,6 +431,18 @@ mod tests {
         seq_len: usize,
         lanes: usize,
     ) -> crate::train::MemoryReport {
+        allocated_on(&Device::Cpu, Precision::Fp32, c, micro_batch, seq_len, lanes)
+    }
+
+    /// [`allocated`] on `device` in `precision`.
+    fn allocated_on(
+        device: &Device,
+        precision: Precision,
+        c: GptConfig,
+        micro_batch: usize,
+        seq_len: usize,
+        lanes: usize,
+    ) -> crate::train::MemoryReport {
         let settings = TrainSettings {
             micro_batch,
             global_batch: micro_batch,
@@ -377,11 +456,11 @@ mod tests {
             },
             adamw: Default::default(),
             clip_grad: 1.0,
-            precision: Default::default(),
+            precision,
             loss_scale: Default::default(),
         };
         let init = gpt2_init(&ParamLayout::new(c), 1);
-        Trainer::single_with_lanes(&trident_runtime::Device::Cpu, c, &init, settings, lanes).unwrap().memory()
+        Trainer::single_with_lanes(device, c, &init, settings, lanes).unwrap().memory()
     }
 
     #[test]
@@ -390,20 +469,52 @@ mod tests {
         let p = ParamLayout::new(c).len() as u64;
         assert_eq!(c.checked_num_params(), Some(p as usize));
         for (lanes, saves) in [(2, true), (1, false)] {
-            let need = MemoryNeed::single(&c, 5, 32, lanes, saves).unwrap();
+            let need = MemoryNeed::single(&c, 5, 32, lanes, saves, Storage::Fp32).unwrap();
             let got = allocated(c, 5, 32, lanes);
             assert_eq!(need.params, got.params as u64, "{lanes} lanes: parameters");
             assert_eq!(need.grads, got.grads as u64, "{lanes} lanes: the model's gradients and the lanes'");
             assert_eq!(need.optimizer, got.optimizer as u64, "{lanes} lanes: AdamW's moments");
             assert_eq!(need.activations, got.activations as u64, "{lanes} lanes: activations and scratch");
             assert_eq!(need.checkpoint, if saves { 12 * p } else { 0 });
+            assert_eq!((need.compute_weights, got.compute_weights), (0, 0), "fp32 has no compute weights");
         }
+    }
+
+    /// Under `--bf16` the `Cpu` keeps f32 buffers of rounded values and `Emu` real 16-bit ones:
+    /// the estimate counts both exactly, and on `Emu` every 16-bit tensor (per token: per layer
+    /// `ln1, ln2` of `c`, `qkv` of `3c`, the attention output of `c`, `fch` and its GeLU of
+    /// `4c` each; then `lnf`, and the backward's `datty, dqkv, dfch` of `8c`) and the compute
+    /// weights take half the bytes.
+    #[test]
+    fn the_estimate_counts_the_16_bit_buffers_of_mixed_precision() {
+        let c = config(2, 64);
+        let p = ParamLayout::new(c).len() as u64;
+        let (b, t) = (2, 16);
+        let mut got = Vec::new();
+        for (device, storage) in [(Device::Cpu, Storage::Rounded), (Device::Emu, Storage::Half)] {
+            assert_eq!(Storage::of(&device, Precision::Bf16), storage);
+            let need = MemoryNeed::single(&c, b, t, 1, false, storage).unwrap();
+            let report = allocated_on(&device, Precision::Bf16, c, b, t, 1);
+            let case = format!("{}", device.kind());
+            assert_eq!(need.params, report.params as u64, "{case}: master weights");
+            assert_eq!(need.grads, report.grads as u64, "{case}: gradients");
+            assert_eq!(need.optimizer, report.optimizer as u64, "{case}: AdamW's moments");
+            assert_eq!(need.compute_weights, report.compute_weights as u64, "{case}: compute weights");
+            assert_eq!(need.activations, report.activations as u64, "{case}: activations and scratch");
+            got.push(report);
+        }
+        let (cpu, emu) = (got[0], got[1]);
+        assert_eq!(cpu.compute_weights as u64, 4 * p);
+        assert_eq!(emu.compute_weights as u64, 2 * p);
+        let (layers, width, tokens) = (c.num_layers as u64, c.channels as u64, (b * t) as u64);
+        let half_elems = tokens * width * (layers * (1 + 3 + 1 + 1 + 4 + 4) + 1 + 1 + 3 + 4);
+        assert_eq!((cpu.activations - emu.activations) as u64, 2 * half_elems, "2 bytes saved per element");
     }
 
     #[test]
     fn too_little_memory_is_refused_with_both_figures_and_the_flag_to_lower() {
         let c = config(2, 64);
-        let need = MemoryNeed::single(&c, 64, 64, 1, false).unwrap();
+        let need = MemoryNeed::single(&c, 64, 64, 1, false, Storage::Fp32).unwrap();
         need.check(1, need.total(), "test", false).unwrap();
         let err = need.check(1, need.total() - 1, "MemAvailable in /proc/meminfo", false).unwrap_err();
         let msg = err.to_string();
@@ -416,7 +527,7 @@ mod tests {
         assert!(err.to_string().contains("data 1.00 GiB"), "{err}");
         // Buffers that fit one by one but not together: each under the limit, the sum over.
         let big = config(8, 512);
-        let need = MemoryNeed::single(&big, 1, 16, 1, true).unwrap();
+        let need = MemoryNeed::single(&big, 1, 16, 1, true, Storage::Fp32).unwrap();
         let limit = need.total() - 1;
         assert!([need.params, need.grads, need.optimizer, need.checkpoint].iter().all(|&b| b < limit));
         let msg = need.check(1, limit, "test", false).unwrap_err().to_string();
@@ -436,9 +547,10 @@ mod tests {
         let wide = GptConfig::new(64, 256, 1, 4, 1 << 33, 128);
         assert!(matches!(wide, Err(crate::model::ConfigError::TooLarge { .. })), "{wide:?}");
         let c = config(2, 64);
-        let err = MemoryNeed::single(&c, usize::MAX / 2, 1 << 20, 1, false).unwrap_err();
+        let err = MemoryNeed::single(&c, usize::MAX / 2, 1 << 20, 1, false, Storage::Fp32).unwrap_err();
         assert!(matches!(err, MemoryError::Overflow { flags: BATCH_FLAGS, .. }), "{err}");
-        let err = MemoryNeed::parallel_rank(&c, 1, 1, 1, false, usize::MAX / 4, 64, 1).unwrap_err();
+        let err =
+            MemoryNeed::parallel_rank(&c, 1, 1, 1, false, usize::MAX / 4, 64, 1, Storage::Fp32).unwrap_err();
         assert!(err.to_string().contains("--micro-batch-size"), "{err}");
     }
 

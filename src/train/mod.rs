@@ -18,7 +18,7 @@ pub use error::{Result, TrainError};
 pub use exit::{ExitPolicy, ExitReason};
 pub use flops::{peak_flops, train_flops_per_token};
 pub use loss_scale::{LossScaleConfig, LossScaler};
-pub use memory::{available_memory, MemoryError, MemoryNeed};
+pub use memory::{available_memory, MemoryError, MemoryNeed, Storage};
 pub use schedule::{DecayStyle, LrSchedule};
 pub use settings::{BatchSource, StepStats, TrainSettings};
 pub use trainer::{MemoryReport, StageTiming, Trainer};

@@ -38,6 +38,9 @@ pub struct MemoryReport {
     pub grads: usize,
     /// AdamW's two moments over the owned range.
     pub optimizer: usize,
+    /// Mixed precision's compute weights: 2 bytes a parameter in a 16-bit buffer (`Emu`,
+    /// `Cuda`), 4 in the `Cpu`'s rounded f32 copy.
+    pub compute_weights: usize,
     /// Every buffer of the passes in flight: the workspaces, the micro-batches' saved
     /// activations and the received gradients of the stage's output.
     pub activations: usize,
@@ -48,10 +51,12 @@ impl std::fmt::Display for MemoryReport {
         let mib = |b: usize| b as f64 / (1 << 20) as f64;
         write!(
             f,
-            "parameters {:.2} MiB, gradients {:.2} MiB, optimizer state {:.2} MiB, activations {:.2} MiB",
+            "parameters {:.2} MiB, gradients {:.2} MiB, optimizer state {:.2} MiB, compute weights {:.2} MiB, \
+             activations {:.2} MiB",
             mib(self.params),
             mib(self.grads),
             mib(self.optimizer),
+            mib(self.compute_weights),
             mib(self.activations)
         )
     }
@@ -362,6 +367,7 @@ impl Trainer {
                 + lane_grads
                 + self.zero.as_ref().map_or(0, |z| z.shard.len() * 4),
             optimizer: self.optimizer.bytes(),
+            compute_weights: self.model.compute_weight_bytes(),
             activations: act,
         }
     }

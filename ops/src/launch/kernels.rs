@@ -40,6 +40,8 @@ use super::{LaunchError, Result};
 pub struct Kernels {
     module: Module,
     functions: Arc<Mutex<HashMap<&'static str, Function>>>,
+    /// Launches issued per kernel name, shared by the copies [`Kernels::on_stream`] makes.
+    launches: Arc<Mutex<HashMap<&'static str, u64>>>,
     stream: Stream,
 }
 
@@ -55,7 +57,8 @@ impl Kernels {
     pub fn load(device: &Device) -> Result<Self> {
         let module = crate::kernels::load(device)?;
         let stream = device.default_stream();
-        Ok(Self { module, functions: Arc::new(Mutex::new(HashMap::new())), stream })
+        let (functions, launches) = (Arc::default(), Arc::default());
+        Ok(Self { module, functions, launches, stream })
     }
 
     /// The same kernels (sharing the loaded module), launching on `stream` instead; a stream
@@ -75,7 +78,12 @@ impl Kernels {
     /// returns, so there is nothing to order.
     pub unsafe fn on_stream(&self, stream: &Stream) -> Result<Kernels> {
         self.check_device(stream.device())?;
-        Ok(Kernels { module: self.module.clone(), functions: self.functions.clone(), stream: stream.clone() })
+        Ok(Kernels {
+            module: self.module.clone(),
+            functions: self.functions.clone(),
+            launches: self.launches.clone(),
+            stream: stream.clone(),
+        })
     }
 
     /// The device the kernels are loaded on.
@@ -86,6 +94,13 @@ impl Kernels {
     /// The stream the wrappers queue their work on.
     pub fn stream(&self) -> &Stream {
         &self.stream
+    }
+
+    /// How many launches of each kernel these kernels (and every copy of them made by
+    /// [`on_stream`](Self::on_stream)) have issued, by kernel name: which kernels a pass ran
+    /// is then an exact count, on `Emu` and `Cuda` alike.
+    pub fn launch_counts(&self) -> HashMap<&'static str, u64> {
+        self.launches.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The loaded module, for launching its kernels directly.
@@ -123,6 +138,7 @@ impl Kernels {
         // SAFETY: forwarded from the caller; the stream's ordering is the contract of
         // `on_stream` (or the default stream's own order).
         unsafe { f.launch_on(&self.stream, cfg, args)? };
+        *self.launches.lock().unwrap_or_else(|e| e.into_inner()).entry(name).or_default() += 1;
         Ok(())
     }
 

@@ -10,6 +10,7 @@
 mod attention;
 mod check;
 mod combine;
+mod convert;
 mod crossentropy;
 mod crossentropy_v4;
 mod elementwise;
@@ -31,6 +32,7 @@ mod vectorized;
 pub use attention::{attention_backward, attention_forward, AttentionShape};
 pub use check::Check;
 pub use combine::{combine, CombineOp};
+pub use convert::{bias_backward, narrow, widen};
 pub use crossentropy::crossentropy;
 pub use crossentropy_v4::crossentropy_v4;
 pub use elementwise::{add, add_assign};

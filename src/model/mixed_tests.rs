@@ -1,0 +1,119 @@
+//! Mixed precision on the kernel devices: under `--bf16` on `Emu` every linear layer runs on
+//! the tensor-core GEMM and attention on flash attention (exact launch counts per kernel),
+//! the tensors the products read are 16-bit buffers, and the pass agrees with the `Cpu`'s,
+//! which stores the same roundings in f32 buffers.
+
+use trident_runtime::Device;
+
+use super::tensor::Act;
+use super::*;
+use crate::ops::{HalfFormat, OpsContext};
+use crate::parallel::TpGroup;
+
+/// One layer, one head of 64 channels (a flash-attention head size), 16 positions, a
+/// vocabulary padded to 64: every GEMM dimension a multiple of 8.
+fn config() -> GptConfig {
+    GptConfig::new(16, 40, 1, 1, 64, 64).unwrap()
+}
+
+struct Pass {
+    ctx: OpsContext,
+    model: Gpt,
+    ws: Workspace,
+    acts: MicroActs,
+}
+
+/// A whole model of [`config`] in `precision` on `device`, after one forward (with the loss
+/// gradient) and one backward over `b x t` tokens; returns the pass and its loss.
+fn pass(device: &Device, precision: Precision, b: usize, t: usize) -> (Pass, f32) {
+    let cfg = config();
+    let params = gpt2_init(&ParamLayout::new(cfg), 3);
+    let layout = ShardLayout::new(cfg, ShardPlace::SINGLE);
+    let options = GptOptions { precision, ..Default::default() };
+    let mut model = Gpt::new(device, layout, &params, options).unwrap();
+    let ctx = OpsContext::new(device).unwrap();
+    let mut ws = Workspace::new(device, &model, b, t).unwrap();
+    let mut acts = MicroActs::new(device, &model, &ws).unwrap();
+    let tp = &mut TpGroup::single();
+    let n = b * t;
+    let x: Vec<u32> = (0..n as u32).map(|i| (i * 7 + 3) % 40).collect();
+    let y: Vec<u32> = (0..n as u32).map(|i| (i * 11 + 5) % 40).collect();
+    model.embed(&ctx, tp, &mut ws, &mut acts, &x).unwrap();
+    let loss = model.forward(&ctx, tp, &mut ws, &mut acts, Some(&y), Some(1.0 / n as f32)).unwrap().unwrap();
+    model.backward(&ctx, tp, &mut ws, &mut acts, None, &mut |_, _| Ok(())).unwrap();
+    (Pass { ctx, model, ws, acts }, loss)
+}
+
+/// Launches of kernels whose name starts with `prefix`.
+fn launches(counts: &std::collections::HashMap<&'static str, u64>, prefix: &str) -> u64 {
+    counts.iter().filter(|(k, _)| k.starts_with(prefix)).map(|(_, n)| n).sum()
+}
+
+#[test]
+fn bf16_on_emu_runs_the_tensor_cores_and_flash_attention_on_16_bit_buffers() {
+    let (b, t) = (2, 16);
+    let (mut emu, emu_loss) = pass(&Device::Emu, Precision::Bf16, b, t);
+    let counts = emu.ctx.kernels().unwrap().launch_counts();
+    let layers = config().num_layers as u64;
+    // Forward: QKV, attention projection, FC, FC projection per layer, and the LM head;
+    // backward: two products (input and weight gradients) for each.
+    assert_eq!(launches(&counts, "gemm_tc_bf16_"), 12 * layers + 3, "{counts:?}");
+    assert_eq!(launches(&counts, "gemm_tc_f16_"), 0);
+    for f32_gemm in ["gemm_nn_f32", "gemm_nt_f32", "gemm_tn_f32", "gemm_tt_f32"] {
+        assert_eq!(launches(&counts, f32_gemm), 0, "{f32_gemm} ran: {counts:?}");
+    }
+    assert_eq!(launches(&counts, "flash_attention_forward_hs64"), layers);
+    assert_eq!(launches(&counts, "flash_attention_backward_hs64"), layers);
+    assert_eq!(launches(&counts, "attention_"), 0, "the f32 attention ran: {counts:?}");
+    // The 16-bit compute weights are refreshed from the master weights by one conversion.
+    assert_eq!(emu.model.compute_weight_bytes(), 2 * emu.model.num_params());
+    let refresh = OpsContext::new(&Device::Emu).unwrap();
+    emu.model.sync_compute_weights(&refresh).unwrap();
+    let once = std::collections::HashMap::from([("convert_f32_to_bf16", 1)]);
+    assert_eq!(refresh.kernels().unwrap().launch_counts(), once);
+
+    // The tensors the products read and write are 16-bit buffers.
+    let bf16 = |a: &Act| matches!(a, Act::Half(_, HalfFormat::Bf16));
+    let l = &emu.acts.layers[0];
+    for (name, a) in
+        [("ln1", &l.ln1), ("qkv", &l.qkv), ("ln2", &l.ln2), ("fch", &l.fch), ("fch_gelu", &l.fch_gelu)]
+    {
+        assert!(bf16(a), "{name} is not a bf16 buffer");
+    }
+    assert!(l.atty.as_ref().is_some_and(bf16), "the attention output is not a bf16 buffer");
+    let s = &emu.ws.scratch;
+    assert!(bf16(&s.datty) && bf16(&s.dqkv) && bf16(&s.dfch), "the backward's 16-bit scratch");
+
+    // The Cpu stores the same roundings in f32: the same pass up to the order of f32 sums and
+    // the bf16 roundings that order flips now and then.
+    let (cpu, cpu_loss) = pass(&Device::Cpu, Precision::Bf16, b, t);
+    let rel = ((emu_loss - cpu_loss) / cpu_loss).abs();
+    // Seen: 1.7e-5 for the loss, 3.8e-3 for the gradients' relative norm.
+    assert!(rel <= 2e-4, "loss: emu {emu_loss}, cpu {cpu_loss} ({rel:.2e})");
+    let (ge, gc) = (emu.model.grads().to_vec().unwrap(), cpu.model.grads().to_vec().unwrap());
+    let norm = |v: &[f32]| v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    let diff: Vec<f32> = ge.iter().zip(&gc).map(|(a, b)| a - b).collect();
+    let rel = norm(&diff) / norm(&gc);
+    assert!(rel <= 1e-2, "gradients: relative difference {rel:.2e} between emu and cpu bf16");
+    // 2 bytes saved per element of every 16-bit tensor, against the Cpu's f32 buffers.
+    let (n, c) = (b * t, config().channels);
+    let saved_acts = 2 * n * c * (1 + 3 + 1 + 1 + 4 + 4 + 1);
+    assert_eq!(cpu.acts.bytes() - emu.acts.bytes(), saved_acts);
+    assert_eq!(cpu.ws.bytes() - emu.ws.bytes(), 2 * n * c * (1 + 3 + 4));
+}
+
+#[test]
+fn fp16_on_emu_runs_the_f16_tensor_cores_and_the_f32_attention() {
+    let (emu, emu_loss) = pass(&Device::Emu, Precision::Fp16, 1, 8);
+    let counts = emu.ctx.kernels().unwrap().launch_counts();
+    let layers = config().num_layers as u64;
+    assert_eq!(launches(&counts, "gemm_tc_f16_"), 12 * layers + 3, "{counts:?}");
+    assert_eq!(launches(&counts, "gemm_tc_bf16_"), 0);
+    // Flash attention is built for bf16 only: fp16 attention widens its operands for the f32
+    // kernel.
+    assert_eq!(launches(&counts, "flash_attention_"), 0);
+    assert_eq!(launches(&counts, "attention_forward_f32"), layers);
+    let (_, cpu_loss) = pass(&Device::Cpu, Precision::Fp16, 1, 8);
+    let rel = ((emu_loss - cpu_loss) / cpu_loss).abs();
+    assert!(rel <= 1e-3, "loss: emu {emu_loss}, cpu {cpu_loss} ({rel:.2e})");
+}
