@@ -10,26 +10,6 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// `cuobjdump`: `TRIDENT_CUOBJDUMP`, `PATH`, or the `bin/` of any `nvidia` wheel.
-fn find_cuobjdump() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("TRIDENT_CUOBJDUMP") {
-        return Some(p.into());
-    }
-    if Command::new("cuobjdump").arg("--version").output().is_ok_and(|o| o.status.success()) {
-        return Some("cuobjdump".into());
-    }
-    let out = Command::new("python3")
-        .args(["-c", "import nvidia; print(list(nvidia.__path__)[0])"])
-        .output()
-        .ok()?;
-    let root = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
-    std::fs::read_dir(root)
-        .ok()?
-        .flatten()
-        .map(|e| e.path().join("bin").join("cuobjdump"))
-        .find(|p| p.exists())
-}
-
 /// One SASS instruction: its address, opcode text, and a branch target if it is a branch.
 struct Instr {
     addr: u64,
@@ -57,7 +37,9 @@ fn parse_sass(sass: &str) -> Vec<Instr> {
 
 #[test]
 fn main_loops_are_hmma_ldsm_ldgsts_without_spills() {
-    let (Some(ptxas), Some(cuobjdump)) = (trident_ptx_builder::find_ptxas(), find_cuobjdump()) else {
+    let (Some(ptxas), Some(cuobjdump)) =
+        (trident_ptx_builder::find_ptxas(), trident_ptx_builder::find_cuobjdump())
+    else {
         if std::env::var_os("CI").is_some() {
             panic!("ptxas or cuobjdump not found under CI: install nvidia-cuda-nvcc-cu12 and nvidia-cuda-cuobjdump");
         }

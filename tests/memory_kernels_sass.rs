@@ -9,26 +9,6 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// `cuobjdump`: `TRIDENT_CUOBJDUMP`, `PATH`, or the `bin/` of any `nvidia` wheel.
-fn find_cuobjdump() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("TRIDENT_CUOBJDUMP") {
-        return Some(p.into());
-    }
-    if Command::new("cuobjdump").arg("--version").output().is_ok_and(|o| o.status.success()) {
-        return Some("cuobjdump".into());
-    }
-    let out = Command::new("python3")
-        .args(["-c", "import nvidia; print(list(nvidia.__path__)[0])"])
-        .output()
-        .ok()?;
-    let root = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
-    std::fs::read_dir(root)
-        .ok()?
-        .flatten()
-        .map(|e| e.path().join("bin").join("cuobjdump"))
-        .find(|p| p.exists())
-}
-
 /// Kernels, and the least 128-bit loads and stores each must hold.
 const KERNELS: [(&str, usize, usize); 9] = [
     ("add_v4_f32", 2, 1),
@@ -44,7 +24,9 @@ const KERNELS: [(&str, usize, usize); 9] = [
 
 #[test]
 fn vector_accesses_are_128_bit() {
-    let (Some(ptxas), Some(cuobjdump)) = (trident_ptx_builder::find_ptxas(), find_cuobjdump()) else {
+    let (Some(ptxas), Some(cuobjdump)) =
+        (trident_ptx_builder::find_ptxas(), trident_ptx_builder::find_cuobjdump())
+    else {
         if std::env::var_os("CI").is_some() {
             panic!("ptxas or cuobjdump not found under CI: install nvidia-cuda-nvcc-cu12 and nvidia-cuda-cuobjdump");
         }

@@ -94,7 +94,7 @@ fn every_kernel_assembles_for_sm90() {
             host.name
         );
     }
-    check_tensor_core_sass(&ptxas, &dir.join("trident.cubin"));
+    check_tensor_core_sass(&dir.join("trident.cubin"));
     for name in trident_kernels::NO_SPILL.iter().chain(trident_kernels::gemm_tc::KERNEL_NAMES) {
         let (_, r) = kernels
             .iter()
@@ -109,30 +109,8 @@ fn every_kernel_assembles_for_sm90() {
     }
 }
 
-/// `cuobjdump`: `TRIDENT_CUOBJDUMP`, then `PATH`, then any `nvidia/*/bin` of the Python
-/// site-packages that holds `ptxas`.
-fn find_cuobjdump(ptxas: &std::path::Path) -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("TRIDENT_CUOBJDUMP") {
-        return Some(PathBuf::from(p));
-    }
-    let on_path = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("cuobjdump"))
-        .find(|p| p.is_file());
-    // ptxas of a wheel: .../site-packages/nvidia/cuda_nvcc/bin/ptxas.
-    on_path.or_else(|| {
-        let nvidia = ptxas.parent()?.parent()?.parent()?;
-        std::fs::read_dir(nvidia)
-            .ok()?
-            .flatten()
-            .map(|e| e.path().join("bin").join("cuobjdump"))
-            .find(|p| p.is_file())
-    })
-}
-
-fn check_tensor_core_sass(ptxas: &std::path::Path, cubin: &std::path::Path) {
-    let Some(cuobjdump) = find_cuobjdump(ptxas) else {
+fn check_tensor_core_sass(cubin: &std::path::Path) {
+    let Some(cuobjdump) = trident_ptx_builder::find_cuobjdump() else {
         if std::env::var_os("CI").is_some() {
             panic!("cuobjdump not found under CI: install the nvidia-cuda-cuobjdump wheel or set TRIDENT_CUOBJDUMP");
         }

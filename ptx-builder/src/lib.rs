@@ -357,6 +357,28 @@ pub fn find_ptxas() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
+/// NVIDIA's cubin disassembler, for tests that read the SASS of what `ptxas` assembled:
+/// `TRIDENT_CUOBJDUMP`, then `cuobjdump` on `PATH`, then the `bin/` of any `nvidia` Python
+/// wheel (`nvidia-cuda-cuobjdump`, which works without a GPU); `None` where there is none.
+pub fn find_cuobjdump() -> Option<PathBuf> {
+    if let Some(p) = env::var_os("TRIDENT_CUOBJDUMP") {
+        return Some(p.into());
+    }
+    if Command::new("cuobjdump").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return Some("cuobjdump".into());
+    }
+    let out = Command::new("python3")
+        .args(["-c", "import nvidia; print(list(nvidia.__path__)[0])"])
+        .output()
+        .ok()?;
+    let root = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    std::fs::read_dir(root)
+        .ok()?
+        .flatten()
+        .map(|e| e.path().join("bin").join("cuobjdump"))
+        .find(|p| p.exists())
+}
+
 /// `rustup run TOOLCHAIN PROGRAM` with the outer build's environment removed.
 fn nested(toolchain: &str, program: &str) -> Command {
     let mut cmd = clean(Command::new("rustup"));
