@@ -13,7 +13,11 @@
 //! residual stream of the next block), then normalize the sum as stored (rounded to bf16 in the
 //! bf16 variant, so the backward sees what the forward normalized). Weights, biases, means and
 //! reciprocal standard deviations are f32 in every variant; inputs and outputs are f32
-//! (`_f32`) or bf16 (`_bf16`). With `vectorized = 0` (a pointer not 16-byte aligned, or `C` not
+//! (`_f32`) or bf16 (`_bf16`), or f32 input and bf16 output (`_f32_bf16`: the normalized f32
+//! value rounded once, to nearest, ties to even, as the store's conversion). That variant keeps
+//! the f32 variant's groups of 4 columns, so each lane sums the same columns in the same order
+//! and the f32 results are the f32 variant's bit for bit; it writes each group as 8 bytes
+//! (`st.global.v2.b32`, 256 contiguous bytes per warp). With `vectorized = 0` (a pointer not 16-byte aligned, or `C` not
 //! a multiple of the group) the same registers are filled and written one element at a time.
 
 use crate::layernorm::EPS;
@@ -42,12 +46,12 @@ macro_rules! for_groups {
 }
 
 /// Normalizes the block's rows of `x` (plus `r` where given, the sum written to `res`) into
-/// `out`; dynamic shared memory holds `2 * c` floats. `W` elements per group, `U` groups per
-/// lane (`W * U = 64`).
+/// `out`; dynamic shared memory holds `2 * c` floats. `W` elements per group (a whole 16-byte
+/// group of `T`; of `O`, a whole one or half of one), `U` groups per lane (`W * U = 64`).
 #[inline(always)]
-unsafe fn layernorm_row<T: Elem, const W: usize, const U: usize>(
+unsafe fn layernorm_row<T: Elem, O: Elem, const W: usize, const U: usize>(
     res: Option<GlobalMut<T>>,
-    out: GlobalMut<T>,
+    out: GlobalMut<O>,
     mean: GlobalMut<f32>,
     rstd: GlobalMut<f32>,
     inp: Global<T>,
@@ -76,7 +80,7 @@ unsafe fn layernorm_row<T: Elem, const W: usize, const U: usize>(
     let warps = simt::block_dim_x() / 32;
     let mut row = simt::block_idx_x() * warps + simt::thread_idx_x() / 32;
     while row < n {
-        normalize_row::<T, W, U>(res, out, mean, rstd, inp, r, ws, bs, row, c, vec, lane);
+        normalize_row::<T, O, W, U>(res, out, mean, rstd, inp, r, ws, bs, row, c, vec, lane);
         row += simt::grid_dim_x() * warps;
     }
 }
@@ -87,9 +91,9 @@ unsafe fn layernorm_row<T: Elem, const W: usize, const U: usize>(
 ///
 /// As for [`layernorm_row`]; `ws` and `bs` hold the `c` weights and biases.
 #[inline(always)]
-unsafe fn normalize_row<T: Elem, const W: usize, const U: usize>(
+unsafe fn normalize_row<T: Elem, O: Elem, const W: usize, const U: usize>(
     res: Option<GlobalMut<T>>,
-    out: GlobalMut<T>,
+    out: GlobalMut<O>,
     mean: GlobalMut<f32>,
     rstd: GlobalMut<f32>,
     inp: Global<T>,
@@ -145,7 +149,7 @@ unsafe fn normalize_row<T: Elem, const W: usize, const U: usize>(
             for k in 0..W {
                 o[k] = (v[u][k] - m) * s * w[k] + b[k];
             }
-            vector::store::<T, W>(y, col, len, vec, &o);
+            vector::store::<O, W>(y, col, len, vec, &o);
         }
     });
     if lane == 0 {
@@ -181,7 +185,7 @@ kernels! {
         out: GlobalMut<f32>, mean: GlobalMut<f32>, rstd: GlobalMut<f32>,
         inp: Global<f32>, weight: Global<f32>, bias: Global<f32>, n: u32, c: u32, vectorized: u32,
     ) {
-        layernorm_row::<f32, 4, 16>(None, out, mean, rstd, inp, None, weight, bias, n, c, vectorized);
+        layernorm_row::<f32, f32, 4, 16>(None, out, mean, rstd, inp, None, weight, bias, n, c, vectorized);
     }
 
     /// `res = inp + r`, then `out = layernorm(res) * weight + bias`, f32; as
@@ -190,7 +194,7 @@ kernels! {
         res: GlobalMut<f32>, out: GlobalMut<f32>, mean: GlobalMut<f32>, rstd: GlobalMut<f32>,
         inp: Global<f32>, r: Global<f32>, weight: Global<f32>, bias: Global<f32>, n: u32, c: u32, vectorized: u32,
     ) {
-        layernorm_row::<f32, 4, 16>(Some(res), out, mean, rstd, inp, Some(r), weight, bias, n, c, vectorized);
+        layernorm_row::<f32, f32, 4, 16>(Some(res), out, mean, rstd, inp, Some(r), weight, bias, n, c, vectorized);
     }
 
     /// `layernorm_forward_row_f32` with bf16 input and output (f32 statistics and math).
@@ -198,7 +202,16 @@ kernels! {
         out: GlobalMut<u16>, mean: GlobalMut<f32>, rstd: GlobalMut<f32>,
         inp: Global<u16>, weight: Global<f32>, bias: Global<f32>, n: u32, c: u32, vectorized: u32,
     ) {
-        layernorm_row::<u16, 8, 8>(None, out, mean, rstd, inp, None, weight, bias, n, c, vectorized);
+        layernorm_row::<u16, u16, 8, 8>(None, out, mean, rstd, inp, None, weight, bias, n, c, vectorized);
+    }
+
+    /// `layernorm_forward_row_f32` with a bf16 output: f32 input, statistics and math, each
+    /// output rounded once (the f32 variant's value, narrowed).
+    pub unsafe fn layernorm_forward_row_f32_bf16(
+        out: GlobalMut<u16>, mean: GlobalMut<f32>, rstd: GlobalMut<f32>,
+        inp: Global<f32>, weight: Global<f32>, bias: Global<f32>, n: u32, c: u32, vectorized: u32,
+    ) {
+        layernorm_row::<f32, u16, 4, 16>(None, out, mean, rstd, inp, None, weight, bias, n, c, vectorized);
     }
 
     /// `layernorm_residual_forward_f32` with bf16 inputs and outputs: `res = bf16(inp + r)`,
@@ -207,6 +220,6 @@ kernels! {
         res: GlobalMut<u16>, out: GlobalMut<u16>, mean: GlobalMut<f32>, rstd: GlobalMut<f32>,
         inp: Global<u16>, r: Global<u16>, weight: Global<f32>, bias: Global<f32>, n: u32, c: u32, vectorized: u32,
     ) {
-        layernorm_row::<u16, 8, 8>(Some(res), out, mean, rstd, inp, Some(r), weight, bias, n, c, vectorized);
+        layernorm_row::<u16, u16, 8, 8>(Some(res), out, mean, rstd, inp, Some(r), weight, bias, n, c, vectorized);
     }
 }

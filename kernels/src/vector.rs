@@ -82,6 +82,14 @@ pub trait Elem: Copy {
     ///
     /// As for [`Elem::load_group`], and no other thread accesses the group.
     unsafe fn store_group(p: GlobalMut<Self>, i: usize, v: &[f32]);
+
+    /// Writes `v[..GROUP / 2]` to the half group (8 bytes) at `i`.
+    ///
+    /// # Safety
+    ///
+    /// `i` is a multiple of `GROUP / 2`, the array's base is 16-byte aligned, the half group
+    /// lies in it and no other thread accesses it.
+    unsafe fn store_half_group(p: GlobalMut<Self>, i: usize, v: &[f32]);
 }
 
 impl Elem for f32 {
@@ -105,6 +113,11 @@ impl Elem for f32 {
     #[inline(always)]
     unsafe fn store_group(p: GlobalMut<f32>, i: usize, v: &[f32]) {
         p.store_v4(i, [v[0], v[1], v[2], v[3]]);
+    }
+
+    #[inline(always)]
+    unsafe fn store_half_group(p: GlobalMut<f32>, i: usize, v: &[f32]) {
+        p.store_v2(i, [v[0], v[1]]);
     }
 }
 
@@ -138,6 +151,12 @@ impl Elem for u16 {
         let pack = |k: usize| simt::pack_bf16x2(simt::f32_to_bf16(v[2 * k]), simt::f32_to_bf16(v[2 * k + 1]));
         p.pairs().store_v4(i / 2, [pack(0), pack(1), pack(2), pack(3)]);
     }
+
+    #[inline(always)]
+    unsafe fn store_half_group(p: GlobalMut<u16>, i: usize, v: &[f32]) {
+        let pack = |k: usize| simt::pack_bf16x2(simt::f32_to_bf16(v[2 * k]), simt::f32_to_bf16(v[2 * k + 1]));
+        p.pairs().store_v2(i / 2, [pack(0), pack(1)]);
+    }
 }
 
 /// Reads `W` elements from `i` (`W` a multiple of the group): whole groups where `vectorized`
@@ -165,7 +184,8 @@ pub unsafe fn load<T: Elem, const W: usize>(p: Global<T>, i: usize, n: usize, ve
     v
 }
 
-/// Writes `v` to `i..i + W`, as [`load`] reads (elements at or past `n` are not written).
+/// Writes `v` to `i..i + W`, as [`load`] reads (elements at or past `n` are not written); `W`
+/// may also be half a group (one 8-byte access where `vectorized`, `i` a multiple of `W`).
 ///
 /// # Safety
 ///
@@ -180,6 +200,9 @@ pub unsafe fn store<T: Elem, const W: usize>(
 ) {
     if vectorized {
         let g = T::GROUP as usize;
+        if 2 * W == g {
+            T::store_half_group(p, i, v);
+        }
         for q in 0..W / g {
             T::store_group(p, i + q * g, &v[q * g..]);
         }

@@ -65,6 +65,20 @@ fn bf16_on_emu_runs_the_tensor_cores_and_flash_attention_on_16_bit_buffers() {
     assert_eq!(launches(&counts, "flash_attention_forward_hs64"), layers);
     assert_eq!(launches(&counts, "flash_attention_backward_hs64"), layers);
     assert_eq!(launches(&counts, "attention_"), 0, "the f32 attention ran: {counts:?}");
+    // LayerNorm (ln1 and ln2 per layer, and the final one) writes its bf16 outputs from the
+    // f32 residual stream, and GeLU reads and writes bf16, with the bf16 kernels: neither the
+    // f32 kernels nor conversions around them run.
+    assert_eq!(counts.get("layernorm_forward_row_f32_bf16"), Some(&(2 * layers + 1)), "{counts:?}");
+    assert_eq!(counts.get("gelu_forward_bf16"), Some(&layers));
+    assert_eq!(counts.get("gelu_backward_bf16"), Some(&layers));
+    for f32_kernel in
+        ["layernorm_forward_row_f32", "layernorm_forward_f32", "gelu_forward_v4_f32", "gelu_backward_v4_f32"]
+    {
+        assert_eq!(counts.get(f32_kernel), None, "{f32_kernel} ran: {counts:?}");
+    }
+    // The conversions left are the other ops' (5 in this pass); converting around LayerNorm
+    // (a narrowing each) and GeLU (2 forward, 3 backward) made it 13.
+    assert_eq!(launches(&counts, "convert_"), 5, "{counts:?}");
     // The 16-bit compute weights are refreshed from the master weights by one conversion.
     assert_eq!(emu.model.compute_weight_bytes(), 2 * emu.model.num_params());
     let refresh = OpsContext::new(&Device::Emu).unwrap();

@@ -1,5 +1,6 @@
 //! Launch wrappers of the one-read LayerNorm forward (`kernels/src/layernorm_row.rs`): a warp
-//! per row, the row in registers, optionally the residual add fused in, f32 or bf16 tensors.
+//! per row, the row in registers, optionally the residual add fused in, f32 or bf16 tensors
+//! (and f32 rows into a bf16 output).
 
 use bytemuck::Pod;
 use trident_kernels::layernorm_row::MAX_C;
@@ -16,15 +17,15 @@ const ROWS_PER_BLOCK: usize = 8;
 /// `blocks * 8`-th row, so fewer blocks read the weights fewer times.
 const MAX_BLOCKS: usize = 528;
 
-/// Checks and launches `kernel` (elements per 16-byte group: `group`) over `n` rows of `c`;
-/// `res` and `r` are the residual variants' sum and second inpu
+/// Checks and launches `kernel` (elements per lane's vector access: `group`) over `n` rows of
+/// `c` of `T` into `out`'s `O`; `res` and `r` are the residual variants' sum and second input.
 #[allow(clippy::too_many_arguments)]
-fn launch_row<T: Pod>(
+fn launch_row<T: Pod, O: Pod>(
     k: &Kernels,
     kernel: &'static str,
     group: usize,
     mut res: Option<&mut ViewMut<T>>,
-    out: &mut ViewMut<T>,
+    out: &mut ViewMut<O>,
     mean: &mut ViewMut<f32>,
     rstd: &mut ViewMut<f32>,
     inp: &View<T>,
@@ -137,6 +138,25 @@ pub fn layernorm_forward_row_bf16(
     c: usize,
 ) -> Result<()> {
     launch_row(k, "layernorm_forward_row_bf16", 8, None, out, mean, rstd, inp, None, weight, bias, n, c)
+}
+
+/// [`layernorm_forward_row`] of f32 rows into a bf16 `out` (`c <= 2048`): the f32 kernel's
+/// values, each rounded once to bf16 (nearest, ties to even), so the bits are those of the
+/// f32 kernel followed by a narrowing conversion.
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm_forward_row_f32_bf16(
+    k: &Kernels,
+    out: &mut ViewMut<u16>,
+    mean: &mut ViewMut<f32>,
+    rstd: &mut ViewMut<f32>,
+    inp: &View<f32>,
+    weight: &View<f32>,
+    bias: &View<f32>,
+    n: usize,
+    c: usize,
+) -> Result<()> {
+    // Groups of 4 columns: 16 bytes of input, 8 of output, per lane and access.
+    launch_row(k, "layernorm_forward_row_f32_bf16", 4, None, out, mean, rstd, inp, None, weight, bias, n, c)
 }
 
 /// [`layernorm_residual_forward`] on bf16 tensors: `res = bf16(inp + r)`, normalized as

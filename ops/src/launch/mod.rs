@@ -48,16 +48,16 @@ pub use gemm_tc::{gemm_tc, plan_gemm_tc, GemmTc, GemmTcOutput, GemmTcPlan, HalfT
 pub use kernels::Kernels;
 pub use layernorm::{layernorm_backward, layernorm_forward};
 pub use layernorm_row::{
-    layernorm_forward_row, layernorm_forward_row_bf16, layernorm_residual_forward,
-    layernorm_residual_forward_bf16,
+    layernorm_forward_row, layernorm_forward_row_bf16, layernorm_forward_row_f32_bf16,
+    layernorm_residual_forward, layernorm_residual_forward_bf16,
 };
 pub use linear::{linear_backward, linear_forward};
 pub use multi_tensor::{adamw_chunks, chunk_table, sum_squares_ranges, sum_squares_ranges_with, CHUNK};
 pub use optim::{adamw, first_token_out_of_range, scale, sum_squares, AdamW};
 pub use precision::{round_to, HalfFormat};
 pub use vectorized::{
-    add_assign_v4, add_bf16, add_v4, gelu_backward_bf16, gelu_backward_v4, gelu_backward_v4_inplace,
-    gelu_forward_bf16, gelu_forward_v4,
+    add_assign_v4, add_bf16, add_v4, gelu_backward_bf16, gelu_backward_bf16_inplace, gelu_backward_v4,
+    gelu_backward_v4_inplace, gelu_forward_bf16, gelu_forward_v4,
 };
 
 /// The launch wrappers' result type.

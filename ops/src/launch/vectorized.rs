@@ -91,6 +91,11 @@ pub fn gelu_backward_v4_inplace(k: &Kernels, d: &mut ViewMut<f32>, inp: &View<f3
     launch_map(k, "gelu_backward_v4_f32", 4, d, &[("inp", Some(inp)), ("dout", None)])
 }
 
+/// `d = bf16(gelu'(inp) * d)` in place on bf16 tensors, 8 per access.
+pub fn gelu_backward_bf16_inplace(k: &Kernels, d: &mut ViewMut<u16>, inp: &View<u16>) -> Result<()> {
+    launch_map(k, "gelu_backward_bf16", 8, d, &[("inp", Some(inp)), ("dout", None)])
+}
+
 /// `dinp = bf16(gelu'(inp) * dout)` on bf16 tensors, 8 per access; `dinp` may alias nothing.
 pub fn gelu_backward_bf16(
     k: &Kernels,

@@ -162,3 +162,96 @@ fn conversions_round_on_every_device_and_widen_exactly() {
         }
     }
 }
+
+/// On `Emu`, bf16 LayerNorm (f32 rows in) and GeLU run the bf16 kernels alone (no conversion
+/// launches) and store the bits of the f32 op followed by the host's rounding: the conversion
+/// path's bits, and the `Cpu`'s rounding of the same f32 values.
+#[test]
+fn bf16_layernorm_and_gelu_launch_the_bf16_kernels_and_round_as_the_conversions() {
+    let device = Device::Emu;
+    let (ctx, f32_ctx) = (OpsContext::new(&device).unwrap(), OpsContext::new(&device).unwrap());
+    let r = &mut NormalRng::new(13);
+    let narrow = |v: &[f32]| v.iter().map(|x| f32_to_bf16(*x)).collect::<Vec<u16>>();
+    let f32_buf = |v: &[f32]| Buffer::<f32>::from_slice(&device, v).unwrap();
+    // C = 52 takes the 16-byte groups, C = 50 the element-wise path.
+    for c in [52, 50] {
+        let n = 5;
+        let x: Vec<f32> = values(r, n * c, 2.0).iter().map(|v| v + 0.5).collect();
+        let (w, b) = (f32_buf(&values(r, c, 1.0)), f32_buf(&values(r, c, 0.1)));
+        let xb = f32_buf(&x);
+        let (mut out, mut mean, mut rstd) = (
+            Buffer::<u16>::zeros(&device, n * c).unwrap(),
+            Buffer::<f32>::zeros(&device, n).unwrap(),
+            Buffer::<f32>::zeros(&device, n).unwrap(),
+        );
+        layernorm_forward(
+            &ctx,
+            &mut OperandMut::Half(out.view_mut(..).unwrap(), HalfFormat::Bf16),
+            &mut mean.view_mut(..).unwrap(),
+            &mut rstd.view_mut(..).unwrap(),
+            xb.view(..).unwrap(),
+            w.view(..).unwrap(),
+            b.view(..).unwrap(),
+            n,
+            c,
+        )
+        .unwrap();
+        let (mut want, mut wm, mut ws) = (
+            Buffer::<f32>::zeros(&device, n * c).unwrap(),
+            Buffer::<f32>::zeros(&device, n).unwrap(),
+            Buffer::<f32>::zeros(&device, n).unwrap(),
+        );
+        crate::layernorm_forward(
+            &f32_ctx,
+            &mut want.view_mut(..).unwrap(),
+            &mut wm.view_mut(..).unwrap(),
+            &mut ws.view_mut(..).unwrap(),
+            xb.view(..).unwrap(),
+            w.view(..).unwrap(),
+            b.view(..).unwrap(),
+            n,
+            c,
+        )
+        .unwrap();
+        assert_eq!(out.to_vec().unwrap(), narrow(&want.to_vec().unwrap()), "layernorm, C = {c}");
+        assert_eq!(
+            (mean.to_vec().unwrap(), rstd.to_vec().unwrap()),
+            (wm.to_vec().unwrap(), ws.to_vec().unwrap())
+        );
+    }
+
+    // 1003 elements: whole groups of 8 and a remainder.
+    let n = 1003;
+    let (x, dy) = (values(r, n, 2.0), values(r, n, 1.0));
+    let (xh, mut out, mut d) = (
+        Buffer::from_slice(&device, &narrow(&x)).unwrap(),
+        Buffer::<u16>::zeros(&device, n).unwrap(),
+        Buffer::from_slice(&device, &narrow(&dy)).unwrap(),
+    );
+    gelu_forward(
+        &ctx,
+        &mut OperandMut::Half(out.view_mut(..).unwrap(), HalfFormat::Bf16),
+        bf16_operand(&xh),
+        n,
+    )
+    .unwrap();
+    gelu_backward(
+        &ctx,
+        &mut OperandMut::Half(d.view_mut(..).unwrap(), HalfFormat::Bf16),
+        bf16_operand(&xh),
+        n,
+    )
+    .unwrap();
+    let (xf, mut y, mut g) = (f32_buf(&x), f32_buf(&x), f32_buf(&dy));
+    crate::gelu_forward(&f32_ctx, &mut y.view_mut(..).unwrap(), xf.view(..).unwrap(), n).unwrap();
+    crate::gelu_backward(&f32_ctx, &mut g.view_mut(..).unwrap(), xf.view(..).unwrap(), n).unwrap();
+    assert_eq!(out.to_vec().unwrap(), narrow(&y.to_vec().unwrap()), "gelu forward");
+    assert_eq!(d.to_vec().unwrap(), narrow(&g.to_vec().unwrap()), "gelu backward");
+
+    let want = std::collections::HashMap::from([
+        ("layernorm_forward_row_f32_bf16", 2),
+        ("gelu_forward_bf16", 1),
+        ("gelu_backward_bf16", 1),
+    ]);
+    assert_eq!(ctx.kernels().unwrap().launch_counts(), want);
+}
