@@ -419,6 +419,54 @@ fn layernorm_rows(device: &Device) {
     assert_close("layernorm c 2056 (scalar kernel)", &out.to_vec().unwrap(), &want, 2e-6);
 }
 
+/// The bf16 forward's two kernels at the narrow one's edge: rows of 1023 (odd: the scalar
+/// path) and 1024 channels take the narrow kernel (32 floats a lane), 1025 the wide one, each
+/// from an aligned view and one a bf16 in; outputs poisoned, against the f64 reference.
+fn layernorm_bf16_narrow_edge(device: &Device) {
+    let mut rng = rng("layernorm_bf16_narrow_edge");
+    let k = Kernels::load(device).unwrap();
+    let dev = |v: &[f32]| Buffer::from_slice(device, v).unwrap();
+    for (c, kernel) in [
+        (1023, "layernorm_forward_row_bf16_narrow"),
+        (1024, "layernorm_forward_row_bf16_narrow"),
+        (1025, "layernorm_forward_row_bf16"),
+    ] {
+        assert_eq!(launch::layernorm_forward_row_bf16_kernel(c), kernel, "c {c}");
+        for off in [0, 1] {
+            let n = 3;
+            let what = format!("layernorm bf16 n {n} c {c} offset {off}");
+            let xh = to_bf16(&uniform(&mut rng, off + n * c, 2.0));
+            let (w, b) = (uniform(&mut rng, c, 1.0), uniform(&mut rng, c, 0.5));
+            let (xb, wb, bb) = (Buffer::from_slice(device, &xh).unwrap(), dev(&w), dev(&b));
+            let mut out = Buffer::from_slice(device, &vec![POISON_BF16; off + n * c]).unwrap();
+            let (mut mean, mut rstd) = (dev(&vec![POISON; n]), dev(&vec![POISON; n]));
+            let view = off..off + n * c;
+            launch::layernorm_forward_row_bf16(
+                &k,
+                &mut out.view_mut(view.clone()).unwrap(),
+                &mut mean.view_mut(..).unwrap(),
+                &mut rstd.view_mut(..).unwrap(),
+                &xb.view(view.clone()).unwrap(),
+                &wb.view(..).unwrap(),
+                &bb.view(..).unwrap(),
+                n,
+                c,
+            )
+            .unwrap();
+            if matches!(device, Device::Emu) {
+                let stats = trident::runtime::last_launch_stats().expect("Emu counts its launches");
+                assert_eq!(stats.kernel, kernel, "{what}");
+            }
+            let (_, want, want_m, want_s) =
+                layernorm_ref(&from_bf16(&xh[view.clone()]), None, &w, &b, c, |v| v);
+            let got = from_bf16(&out.to_vec().unwrap()[view.clone()]);
+            assert_each(&format!("{what}: out"), &got, &want, 1.0 / 256.0, 1e-5);
+            assert_close(&format!("{what}: mean"), &mean.to_vec().unwrap(), &want_m, 2e-6);
+            assert_close(&format!("{what}: rstd"), &rstd.to_vec().unwrap(), &want_s, 2e-6);
+        }
+    }
+}
+
 fn crossentropy_v4(device: &Device) {
     let mut rng = rng("crossentropy_v4");
     let k = Kernels::load(device).unwrap();
@@ -579,6 +627,7 @@ kernel_tests!(
     gelu_v4,
     bf16_elementwise,
     layernorm_rows,
+    layernorm_bf16_narrow_edge,
     crossentropy_v4,
     adamw_chunks,
     sum_squares_ranges

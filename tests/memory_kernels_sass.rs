@@ -10,12 +10,13 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// Kernels, and the least 128-bit loads and stores each must hold.
-const KERNELS: [(&str, usize, usize); 9] = [
+const KERNELS: [(&str, usize, usize); 10] = [
     ("add_v4_f32", 2, 1),
     ("add_bf16", 2, 1),
     ("gelu_forward_v4_f32", 1, 1),
     ("gelu_backward_bf16", 2, 1),
     ("layernorm_forward_row_f32", 3, 1),
+    ("layernorm_forward_row_bf16_narrow", 3, 1),
     ("layernorm_residual_forward_bf16", 4, 2),
     ("crossentropy_v4_f32", 2, 1),
     ("adamw_chunks_f32", 4, 3),

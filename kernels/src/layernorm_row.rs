@@ -9,6 +9,12 @@
 //! f32 statistics; the row is normalized from the same registers and written once. Rows of up
 //! to [`MAX_C`] channels fit.
 //!
+//! Holding 64 floats per lane costs a wide kernel 220-255 registers, so one block of 8 warps runs
+//! per SM and the global round trip after its barrier is exposed. The bf16 forward has a narrow
+//! variant for rows of up to [`NARROW_MAX_C`] channels (GPT-2's 768 among them): 4 groups of 8
+//! per lane, 32 floats, with the registers for several blocks per SM; the launch wrapper picks
+//! it by `C`.
+//!
 //! The residual variants add a second input first and write the sum too (`res = x + r`, the
 //! residual stream of the next block), then normalize the sum as stored (rounded to bf16 in the
 //! bf16 variant, so the backward sees what the forward normalized). Weights, biases, means and
@@ -31,6 +37,12 @@ const FLOATS_PER_LANE: usize = 64;
 /// The widest row the kernels take: 32 lanes x 64 floats.
 pub const MAX_C: u32 = 32 * FLOATS_PER_LANE as u32;
 
+/// Groups of 8 bf16 each lane of the narrow bf16 kernel holds: 4 (32 floats).
+const NARROW_GROUPS: usize = 4;
+
+/// The widest row `layernorm_forward_row_bf16_narrow` takes: 32 lanes x 4 groups x 8 bf16.
+pub const NARROW_MAX_C: u32 = 32 * (NARROW_GROUPS * 8) as u32;
+
 /// The body once per group index `u` in `0..16` with `u < $n`: the indices are constants (a
 /// loop LLVM left rolled would put the row on the stack), and those past `$n` fold away.
 macro_rules! for_groups {
@@ -47,7 +59,8 @@ macro_rules! for_groups {
 
 /// Normalizes the block's rows of `x` (plus `r` where given, the sum written to `res`) into
 /// `out`; dynamic shared memory holds `2 * c` floats. `W` elements per group (a whole 16-byte
-/// group of `T`; of `O`, a whole one or half of one), `U` groups per lane (`W * U = 64`).
+/// group of `T`; of `O`, a whole one or half of one), `U <= 16` groups per lane: rows of up to
+/// `32 * U * W` channels.
 #[inline(always)]
 unsafe fn layernorm_row<T: Elem, O: Elem, const W: usize, const U: usize>(
     res: Option<GlobalMut<T>>,
@@ -212,6 +225,16 @@ kernels! {
         inp: Global<f32>, weight: Global<f32>, bias: Global<f32>, n: u32, c: u32, vectorized: u32,
     ) {
         layernorm_row::<f32, u16, 4, 16>(None, out, mean, rstd, inp, None, weight, bias, n, c, vectorized);
+    }
+
+    /// `layernorm_forward_row_bf16` for rows of `c <= NARROW_MAX_C`: each lane holds 4 groups
+    /// of 8 (32 floats) instead of 8, so the kernel needs fewer registers (128-168 against
+    /// 254-255) and several blocks share an SM.
+    pub unsafe fn layernorm_forward_row_bf16_narrow(
+        out: GlobalMut<u16>, mean: GlobalMut<f32>, rstd: GlobalMut<f32>,
+        inp: Global<u16>, weight: Global<f32>, bias: Global<f32>, n: u32, c: u32, vectorized: u32,
+    ) {
+        layernorm_row::<u16, u16, 8, NARROW_GROUPS>(None, out, mean, rstd, inp, None, weight, bias, n, c, vectorized);
     }
 
     /// `layernorm_residual_forward_f32` with bf16 inputs and outputs: `res = bf16(inp + r)`,

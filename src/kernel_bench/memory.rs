@@ -146,7 +146,9 @@ impl VecOp {
             VecOp::GeluBackward { bf16: true, .. } => "gelu_backward_bf16",
             VecOp::LayerNorm { residual: false, bf16: false, .. } => "layernorm_forward_row_f32",
             VecOp::LayerNorm { residual: true, bf16: false, .. } => "layernorm_residual_forward_f32",
-            VecOp::LayerNorm { residual: false, bf16: true, .. } => "layernorm_forward_row_bf16",
+            VecOp::LayerNorm { residual: false, bf16: true, c, .. } => {
+                launch::layernorm_forward_row_bf16_kernel(c)
+            }
             VecOp::LayerNorm { residual: true, bf16: true, .. } => "layernorm_residual_forward_bf16",
             VecOp::CrossEntropy { .. } => "crossentropy_v4_f32",
             VecOp::AdamWChunks { .. } => "adamw_chunks_f32",

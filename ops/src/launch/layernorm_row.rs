@@ -3,27 +3,34 @@
 //! (and f32 rows into a bf16 output).
 
 use bytemuck::Pod;
-use trident_kernels::layernorm_row::MAX_C;
+use trident_kernels::layernorm_row::{MAX_C, NARROW_MAX_C};
 use trident_runtime::{LaunchConfig, View, ViewMut};
 
 use super::check::Check;
 use super::vectorized::vectorized;
 use super::{to_u32, Kernels, Result};
 
-/// Warps per block.
+/// Warps per block of the wide kernels (64 floats a lane, 220-255 registers: one such block
+/// per SM).
 const ROWS_PER_BLOCK: usize = 8;
 
+/// Warps per block of the narrow bf16 kernel (32 floats a lane, 128-168 registers): blocks of 4
+/// warps let 3 share an SM at 168 (12 warps), where blocks of 8 would still run one at a time.
+const NARROW_ROWS_PER_BLOCK: usize = 4;
+
 /// Most blocks: 4 per SM of a 132-SM GPU. Each stages the weights once and takes every
-/// `blocks * 8`-th row, so fewer blocks read the weights fewer times.
+/// `blocks * warps`-th row, so fewer blocks read the weights fewer times.
 const MAX_BLOCKS: usize = 528;
 
-/// Checks and launches `kernel` (elements per lane's vector access: `group`) over `n` rows of
-/// `c` of `T` into `out`'s `O`; `res` and `r` are the residual variants' sum and second input.
+/// Checks and launches `kernel` (elements per lane's vector access: `group`; `warps` rows per
+/// block) over `n` rows of `c` of `T` into `out`'s `O`; `res` and `r` are the residual
+/// variants' sum and second input.
 #[allow(clippy::too_many_arguments)]
 fn launch_row<T: Pod, O: Pod>(
     k: &Kernels,
     kernel: &'static str,
     group: usize,
+    warps: usize,
     mut res: Option<&mut ViewMut<T>>,
     out: &mut ViewMut<O>,
     mean: &mut ViewMut<f32>,
@@ -51,8 +58,8 @@ fn launch_row<T: Pod, O: Pod>(
     // Rows start aligned only when C holds whole groups.
     let vec = vectorized(&addrs) * u32::from(c % group == 0);
     let cfg = LaunchConfig {
-        grid: [n.div_ceil(ROWS_PER_BLOCK).clamp(1, MAX_BLOCKS) as u32, 1, 1],
-        block: [32 * ROWS_PER_BLOCK as u32, 1, 1],
+        grid: [n.div_ceil(warps).clamp(1, MAX_BLOCKS) as u32, 1, 1],
+        block: [32 * warps as u32, 1, 1],
         // The weights and biases: 16 KiB at the widest row.
         dynamic_smem_bytes: (2 * c * 4) as u32,
     };
@@ -89,7 +96,22 @@ pub fn layernorm_forward_row(
     if c > MAX_C as usize {
         return super::layernorm_forward(k, out, mean, rstd, inp, weight, bias, n, c);
     }
-    launch_row(k, "layernorm_forward_row_f32", 4, None, out, mean, rstd, inp, None, weight, bias, n, c)
+    launch_row(
+        k,
+        "layernorm_forward_row_f32",
+        4,
+        ROWS_PER_BLOCK,
+        None,
+        out,
+        mean,
+        rstd,
+        inp,
+        None,
+        weight,
+        bias,
+        n,
+        c,
+    )
 }
 
 /// `res = inp + r` and LayerNorm forward of `res` in one pass, f32, `c <= 2048`.
@@ -111,6 +133,7 @@ pub fn layernorm_residual_forward(
         k,
         "layernorm_residual_forward_f32",
         4,
+        ROWS_PER_BLOCK,
         Some(res),
         out,
         mean,
@@ -124,7 +147,19 @@ pub fn layernorm_residual_forward(
     )
 }
 
-/// [`layernorm_forward_row`] on bf16 input and output (f32 weights, statistics and math).
+/// The kernel [`layernorm_forward_row_bf16`] launches for rows of `c`: the narrow one (32
+/// floats per lane, several blocks per SM) up to 1024 channels, the wide one (64) above.
+pub fn layernorm_forward_row_bf16_kernel(c: usize) -> &'static str {
+    if c <= NARROW_MAX_C as usize {
+        "layernorm_forward_row_bf16_narrow"
+    } else {
+        "layernorm_forward_row_bf16"
+    }
+}
+
+/// [`layernorm_forward_row`] on bf16 input and output (f32 weights, statistics and math), `c
+/// <= 2048`; rows of up to 1024 take the narrow kernel
+/// ([`layernorm_forward_row_bf16_kernel`]).
 #[allow(clippy::too_many_arguments)]
 pub fn layernorm_forward_row_bf16(
     k: &Kernels,
@@ -137,7 +172,9 @@ pub fn layernorm_forward_row_bf16(
     n: usize,
     c: usize,
 ) -> Result<()> {
-    launch_row(k, "layernorm_forward_row_bf16", 8, None, out, mean, rstd, inp, None, weight, bias, n, c)
+    let kernel = layernorm_forward_row_bf16_kernel(c);
+    let warps = if c <= NARROW_MAX_C as usize { NARROW_ROWS_PER_BLOCK } else { ROWS_PER_BLOCK };
+    launch_row(k, kernel, 8, warps, None, out, mean, rstd, inp, None, weight, bias, n, c)
 }
 
 /// [`layernorm_forward_row`] of f32 rows into a bf16 `out` (`c <= 2048`): the f32 kernel's
@@ -156,7 +193,22 @@ pub fn layernorm_forward_row_f32_bf16(
     c: usize,
 ) -> Result<()> {
     // Groups of 4 columns: 16 bytes of input, 8 of output, per lane and access.
-    launch_row(k, "layernorm_forward_row_f32_bf16", 4, None, out, mean, rstd, inp, None, weight, bias, n, c)
+    launch_row(
+        k,
+        "layernorm_forward_row_f32_bf16",
+        4,
+        ROWS_PER_BLOCK,
+        None,
+        out,
+        mean,
+        rstd,
+        inp,
+        None,
+        weight,
+        bias,
+        n,
+        c,
+    )
 }
 
 /// [`layernorm_residual_forward`] on bf16 tensors: `res = bf16(inp + r)`, normalized as
@@ -179,6 +231,7 @@ pub fn layernorm_residual_forward_bf16(
         k,
         "layernorm_residual_forward_bf16",
         8,
+        ROWS_PER_BLOCK,
         Some(res),
         out,
         mean,

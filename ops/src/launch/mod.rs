@@ -48,8 +48,8 @@ pub use gemm_tc::{gemm_tc, plan_gemm_tc, GemmTc, GemmTcOutput, GemmTcPlan, HalfT
 pub use kernels::Kernels;
 pub use layernorm::{layernorm_backward, layernorm_forward};
 pub use layernorm_row::{
-    layernorm_forward_row, layernorm_forward_row_bf16, layernorm_forward_row_f32_bf16,
-    layernorm_residual_forward, layernorm_residual_forward_bf16,
+    layernorm_forward_row, layernorm_forward_row_bf16, layernorm_forward_row_bf16_kernel,
+    layernorm_forward_row_f32_bf16, layernorm_residual_forward, layernorm_residual_forward_bf16,
 };
 pub use linear::{linear_backward, linear_forward};
 pub use multi_tensor::{adamw_chunks, chunk_table, sum_squares_ranges, sum_squares_ranges_with, CHUNK};
