@@ -18,22 +18,7 @@ pub fn layernorm_forward(
     c: usize,
 ) -> Result<()> {
     const OP: &str = "layernorm_forward";
-    let rows = format!("[n={n}, c={c}]");
-    check::len(OP, "out", out.len(), n * c, &rows)?;
-    check::len(OP, "inp", inp.len(), n * c, &rows)?;
-    check::len(OP, "mean", mean.len(), n, &format!("[n={n}]"))?;
-    check::len(OP, "rstd", rstd.len(), n, &format!("[n={n}]"))?;
-    check::len(OP, "weight", weight.len(), c, &format!("[c={c}]"))?;
-    check::len(OP, "bias", bias.len(), c, &format!("[c={c}]"))?;
-    let devices = [
-        ("out", out.device()),
-        ("mean", mean.device()),
-        ("rstd", rstd.device()),
-        ("inp", inp.device()),
-        ("weight", weight.device()),
-        ("bias", bias.device()),
-    ];
-    check::devices(ctx, OP, &devices)?;
+    check_forward(ctx, (out.len(), out.device()), mean, rstd, inp, weight, bias, n, c)?;
     match ctx.device() {
         Device::Cpu => {
             let (x, w, b) = (check::host(OP, inp)?, check::host(OP, weight)?, check::host(OP, bias)?);
@@ -45,6 +30,39 @@ pub fn layernorm_forward(
             gpu::layernorm_forward(ctx, out, mean, rstd, inp, weight, bias, n, c)
         }
     }
+}
+
+/// [`layernorm_forward`]'s checks of lengths and devices, for an output of `out.0` elements on
+/// `out.1` (of any element type: the mixed-precision op's 16-bit output too).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn check_forward(
+    ctx: &OpsContext,
+    out: (usize, &Device),
+    mean: &ViewMut<f32>,
+    rstd: &ViewMut<f32>,
+    inp: View<f32>,
+    weight: View<f32>,
+    bias: View<f32>,
+    n: usize,
+    c: usize,
+) -> Result<()> {
+    const OP: &str = "layernorm_forward";
+    let rows = format!("[n={n}, c={c}]");
+    check::len(OP, "out", out.0, n * c, &rows)?;
+    check::len(OP, "inp", inp.len(), n * c, &rows)?;
+    check::len(OP, "mean", mean.len(), n, &format!("[n={n}]"))?;
+    check::len(OP, "rstd", rstd.len(), n, &format!("[n={n}]"))?;
+    check::len(OP, "weight", weight.len(), c, &format!("[c={c}]"))?;
+    check::len(OP, "bias", bias.len(), c, &format!("[c={c}]"))?;
+    let devices = [
+        ("out", out.1),
+        ("mean", mean.device()),
+        ("rstd", rstd.device()),
+        ("inp", inp.device()),
+        ("weight", weight.device()),
+        ("bias", bias.device()),
+    ];
+    check::devices(ctx, OP, &devices)
 }
 
 /// Gradient of [`layernorm_forward`]. Accumulates into `dinp` (`+=`: it is the residual

@@ -48,23 +48,8 @@ pub fn layernorm_forward(
 ) -> Result<()> {
     match out {
         OperandMut::Half(o, HalfFormat::Bf16) if on_kernels(ctx) && c <= MAX_C as usize => {
-            const OP: &str = "layernorm_forward";
-            let rows = format!("[n={n}, c={c}]");
-            check::len(OP, "out", o.len(), n * c, &rows)?;
-            check::len(OP, "inp", inp.len(), n * c, &rows)?;
-            check::len(OP, "mean", mean.len(), n, &format!("[n={n}]"))?;
-            check::len(OP, "rstd", rstd.len(), n, &format!("[n={n}]"))?;
-            check::len(OP, "weight", weight.len(), c, &format!("[c={c}]"))?;
-            check::len(OP, "bias", bias.len(), c, &format!("[c={c}]"))?;
-            let devices = [
-                ("out", o.device()),
-                ("mean", mean.device()),
-                ("rstd", rstd.device()),
-                ("inp", inp.device()),
-                ("weight", weight.device()),
-                ("bias", bias.device()),
-            ];
-            check::devices(ctx, OP, &devices)?;
+            let out = (o.len(), o.device());
+            super::super::layernorm::check_forward(ctx, out, mean, rstd, inp, weight, bias, n, c)?;
             let k = ctx.kernels()?;
             Ok(launch::layernorm_forward_row_f32_bf16(k, o, mean, rstd, &inp, &weight, &bias, n, c)?)
         }
