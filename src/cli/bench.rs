@@ -109,18 +109,23 @@ fn kernels(a: KernelsArgs) -> anyhow::Result<i32> {
         .into_iter()
         .filter(|c| a.filter.is_empty() || a.filter.iter().any(|f| c.name.contains(f.as_str())))
         .collect();
-    if a.list || cases.is_empty() {
+    let want_step = a.filter.is_empty() || a.filter.iter().any(|f| kb::step::STEP_NAME.contains(f.as_str()));
+    if a.list || (cases.is_empty() && !want_step) {
         for c in &cases {
             println!("{}", c.name);
         }
+        if want_step {
+            println!("{}", kb::step::STEP_NAME);
+        }
         anyhow::ensure!(
-            !cases.is_empty(),
+            !cases.is_empty() || want_step,
             "no case matches --filter {:?}; `trident bench kernels --list` names them",
             a.filter
         );
         return Ok(0);
     }
     let mut rows: Vec<Row> = Vec::new();
+    let mut steps: Vec<serde_json::Value> = Vec::new();
     let (device_label, gpu_label, ceilings) = match a.device.as_str() {
         "emu" => {
             let targets = a
@@ -158,7 +163,7 @@ fn kernels(a: KernelsArgs) -> anyhow::Result<i32> {
                     rows.push(r);
                 }
             }
-            for (target, lines) in targets.iter().zip(&tables) {
+            for (target, lines) in targets.iter().zip(&tables).filter(|_| !cases.is_empty()) {
                 println!(
                     "PREDICTED for {} by the time model from exact emulator counters (sampled grids); \
                      not measured. Ceilings: bf16 tensor peak for gemm/attention, fp32 peak for the \
@@ -173,6 +178,25 @@ fn kernels(a: KernelsArgs) -> anyhow::Result<i32> {
                     println!("{l}");
                 }
                 println!();
+            }
+            if want_step {
+                let shape = kb::step::StepShape::gpt2_124m();
+                for target in &targets {
+                    let p = kb::step::predict_step(&bench, target, &shape)
+                        .with_context(|| format!("predicting the {}", kb::step::STEP_NAME))?;
+                    for line in p.report(kb::step::STEP_NAME) {
+                        println!("{line}");
+                    }
+                    println!();
+                    steps.push(serde_json::json!({
+                        "case": kb::step::STEP_NAME,
+                        "gpu": p.gpu,
+                        "predicted_s": p.seconds,
+                        "launches": p.launches,
+                        "model_flops": p.model_flops,
+                        "mfu": p.mfu,
+                    }));
+                }
             }
             let names: Vec<String> = targets.iter().map(|t| t.gpu.name.clone()).collect();
             ("emu", names.join(","), Ceilings::from_table(&targets[0]))
@@ -244,6 +268,7 @@ fn kernels(a: KernelsArgs) -> anyhow::Result<i32> {
             "gpu": gpu_label,
             "ceilings": ceilings,
             "rows": rows,
+            "steps": steps,
         });
         std::fs::write(path, serde_json::to_string_pretty(&doc)?)
             .with_context(|| format!("--json {}", path.display()))?;

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use trident_collectives::Communicator;
-use trident_runtime::Device;
+use trident_runtime::{Device, DeviceKind};
 
 use serde_json::json;
 
@@ -319,6 +319,22 @@ pub fn run(
     let elapsed = started.elapsed().as_secs_f64();
     report(&results, &schedule, tokens_per_step, elapsed, (&config, settings.seq_len), &device);
     crate::plan::compare::print_summary(device.kind(), &spec, &results, elapsed);
+    let steps = results.first().map_or(0, |r| r.steps.len());
+    if device.kind() != DeviceKind::Cpu
+        && settings.precision == crate::model::Precision::Bf16
+        && world_size == 1
+        && steps > 0
+    {
+        let shape = crate::kernel_bench::step::StepShape {
+            config,
+            micro_batch: settings.micro_batch,
+            seq_len: settings.seq_len,
+            micro_batches: settings.accumulation_steps()?,
+        };
+        for line in crate::kernel_bench::step::run_summary(&device, &shape, Some(elapsed / steps as f64)) {
+            println!("{line}");
+        }
+    }
     if let (Some(task), true) = (&dataset.addition, results.len() == world_size) {
         // The whole model is here (every rank was a thread of this process).
         let model = Gpt::from_params(&device, config, &assemble(config, &results))?;

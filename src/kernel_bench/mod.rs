@@ -14,6 +14,7 @@
 
 pub mod designs;
 pub mod memory;
+pub mod step;
 
 use std::time::Instant;
 

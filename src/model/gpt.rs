@@ -296,7 +296,7 @@ impl Gpt {
             let (wte, wpe) = (w.p(ParamTensor::Wte, 0)?, w.p(ParamTensor::Wpe, 0)?);
             let mut out = acts.input.view_mut(..)?;
             ops::encoder_forward(ctx, &mut out, acts.tokens.view(..)?, wte, wpe, b, t, c)?;
-            return store(ctx, ws.dims, &mut [&mut acts.input]);
+            return Ok(());
         };
         acts.tokens.copy_from_slice(&self.vocab.map_tokens(tokens))?;
         let local_rows = self.vocab.local * c;
@@ -319,8 +319,7 @@ impl Gpt {
                 tp.all_reduce_view(&mut out)?;
             }
         }
-        let dims = ws.dims;
-        store(ctx, dims, &mut [&mut acts.input])
+        Ok(())
     }
 
     /// The forward pass of the stage's layers over `acts.input`. On the last stage also the
@@ -535,7 +534,6 @@ fn backward_pass(
             Some(full) => tp.reduce_scatter_rows(&full.view(..)?, &mut s.dln.view_mut(..)?)?,
             None => tp.all_reduce_view(&mut s.dln.view_mut(..)?)?,
         }
-        store(ctx, d, &mut [&mut s.dln])?;
         s.dres.view_mut(..)?.fill_zero()?;
         let (mean, rstd) = (&head.mean, &head.rstd);
         let lnf_t = (ParamTensor::LnfW, ParamTensor::LnfB, 0);
@@ -544,7 +542,6 @@ fn backward_pass(
             None => acts.outputs.last().expect("a stage has layers"),
         };
         layernorm_backward(ctx, tp, grads, w, lnf_t, s, x, mean, rstd, ns, c)?;
-        store(ctx, d, &mut [&mut s.dres])?;
     } else {
         let dout = dout.ok_or_else(|| ModelError::State {
             what: "an inner (virtual) pipeline stage's backward needs the gradient of its output".into(),

@@ -19,9 +19,11 @@
 //! Under mixed precision the products read the 16-bit compute weights and 16-bit activations
 //! ([`Act`]; on `Emu` and `Cuda` real 16-bit buffers, run on the tensor-core GEMM and flash
 //! attention by [`ops::mixed`]); LayerNorm parameters and biases are read from the fp32 master
-//! weights. The tensor-parallel collectives reduce f32: the row-parallel products write f32
-//! partial sums, and a 16-bit LayerNorm output is widened (exactly) for sequence parallelism's
-//! all-gather.
+//! weights. The residual stream and its gradient stay fp32 and are never rounded (Megatron-LM's
+//! `--fp32-residual-connection`, always on): the row-parallel products add onto it in f32 and
+//! the LayerNorm backward accumulates into its gradient in f32. The tensor-parallel collectives
+//! reduce f32: the row-parallel products write f32 partial sums, and a 16-bit LayerNorm output
+//! is widened (exactly) for sequence parallelism's all-gather.
 
 use trident_runtime::{Buffer, View};
 
@@ -308,7 +310,6 @@ pub(super) fn layer_forward(
     let (pw, pb) = (w.m(ParamTensor::AttnProjW, l)?, p(ParamTensor::AttnProjB)?);
     let bufs = (&mut s.proj, s.sp.as_mut().map(|sp| &mut sp.proj_local));
     project_onto(ctx, tp, bufs, &mut a.res2, atty, (pw, pb), x, (n, cl, ns))?;
-    store(ctx, d, &mut [&mut a.res2])?;
     let ln2 = (ParamTensor::Ln2W, ParamTensor::Ln2B, l);
     layernorm_rows(ctx, w, ln2, &mut a.ln2, &mut a.ln2_mean, &mut a.ln2_rstd, &a.res2, d)?;
     store_acts(ctx, d, &mut [&mut a.ln2])?;
@@ -320,8 +321,7 @@ pub(super) fn layer_forward(
     store_acts(ctx, d, &mut [&mut a.fch_gelu])?;
     let (pw, pb) = (w.m(ParamTensor::FcProjW, l)?, p(ParamTensor::FcProjB)?);
     let bufs = (&mut s.proj, s.sp.as_mut().map(|sp| &mut sp.proj_local));
-    project_onto(ctx, tp, bufs, &mut a.res3, a.fch_gelu.all()?, (pw, pb), &a.res2, (n, fl, ns))?;
-    store(ctx, d, &mut [&mut a.res3])
+    project_onto(ctx, tp, bufs, &mut a.res3, a.fch_gelu.all()?, (pw, pb), &a.res2, (n, fl, ns))
 }
 
 /// Backward of one layer: `s.dres` holds the gradient of the layer's output on entry and of
@@ -352,10 +352,8 @@ pub(super) fn layer_backward(
     let ln2_rows = gathered_act(ctx, tp, ln_full, a.ln2.all()?)?;
     let dln = (&mut s.dln, dln_full);
     column_parallel_backward(ctx, tp, grads, w, fc, dln, s.dfch.all()?, ln2_rows, (n, c, fl))?;
-    store(ctx, d, &mut [&mut s.dln])?;
     let ln2 = (ParamTensor::Ln2W, ParamTensor::Ln2B, l);
     layernorm_backward(ctx, tp, grads, w, ln2, s, &a.res2, &a.ln2_mean, &a.ln2_rstd, ns, c)?;
-    store(ctx, d, &mut [&mut s.dres])?;
     // Attention: proj (row parallel), attention over the local heads, QKV (column parallel), LN1.
     if a.atty.is_none() {
         // Selective recomputation: the attention output was not kept.
@@ -391,10 +389,8 @@ pub(super) fn layer_backward(
     let ln1_rows = gathered_act(ctx, tp, ln_full, a.ln1.all()?)?;
     let dln = (&mut s.dln, dln_full);
     column_parallel_backward(ctx, tp, grads, w, qkvt, dln, s.dqkv.all()?, ln1_rows, (n, c, 3 * cl))?;
-    store(ctx, d, &mut [&mut s.dln])?;
     let ln1 = (ParamTensor::Ln1W, ParamTensor::Ln1B, l);
-    layernorm_backward(ctx, tp, grads, w, ln1, s, x, &a.ln1_mean, &a.ln1_rstd, ns, c)?;
-    store(ctx, d, &mut [&mut s.dres])
+    layernorm_backward(ctx, tp, grads, w, ln1, s, x, &a.ln1_mean, &a.ln1_rstd, ns, c)
 }
 
 /// LayerNorm backward of this rank's `n` rows from `s.dln`, accumulating into `s.dres` (the

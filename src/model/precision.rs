@@ -2,8 +2,10 @@
 //!
 //! Mixed precision as Megatron-LM runs it (`--bf16`, `--fp16`): fp32 master weights and AdamW
 //! state, gradients accumulated and reduced in fp32; the weight matrices the products read,
-//! every activation and every activation gradient stored as bf16 (fp16) values; LayerNorm
-//! statistics, softmax, the log-sum-exp and the loss in fp32. On `Emu` and `Cuda` the tensors
+//! the activations and activation gradients the products and attention read and write stored
+//! as bf16 (fp16) values; the residual stream and its gradient (Megatron-LM's
+//! `--fp32-residual-connection`), LayerNorm statistics, softmax, the log-sum-exp and the loss
+//! in fp32. On `Emu` and `Cuda` the tensors
 //! the products and attention read are real 16-bit buffers, run on the tensor-core GEMM and
 //! flash attention (see `model::tensor` and [`ops::mixed`](crate::ops::mixed)); `Cpu` stores
 //! the same values (rounded to nearest, ties to even) in f32 buffers and computes in f32, so

@@ -21,7 +21,7 @@ pub use loss_scale::{LossScaleConfig, LossScaler};
 pub use memory::{available_memory, MemoryError, MemoryNeed, Storage};
 pub use schedule::{DecayStyle, LrSchedule};
 pub use settings::{BatchSource, StepStats, TrainSettings};
-pub use trainer::{MemoryReport, StageTiming, Trainer};
+pub use trainer::{norm_ranges, MemoryReport, StageTiming, Trainer};
 
 #[cfg(test)]
 mod tests;

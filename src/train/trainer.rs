@@ -589,15 +589,7 @@ impl Trainer {
     /// count on this rank: every counted tensor's part of the range in one reduction (on `Emu`
     /// and `Cuda` one grid-filling launch and one block).
     fn squared_norm_of(&self, grads: &Buffer<f32>, owned: std::ops::Range<usize>) -> Result<f64> {
-        let layout = self.model.layout();
-        let ranges: Vec<_> = layout
-            .tensors()
-            .iter()
-            .filter(|t| layout.counts_in_norm(t))
-            .map(|t| t.range.start.max(owned.start)..t.range.end.min(owned.end))
-            .filter(|r| r.start < r.end)
-            .map(|r| r.start - owned.start..r.end - owned.start)
-            .collect();
+        let ranges = norm_ranges(self.model.layout(), owned);
         Ok(ops::sum_of_squares_ranges(&self.ctx, grads.view(..)?, &ranges)?)
     }
 
@@ -705,4 +697,17 @@ fn lanes_pass(
 /// The host memory of a view of a Cpu buffer.
 fn host_mut<'a>(view: &'a mut ViewMut<'_, f32>) -> &'a mut [f32] {
     view.host_mut().expect("Cpu buffers live in host memory")
+}
+
+/// The pieces of local range `owned` (as offsets from its start) whose gradients count in
+/// the global norm on this rank ([`ShardLayout::counts_in_norm`]), tensor by tensor.
+pub fn norm_ranges(layout: &ShardLayout, owned: std::ops::Range<usize>) -> Vec<std::ops::Range<usize>> {
+    layout
+        .tensors()
+        .iter()
+        .filter(|t| layout.counts_in_norm(t))
+        .map(|t| t.range.start.max(owned.start)..t.range.end.min(owned.end))
+        .filter(|r| r.start < r.end)
+        .map(|r| r.start - owned.start..r.end - owned.start)
+        .collect()
 }
