@@ -153,10 +153,11 @@ pub fn linear_backward(
         launch::add_assign(k, dweight, &dw.view(..)?)?;
         if let Some(db) = dbias {
             check::len(OP, "dbias", db.len(), oc, &format!("[oc={oc}]"))?;
-            // The bias gradient sums f32 rows (no 16-bit column-sum kernel yet: a 16-bit
-            // `dout` is widened for it).
-            let dy = wide(ctx, dout)?;
-            launch::bias_backward(k, db, &dy.view()?, n, oc)?;
+            // Column sums in f32, read straight from `dout` in its own type.
+            match dout {
+                Operand::F32(dy) => launch::bias_backward(k, db, &dy, n, oc)?,
+                Operand::Half(dy, f) => launch::bias_backward_half(k, db, &dy, f, n, oc)?,
+            }
         }
         return Ok(());
     }
