@@ -570,7 +570,8 @@ fn crossentropy_v4_half(device: &Device) {
                     grad.then_some(dloss),
                 )
                 .unwrap();
-                let what = format!("{format:?} crossentropy rows {rows} v {v} vp {vp} grad {grad} offset {off}");
+                let what =
+                    format!("{format:?} crossentropy rows {rows} v {v} vp {vp} grad {grad} offset {off}");
                 if matches!(device, Device::Emu) {
                     let stats = trident::runtime::last_launch_stats().expect("Emu counts its launches");
                     let kernel = match format {
@@ -595,14 +596,21 @@ fn crossentropy_v4_half(device: &Device) {
                 assert_each(&format!("{what}: losses"), &losses.to_vec().unwrap(), &want_loss, tol, tol);
                 let all = lb.to_vec().unwrap();
                 assert_eq!(&all[..off], &init[..off], "{what}: written before the view");
-                assert_eq!(&all[off + rows * vp..], &init[off + rows * vp..], "{what}: written after the view");
+                assert_eq!(
+                    &all[off + rows * vp..],
+                    &init[off + rows * vp..],
+                    "{what}: written after the view"
+                );
                 let got = &all[off..off + rows * vp];
                 if grad {
                     let wide: Vec<f32> = got.iter().map(|&b| from_half(format, b)).collect();
                     // One rounding of the f32 gradient (itself within `tol` of the f64 one).
                     assert_each(&format!("{what}: dlogits"), &wide, &want_grad, half_ulp + tol, tiny);
                     for r in 0..rows {
-                        assert!(got[r * vp + v..(r + 1) * vp].iter().all(|&b| b == 0), "{what}: padding row {r}");
+                        assert!(
+                            got[r * vp + v..(r + 1) * vp].iter().all(|&b| b == 0),
+                            "{what}: padding row {r}"
+                        );
                     }
                 } else {
                     assert_eq!(got, &logits[..], "{what}: logits untouched without a gradient");
@@ -652,7 +660,8 @@ fn bias_backward_half(device: &Device) {
                 }
                 let want: Vec<f64> = (0..oc)
                     .map(|j| {
-                        db0[j] as f64 + (0..rows).map(|r| from_half(format, dout[r * oc + j]) as f64).sum::<f64>()
+                        db0[j] as f64
+                            + (0..rows).map(|r| from_half(format, dout[r * oc + j]) as f64).sum::<f64>()
                     })
                     .collect();
                 let got = db.to_vec().unwrap();

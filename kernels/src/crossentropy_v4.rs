@@ -3,7 +3,7 @@
 //! Two passes over the row remain, and no more can go: the loss needs the log-sum-exp of the
 //! whole row, and every gradient element `(softmax - onehot) * dloss` needs it too, so the
 //! first pass (an online softmax: running maximum and sum of exponentials, rescaled when the
-//! maximum grows, over 4 logits at a time) must end before the second writes anything. A row
+//! maximum grows, over 4 (f32) or 8 (16-bit) logits at a time) must end before the second writes anything. A row
 //! of the GPT-2 vocabulary (50304 f32, 196 KiB) does not fit in a block's registers, so the
 //! second pass reads it again; on a GPU whose L2 holds a row per resident block (H100: 50 MB)
 //! that read is served from L2, and the DRAM traffic stays one read and one write of the
@@ -13,7 +13,7 @@
 //! get zero gradient. `vectorized = 1` where `logits` is 16-byte aligned and every row starts
 //! 16-byte aligned (`vp` a multiple of 4 f32, or of 8 16-bit values).
 //!
-//! Three element types share one body ([`row`]): f32 (`crossentropy_v4_f32`, 4 logits per
+//! Three element types share one body (`row`): f32 (`crossentropy_v4_f32`, 4 logits per
 //! 128-bit access) and bf16 and f16 (`crossentropy_v4_bf16`, `crossentropy_v4_f16`: 8 per
 //! access, the mixed-precision LM head's logits as the GEMM stored them). The 16-bit variants
 //! widen each logit to f32 on load (exact), keep the running maximum, the sum, the
@@ -21,9 +21,9 @@
 //! 16-bit value (ties to even): the values the f32 kernel gives on the widened logits followed
 //! by a rounding of its gradient, up to the order of the f32 sums (a thread here folds 8
 //! consecutive logits where the f32 kernel's folds 4). At 2 bytes a logit the DRAM traffic is
-//! half the f32 kernel's. f16 logits are safe to store: the GEMM's f16 output saturates to
-//! infinity from 65520 as the f16 rounding of f32 logits did before, and a row holding an
-//! infinity gives a NaN loss either way, which the loss scaler sees.
+//! half the f32 kernel's. f16 logits change nothing either: the GEMM's f16 output overflows
+//! to infinity from 65520 exactly as rounding f32 logits to f16 did, and a row holding an
+//! infinity gives a non-finite loss either way, which the fp16 loss scaler sees.
 
 use crate::reduce::{block_max, block_sum};
 use crate::simt::{self, Global, GlobalMut};
@@ -153,11 +153,12 @@ unsafe fn row<R: RowAccess<W>, const W: usize>(
 ) {
     let (tid, step) = (simt::thread_idx_x(), simt::block_dim_x());
     let (mut m, mut s) = (f32::NEG_INFINITY, 0.0f32);
-    vector::for_range::<W>(0, v, tid, step, vec, |i, whole| {
+    let (mr, sr) = (&mut m, &mut s);
+    vector::for_range::<W>(0, v, tid, step, vec, move |i, whole| {
         if whole {
-            online(&mut m, &mut s, x.group(i));
+            online(mr, sr, x.group(i));
         } else {
-            online(&mut m, &mut s, [x.one(i)]);
+            online(mr, sr, [x.one(i)]);
         }
     });
     let row_max = block_max(m, scratch);
@@ -170,22 +171,69 @@ unsafe fn row<R: RowAccess<W>, const W: usize>(
     // Every thread has read the target's logit above before any thread overwrites it.
     simt::sync_threads();
     if write_grad {
-        let grad = |i: usize, xi: f32| {
-            let g = if i < v as usize { simt::exp(xi - lse) } else { 0.0 };
-            (if i == target as usize { g - 1.0 } else { g }) * dloss
-        };
-        vector::for_range::<W>(0, vp, tid, step, vec, |i, whole| {
-            if whole {
-                let xs = x.group(i);
-                let mut g = [0.0f32; W];
-                for k in 0..W {
-                    g[k] = grad(i + k, xs[k]);
-                }
-                x.set_group(i, g);
-            } else {
-                x.set_one(i, grad(i, x.one(i)));
-            }
-        });
+        // `for_range`'s loops written out: as a closure, the f16 variant's body (8 software
+        // roundings a group) was too large to inline and its captures went to local memory.
+        let g = Grad { v, target, lse, dloss };
+        let vector::Split { g0, g1, lo, hi } = vector::split::<W>(0, vp, vec);
+        let mut gi = g0 + tid;
+        while gi < g1 {
+            g.group(x, (gi * W as u32) as usize);
+            gi += step;
+        }
+        let mut i = tid;
+        while i < lo {
+            g.one(x, i as usize);
+            i += step;
+        }
+        let mut i = hi + tid;
+        while i < vp {
+            g.one(x, i as usize);
+            i += step;
+        }
+    }
+}
+
+/// What the gradient `(softmax - onehot) * dloss` of a row needs: the real vocabulary, the
+/// target, the row's log-sum-exp and the loss's gradient.
+#[derive(Clone, Copy)]
+struct Grad {
+    v: u32,
+    target: u32,
+    lse: f32,
+    dloss: f32,
+}
+
+impl Grad {
+    /// The gradient at logit `i` of value `xi` (zero on the padding).
+    #[inline(always)]
+    fn at(self, i: usize, xi: f32) -> f32 {
+        let g = if i < self.v as usize { simt::exp(xi - self.lse) } else { 0.0 };
+        (if i == self.target as usize { g - 1.0 } else { g }) * self.dloss
+    }
+
+    /// Overwrites the whole group at `i` with its gradient.
+    ///
+    /// # Safety
+    ///
+    /// As for [`RowAccess::set_group`].
+    #[inline(always)]
+    unsafe fn group<R: RowAccess<W>, const W: usize>(self, x: R, i: usize) {
+        let xs = x.group(i);
+        let mut g = [0.0f32; W];
+        for k in 0..W {
+            g[k] = self.at(i + k, xs[k]);
+        }
+        x.set_group(i, g);
+    }
+
+    /// Overwrites logit `i` with its gradient.
+    ///
+    /// # Safety
+    ///
+    /// As for [`RowAccess::set_one`].
+    #[inline(always)]
+    unsafe fn one<R: RowAccess<W>, const W: usize>(self, x: R, i: usize) {
+        x.set_one(i, self.at(i, x.one(i)));
     }
 }
 

@@ -29,11 +29,8 @@ pub fn for_range<const W: usize>(
     vectorized: bool,
     mut body: impl FnMut(usize, bool),
 ) {
-    // Groups g0..g1 are whole; elements start..lo and hi..end are single.
+    let Split { g0, g1, lo, hi } = split::<W>(start, end, vectorized);
     let w = W as u32;
-    let (first, last) = (start.div_ceil(w), end / w);
-    let (g0, g1) = if vectorized && first < last { (first, last) } else { (0, 0) };
-    let (lo, hi) = if g0 < g1 { (g0 * w, g1 * w) } else { (end, end) };
     let mut g = g0 + t;
     while g < g1 {
         body((g * w) as usize, true);
@@ -49,6 +46,32 @@ pub fn for_range<const W: usize>(
         body(i as usize, false);
         i += step;
     }
+}
+
+/// How [`for_range`] splits `start..end`: the whole groups `g0..g1` (group `g` holds elements
+/// `g W ..`), and the single elements `start..lo` and `hi..end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Split {
+    /// The first whole group.
+    pub g0: u32,
+    /// One past the last whole group.
+    pub g1: u32,
+    /// The single elements before the groups end here.
+    pub lo: u32,
+    /// The single elements after the groups start here.
+    pub hi: u32,
+}
+
+/// [`for_range`]'s split of `start..end` into whole groups of `W` (none without `vectorized`)
+/// and single elements, for a kernel that writes the loops itself (where a closure's body is
+/// too large for the compiler to inline into them).
+#[inline(always)]
+pub fn split<const W: usize>(start: u32, end: u32, vectorized: bool) -> Split {
+    let w = W as u32;
+    let (first, last) = (start.div_ceil(w), end / w);
+    let (g0, g1) = if vectorized && first < last { (first, last) } else { (0, 0) };
+    let (lo, hi) = if g0 < g1 { (g0 * w, g1 * w) } else { (end, end) };
+    Split { g0, g1, lo, hi }
 }
 
 /// [`for_range`] over `0..n`, dealt out over the whole grid (a grid-stride loop).

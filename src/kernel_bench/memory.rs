@@ -344,9 +344,14 @@ impl VecOp {
                 vp,
                 Some(1.0 / rows as f32),
             ),
-            VecOp::BiasBackward { rows, oc } => {
-                launch::bias_backward_half(k, &mut f[0].view_mut(..)?, &h[0].view(..)?, HalfFormat::Bf16, rows, oc)
-            }
+            VecOp::BiasBackward { rows, oc } => launch::bias_backward_half(
+                k,
+                &mut f[0].view_mut(..)?,
+                &h[0].view(..)?,
+                HalfFormat::Bf16,
+                rows,
+                oc,
+            ),
             VecOp::CrossEntropy { rows, v, vp, bf16: false } => {
                 let (logits, losses) = f.split_at_mut(1);
                 launch::crossentropy_v4(

@@ -403,9 +403,8 @@ impl Gpt {
             // On the host in f32 (16-bit logits widened, their gradient rounded back).
             ctx.device().synchronize()?;
             let mut losses = vec![0.0f32; n];
-            head.logits.on_host_f32(|h| {
-                vocab_parallel_cross_entropy(tp, vocab, h, &mut losses, targets, dloss)
-            })?;
+            head.logits
+                .on_host_f32(|h| vocab_parallel_cross_entropy(tp, vocab, h, &mut losses, targets, dloss))?;
             head.losses.copy_from_slice(&losses)?;
         }
         head.dlogits_ready = dloss.is_some();
