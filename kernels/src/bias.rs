@@ -20,6 +20,8 @@ const BIAS16_WARPS: usize = (BIAS16_THREADS / 32) as usize;
 /// Shared words per warp of the 16-bit bias block's partial sums: lane `l`'s 8 at
 /// `9 l .. 9 l + 8` (the odd stride spreads each of the 8 stores of a warp over all 32 banks).
 const BIAS16_WARP_WORDS: usize = 32 * 9;
+/// Shared words of a 16-bit bias block: every warp's partial sums.
+const BIAS16_SMEM_WORDS: usize = BIAS16_WARPS * BIAS16_WARP_WORDS;
 
 /// `dbias[j] += sum over r of dout[r, j]` from 16-bit `dout` (f16 bits where `F16`, else bf16)
 /// in f32. Block `(x, y)` covers columns `x*256 ..` and rows `y*64 ..`; lane `l` of warp `w`
@@ -115,14 +117,18 @@ kernels! {
 
     /// [`bias_backward_f32`] from bf16 `dout` (`u16` bits), 8 values per 128-bit load where
     /// `vectorized`, summed in f32 (see `bias_backward_b16`).
-    pub unsafe fn bias_backward_bf16(dbias: GlobalMut<f32>, dout: Global<u16>, rows: u32, cols: u32, vectorized: u32) {
-        let scratch = simt::static_shared!(BIAS_BACKWARD_BF16_SCRATCH, f32, BIAS16_WARPS * BIAS16_WARP_WORDS);
+    pub unsafe fn bias_backward_bf16(
+        dbias: GlobalMut<f32>, dout: Global<u16>, rows: u32, cols: u32, vectorized: u32,
+    ) {
+        let scratch = simt::static_shared!(BIAS_BACKWARD_BF16_SCRATCH, f32, BIAS16_SMEM_WORDS);
         bias_backward_b16::<false>(dbias, dout, rows, cols, vectorized != 0, scratch);
     }
 
     /// [`bias_backward_bf16`] from f16 `dout`.
-    pub unsafe fn bias_backward_f16(dbias: GlobalMut<f32>, dout: Global<u16>, rows: u32, cols: u32, vectorized: u32) {
-        let scratch = simt::static_shared!(BIAS_BACKWARD_F16_SCRATCH, f32, BIAS16_WARPS * BIAS16_WARP_WORDS);
+    pub unsafe fn bias_backward_f16(
+        dbias: GlobalMut<f32>, dout: Global<u16>, rows: u32, cols: u32, vectorized: u32,
+    ) {
+        let scratch = simt::static_shared!(BIAS_BACKWARD_F16_SCRATCH, f32, BIAS16_SMEM_WORDS);
         bias_backward_b16::<true>(dbias, dout, rows, cols, vectorized != 0, scratch);
     }
 }

@@ -3,9 +3,9 @@
 //! Two passes over the row remain, and no more can go: the loss needs the log-sum-exp of the
 //! whole row, and every gradient element `(softmax - onehot) * dloss` needs it too, so the
 //! first pass (an online softmax: running maximum and sum of exponentials, rescaled when the
-//! maximum grows, over 4 (f32) or 8 (16-bit) logits at a time) must end before the second writes anything. A row
-//! of the GPT-2 vocabulary (50304 f32, 196 KiB) does not fit in a block's registers, so the
-//! second pass reads it again; on a GPU whose L2 holds a row per resident block (H100: 50 MB)
+//! maximum grows, over 4 (f32) or 8 (16-bit) logits at a time) must end before the second
+//! writes anything. A row of the GPT-2 vocabulary (50304 f32, 196 KiB) does not fit in a
+//! block's registers, so the second pass reads it again; on a GPU whose L2 holds a row per resident block (H100: 50 MB)
 //! that read is served from L2, and the DRAM traffic stays one read and one write of the
 //! logits. Without `write_grad` (evaluation) there is one pass.
 //!

@@ -1,7 +1,8 @@
 //! Mixed precision on the kernel devices: under `--bf16` on `Emu` every linear layer runs on
 //! the tensor-core GEMM and attention on flash attention, the loss on the bf16 logits (exact
-//! launch counts per kernel), the tensors the products read and the logits are 16-bit buffers, and the pass agrees with the `Cpu`'s,
-//! which stores the same roundings in f32 buffers.
+//! launch counts per kernel), the tensors the products read and the logits are 16-bit
+//! buffers, and the pass agrees with the `Cpu`'s, which stores the same roundings in f32
+//! buffers.
 
 use trident_runtime::Device;
 

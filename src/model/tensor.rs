@@ -3,9 +3,9 @@
 //!
 //! On `Emu` and `Cuda` under `--bf16`/`--fp16` the tensors the products and attention read and
 //! write (LayerNorm outputs, QKV, attention output, the MLP's hidden layer, the logits, their
-//! gradients, the compute weights) are 16-bit buffers; the `Cpu` computes in f32 and keeps them as f32
-//! buffers holding the same rounded values ([`store_acts`] rounds them), so the two agree
-//! step for step. In fp32 every `Act` is f32 and nothing rounds.
+//! gradients, the compute weights) are 16-bit buffers; the `Cpu` computes in f32 and keeps
+//! them as f32 buffers holding the same rounded values ([`store_acts`] rounds them), so the
+//! two agree step for step. In fp32 every `Act` is f32 and nothing rounds.
 
 use trident_kernels::simt::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 use trident_runtime::{Buffer, Device};
