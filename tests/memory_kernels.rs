@@ -10,10 +10,10 @@
 mod common;
 
 use common::{assert_close, rng, uniform, POISON};
-use half::bf16;
+use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::Rng;
-use trident::launch::{self, AdamW, Kernels};
+use trident::launch::{self, AdamW, HalfFormat, Kernels};
 use trident::runtime::{Buffer, Device};
 
 /// The bf16 poison: a quiet NaN.
@@ -514,6 +514,165 @@ fn crossentropy_v4(device: &Device) {
     }
 }
 
+/// Rounds `x` to `format`'s bits (nearest, ties to even, as `half` does).
+fn to_half(format: HalfFormat, x: f32) -> u16 {
+    match format {
+        HalfFormat::Bf16 => bf16::from_f32(x).to_bits(),
+        HalfFormat::F16 => f16::from_f32(x).to_bits(),
+    }
+}
+
+/// `format`'s bits as f32.
+fn from_half(format: HalfFormat, bits: u16) -> f32 {
+    match format {
+        HalfFormat::Bf16 => bf16::from_bits(bits).to_f32(),
+        HalfFormat::F16 => f16::from_bits(bits).to_f32(),
+    }
+}
+
+/// The 16-bit cross-entropy on views `off..` of poisoned buffers (offset 1: no row aligned,
+/// every logit alone; 8: aligned where `vp` is a multiple of 8), against the f64 softmax of
+/// the widened logits: losses to f32 accuracy, gradients to one rounding to the format (and
+/// exactly zero on the padding), logits untouched without a gradient, and nothing outside the
+/// view written.
+fn crossentropy_v4_half(device: &Device) {
+    let mut rng = rng("crossentropy_v4_half");
+    let k = Kernels::load(device).unwrap();
+    let shapes = [(1, 1), (5, 8), (7, 7), (13, 21), (130, 136), (1000, 1024), (2051, 2056)];
+    for format in [HalfFormat::Bf16, HalfFormat::F16] {
+        // Half an ulp, relative; below f16's normal range its subnormal spacing, absolute.
+        let (half_ulp, tiny) = match format {
+            HalfFormat::Bf16 => (1.0 / 256.0, 1e-38),
+            HalfFormat::F16 => (1.0 / 2048.0, 3e-8),
+        };
+        for (v, vp) in shapes {
+            for (grad, off) in [(false, 0), (true, 0), (true, 1), (true, 8)] {
+                let rows = rng.gen_range(1..6);
+                let logits: Vec<u16> =
+                    uniform(&mut rng, rows * vp, 6.0).into_iter().map(|x| to_half(format, x)).collect();
+                let targets: Vec<u32> = (0..rows).map(|_| rng.gen_range(0..v as u32)).collect();
+                let mut init = vec![0x7E01u16; off];
+                init.extend(&logits);
+                init.extend([0x7E02u16; 3]);
+                let mut lb = Buffer::from_slice(device, &init).unwrap();
+                let mut losses = Buffer::from_slice(device, &vec![POISON; rows]).unwrap();
+                let tb = Buffer::from_slice(device, &targets).unwrap();
+                let dloss = 1.0 / rows as f32;
+                launch::crossentropy_v4_half(
+                    &k,
+                    &mut lb.view_mut(off..off + rows * vp).unwrap(),
+                    format,
+                    &mut losses.view_mut(..).unwrap(),
+                    &tb.view(..).unwrap(),
+                    rows,
+                    v,
+                    vp,
+                    grad.then_some(dloss),
+                )
+                .unwrap();
+                let what =
+                    format!("{format:?} crossentropy rows {rows} v {v} vp {vp} grad {grad} offset {off}");
+                if matches!(device, Device::Emu) {
+                    let stats = trident::runtime::last_launch_stats().expect("Emu counts its launches");
+                    let kernel = match format {
+                        HalfFormat::Bf16 => "crossentropy_v4_bf16",
+                        HalfFormat::F16 => "crossentropy_v4_f16",
+                    };
+                    assert_eq!(stats.kernel, kernel, "{what}");
+                }
+                let (mut want_loss, mut want_grad) = (vec![0.0; rows], vec![0.0; rows * vp]);
+                for r in 0..rows {
+                    let row: Vec<f64> =
+                        logits[r * vp..r * vp + v].iter().map(|&b| from_half(format, b) as f64).collect();
+                    let mx = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let lse = mx + row.iter().map(|x| (x - mx).exp()).sum::<f64>().ln();
+                    want_loss[r] = lse - row[targets[r] as usize];
+                    for i in 0..v {
+                        let onehot = if i == targets[r] as usize { 1.0 } else { 0.0 };
+                        want_grad[r * vp + i] = ((row[i] - lse).exp() - onehot) * dloss as f64;
+                    }
+                }
+                let tol = if matches!(device, Device::Cuda(_)) { 1e-4 } else { 1e-5 };
+                assert_each(&format!("{what}: losses"), &losses.to_vec().unwrap(), &want_loss, tol, tol);
+                let all = lb.to_vec().unwrap();
+                assert_eq!(&all[..off], &init[..off], "{what}: written before the view");
+                assert_eq!(
+                    &all[off + rows * vp..],
+                    &init[off + rows * vp..],
+                    "{what}: written after the view"
+                );
+                let got = &all[off..off + rows * vp];
+                if grad {
+                    let wide: Vec<f32> = got.iter().map(|&b| from_half(format, b)).collect();
+                    // One rounding of the f32 gradient (itself within `tol` of the f64 one).
+                    assert_each(&format!("{what}: dlogits"), &wide, &want_grad, half_ulp + tol, tiny);
+                    for r in 0..rows {
+                        assert!(
+                            got[r * vp + v..(r + 1) * vp].iter().all(|&b| b == 0),
+                            "{what}: padding row {r}"
+                        );
+                    }
+                } else {
+                    assert_eq!(got, &logits[..], "{what}: logits untouched without a gradient");
+                }
+            }
+        }
+    }
+}
+
+/// The 16-bit bias gradient on views `off..` of `dout` (1: unaligned, every value alone; 8:
+/// aligned where `oc` is a multiple of 8), accumulated onto random `dbias`, against f64 column
+/// sums of the widened values: row counts around the 64-row blocks, widths around the
+/// 256-column blocks and the 8-value groups.
+fn bias_backward_half(device: &Device) {
+    let mut rng = rng("bias_backward_half");
+    let k = Kernels::load(device).unwrap();
+    for format in [HalfFormat::Bf16, HalfFormat::F16] {
+        for (rows, oc) in [(1, 1), (3, 7), (64, 8), (65, 24), (130, 264), (200, 520), (9, 2051)] {
+            for off in [0, 1, 8] {
+                let dout: Vec<u16> =
+                    uniform(&mut rng, rows * oc, 2.0).into_iter().map(|x| to_half(format, x)).collect();
+                let mut init = vec![0x7E01u16; off];
+                init.extend(&dout);
+                let db0 = uniform(&mut rng, oc, 1.0);
+                let xb = Buffer::from_slice(device, &init).unwrap();
+                // One poisoned element past `dbias`: the kernel must not reach it.
+                let mut dbh = db0.clone();
+                dbh.push(POISON);
+                let mut db = Buffer::from_slice(device, &dbh).unwrap();
+                launch::bias_backward_half(
+                    &k,
+                    &mut db.view_mut(..oc).unwrap(),
+                    &xb.view(off..off + rows * oc).unwrap(),
+                    format,
+                    rows,
+                    oc,
+                )
+                .unwrap();
+                let what = format!("{format:?} bias_backward rows {rows} oc {oc} offset {off}");
+                if matches!(device, Device::Emu) {
+                    let stats = trident::runtime::last_launch_stats().expect("Emu counts its launches");
+                    let kernel = match format {
+                        HalfFormat::Bf16 => "bias_backward_bf16",
+                        HalfFormat::F16 => "bias_backward_f16",
+                    };
+                    assert_eq!(stats.kernel, kernel, "{what}");
+                }
+                let want: Vec<f64> = (0..oc)
+                    .map(|j| {
+                        db0[j] as f64
+                            + (0..rows).map(|r| from_half(format, dout[r * oc + j]) as f64).sum::<f64>()
+                    })
+                    .collect();
+                let got = db.to_vec().unwrap();
+                assert_eq!(got[oc].to_bits(), POISON.to_bits(), "{what}: written past dbias");
+                // f32 sums of at most `rows + 1` terms of magnitude at most 2.
+                assert_each(&what, &got[..oc], &want, 1e-6, 2.0 * (rows + 1) as f64 * f32::EPSILON as f64);
+            }
+        }
+    }
+}
+
 /// f64 AdamW of one element.
 fn adamw_ref(p: f32, g: f32, m: f32, v: f32, h: &AdamW, decays: bool) -> (f64, f64, f64) {
     let (b1, b2) = (h.beta1 as f64, h.beta2 as f64);
@@ -633,6 +792,8 @@ kernel_tests!(
     layernorm_rows,
     layernorm_bf16_narrow_edge,
     crossentropy_v4,
+    crossentropy_v4_half,
+    bias_backward_half,
     adamw_chunks,
     sum_squares_ranges
 );

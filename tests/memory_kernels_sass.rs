@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// Kernels, and the least 128-bit loads and stores each must hold.
-const KERNELS: [(&str, usize, usize); 10] = [
+const KERNELS: [(&str, usize, usize); 14] = [
     ("add_v4_f32", 2, 1),
     ("add_bf16", 2, 1),
     ("gelu_forward_v4_f32", 1, 1),
@@ -19,6 +19,10 @@ const KERNELS: [(&str, usize, usize); 10] = [
     ("layernorm_forward_row_bf16_narrow", 3, 1),
     ("layernorm_residual_forward_bf16", 4, 2),
     ("crossentropy_v4_f32", 2, 1),
+    ("crossentropy_v4_bf16", 2, 1),
+    ("crossentropy_v4_f16", 2, 1),
+    ("bias_backward_bf16", 1, 0),
+    ("bias_backward_f16", 1, 0),
     ("adamw_chunks_f32", 4, 3),
     ("sum_squares_chunks_f32", 1, 0),
 ];

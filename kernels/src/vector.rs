@@ -8,6 +8,8 @@
 //!
 //! [`Elem`] reads and writes groups and single elements of an f32 or bf16 (`u16` bits) array
 //! as f32, rounding to bf16 on the way out (nearest, ties to even: [`simt::f32_to_bf16`]).
+//! [`widen_b16`], [`narrow_b16`], [`load_b16x8`] and [`store_b16x8`] do the same for bf16 or
+//! f16 bits chosen by a const parameter, for the kernels built in both 16-bit formats.
 
 use crate::simt::{self, Global, GlobalMut};
 
@@ -27,11 +29,8 @@ pub fn for_range<const W: usize>(
     vectorized: bool,
     mut body: impl FnMut(usize, bool),
 ) {
-    // Groups g0..g1 are whole; elements start..lo and hi..end are single.
+    let Split { g0, g1, lo, hi } = split::<W>(start, end, vectorized);
     let w = W as u32;
-    let (first, last) = (start.div_ceil(w), end / w);
-    let (g0, g1) = if vectorized && first < last { (first, last) } else { (0, 0) };
-    let (lo, hi) = if g0 < g1 { (g0 * w, g1 * w) } else { (end, end) };
     let mut g = g0 + t;
     while g < g1 {
         body((g * w) as usize, true);
@@ -47,6 +46,32 @@ pub fn for_range<const W: usize>(
         body(i as usize, false);
         i += step;
     }
+}
+
+/// How [`for_range`] splits `start..end`: the whole groups `g0..g1` (group `g` holds elements
+/// `g W ..`), and the single elements `start..lo` and `hi..end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Split {
+    /// The first whole group.
+    pub g0: u32,
+    /// One past the last whole group.
+    pub g1: u32,
+    /// The single elements before the groups end here.
+    pub lo: u32,
+    /// The single elements after the groups start here.
+    pub hi: u32,
+}
+
+/// [`for_range`]'s split of `start..end` into whole groups of `W` (none without `vectorized`)
+/// and single elements, for a kernel that writes the loops itself (where a closure's body is
+/// too large for the compiler to inline into them).
+#[inline(always)]
+pub fn split<const W: usize>(start: u32, end: u32, vectorized: bool) -> Split {
+    let w = W as u32;
+    let (first, last) = (start.div_ceil(w), end / w);
+    let (g0, g1) = if vectorized && first < last { (first, last) } else { (0, 0) };
+    let (lo, hi) = if g0 < g1 { (g0 * w, g1 * w) } else { (end, end) };
+    Split { g0, g1, lo, hi }
 }
 
 /// [`for_range`] over `0..n`, dealt out over the whole grid (a grid-stride loop).
@@ -213,4 +238,56 @@ pub unsafe fn store<T: Elem, const W: usize>(
             }
         }
     }
+}
+
+/// `bits` as f32 (exact): f16 bits where `F16`, else bf16.
+#[inline(always)]
+pub fn widen_b16<const F16: bool>(bits: u16) -> f32 {
+    if F16 {
+        simt::f16_to_f32(bits)
+    } else {
+        simt::bf16_to_f32(bits)
+    }
+}
+
+/// `x` rounded to the nearest f16 (where `F16`; magnitudes from 65520 up become infinities)
+/// or bf16, ties to even.
+#[inline(always)]
+pub fn narrow_b16<const F16: bool>(x: f32) -> u16 {
+    if F16 {
+        simt::f32_to_f16(x)
+    } else {
+        simt::f32_to_bf16(x)
+    }
+}
+
+/// The 8 16-bit values (f16 where `F16`, else bf16) of the group at `i`, widened, in one
+/// 128-bit load.
+///
+/// # Safety
+///
+/// `i` is a multiple of 8, the array's base is 16-byte aligned and the group lies in it.
+#[inline(always)]
+pub unsafe fn load_b16x8<const F16: bool>(p: Global<u16>, i: usize) -> [f32; 8] {
+    // Four words of two values each, element 2k in the low half of word k.
+    let words = p.pairs().load_v4(i / 2);
+    let mut out = [0.0f32; 8];
+    for k in 0..4 {
+        let (lo, hi) = simt::unpack_bf16x2(words[k]);
+        out[2 * k] = widen_b16::<F16>(lo);
+        out[2 * k + 1] = widen_b16::<F16>(hi);
+    }
+    out
+}
+
+/// Writes `v` rounded (see [`narrow_b16`]) to the group of 8 16-bit values at `i` in one
+/// 128-bit store.
+///
+/// # Safety
+///
+/// As for [`load_b16x8`], and no other thread accesses the group.
+#[inline(always)]
+pub unsafe fn store_b16x8<const F16: bool>(p: GlobalMut<u16>, i: usize, v: [f32; 8]) {
+    let pack = |k: usize| simt::pack_bf16x2(narrow_b16::<F16>(v[2 * k]), narrow_b16::<F16>(v[2 * k + 1]));
+    p.pairs().store_v4(i / 2, [pack(0), pack(1), pack(2), pack(3)]);
 }

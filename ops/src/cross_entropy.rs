@@ -19,15 +19,7 @@ pub fn softmax_cross_entropy(
     dloss: Option<f32>,
 ) -> Result<()> {
     const OP: &str = "softmax_cross_entropy";
-    check::that(OP, v > 0 && v <= vp, || format!("vocabulary {v} must be in 1..={vp} (the padded size)"))?;
-    check::len(OP, "logits", logits.len(), n * vp, &format!("[n={n}, vp={vp}]"))?;
-    check::len(OP, "losses", losses.len(), n, &format!("[n={n}]"))?;
-    check::len(OP, "targets", targets.len(), n, &format!("[n={n}]"))?;
-    let devices = [("logits", logits.device()), ("losses", losses.device()), ("targets", targets.device())];
-    check::devices(ctx, OP, &devices)?;
-    if let Some(tgt) = targets.host() {
-        check::tokens(OP, tgt, v)?;
-    }
+    check_args(ctx, (logits.len(), logits.device()), losses, targets, n, v, vp)?;
     match ctx.device() {
         Device::Cpu => {
             let tgt = check::host(OP, targets)?;
@@ -39,4 +31,29 @@ pub fn softmax_cross_entropy(
             gpu::softmax_cross_entropy(ctx, logits, losses, targets, n, v, vp, dloss)
         }
     }
+}
+
+/// [`softmax_cross_entropy`]'s checks, for logits of any type (`logits`: their length and
+/// device): the vocabulary within the padded one, the lengths, one device, and targets the
+/// host can read below `v`.
+pub(crate) fn check_args(
+    ctx: &OpsContext,
+    logits: (usize, &Device),
+    losses: &ViewMut<f32>,
+    targets: View<u32>,
+    n: usize,
+    v: usize,
+    vp: usize,
+) -> Result<()> {
+    const OP: &str = "softmax_cross_entropy";
+    check::that(OP, v > 0 && v <= vp, || format!("vocabulary {v} must be in 1..={vp} (the padded size)"))?;
+    check::len(OP, "logits", logits.0, n * vp, &format!("[n={n}, vp={vp}]"))?;
+    check::len(OP, "losses", losses.len(), n, &format!("[n={n}]"))?;
+    check::len(OP, "targets", targets.len(), n, &format!("[n={n}]"))?;
+    let devices = [("logits", logits.1), ("losses", losses.device()), ("targets", targets.device())];
+    check::devices(ctx, OP, &devices)?;
+    if let Some(tgt) = targets.host() {
+        check::tokens(OP, tgt, v)?;
+    }
+    Ok(())
 }

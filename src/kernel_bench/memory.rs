@@ -6,7 +6,7 @@ use trident_perfmodel::Workload;
 use trident_runtime::{Buffer, Device};
 
 use super::{filled, filled_bf16, Bench, Op, GPT2_C, GPT2_TC_ROWS, GPT2_V, GPT2_VP};
-use crate::launch::{self, AdamW, Kernels, LaunchError};
+use crate::launch::{self, AdamW, HalfFormat, Kernels, LaunchError};
 
 /// GPT-2 small's parameters, as the AdamW case counts them.
 const GPT2_PARAMS: usize = 124_475_904;
@@ -46,7 +46,8 @@ pub enum VecOp {
         /// bf16 activations.
         bf16: bool,
     },
-    /// Fused softmax cross-entropy with its gradient, 4 logits per access.
+    /// Fused softmax cross-entropy with its gradient in place: f32 logits (4 per access) or
+    /// bf16 ones (8 per access, the loss in f32).
     CrossEntropy {
         /// Rows.
         rows: usize,
@@ -54,6 +55,15 @@ pub enum VecOp {
         v: usize,
         /// Padded vocabulary.
         vp: usize,
+        /// bf16 logits.
+        bf16: bool,
+    },
+    /// The bias gradient from a bf16 `dout`: f32 column sums added onto `dbias`.
+    BiasBackward {
+        /// Rows of `dout`.
+        rows: usize,
+        /// Columns (the bias's length).
+        oc: usize,
     },
     /// AdamW over every parameter in one launch (GPT-2's tensors: alternating decaying and
     /// non-decaying pieces).
@@ -103,10 +113,14 @@ pub fn cases() -> Vec<(String, Op)> {
             ));
         }
     }
-    new.push((
-        format!("crossentropy {r}x{GPT2_VP} (v4)"),
-        VecOp::CrossEntropy { rows: r, v: GPT2_V, vp: GPT2_VP },
-    ));
+    for bf16 in [false, true] {
+        let t = if bf16 { "bf16" } else { "v4" };
+        new.push((
+            format!("crossentropy {r}x{GPT2_VP} ({t})"),
+            VecOp::CrossEntropy { rows: r, v: GPT2_V, vp: GPT2_VP, bf16 },
+        ));
+    }
+    new.push((format!("bias grad {r}x{} (bf16)", 4 * c), VecOp::BiasBackward { rows: r, oc: 4 * c }));
     new.push(("adamw 124M params (one launch, v4)".into(), VecOp::AdamWChunks { n: GPT2_PARAMS }));
     new.push(("sum of squares 124M (128 blocks, host sum)".into(), VecOp::SumSquares { n: GPT2_PARAMS }));
     new.push(("grad norm 124M (two-stage, v4)".into(), VecOp::GradNorm { n: GPT2_PARAMS }));
@@ -150,7 +164,9 @@ impl VecOp {
                 launch::layernorm_forward_row_bf16_kernel(c)
             }
             VecOp::LayerNorm { residual: true, bf16: true, .. } => "layernorm_residual_forward_bf16",
-            VecOp::CrossEntropy { .. } => "crossentropy_v4_f32",
+            VecOp::CrossEntropy { bf16: false, .. } => "crossentropy_v4_f32",
+            VecOp::CrossEntropy { bf16: true, .. } => "crossentropy_v4_bf16",
+            VecOp::BiasBackward { .. } => "bias_backward_bf16",
             VecOp::AdamWChunks { .. } => "adamw_chunks_f32",
             VecOp::SumSquares { .. } => "sum_squares_f32",
             VecOp::GradNorm { .. } => "sum_squares_chunks_f32",
@@ -167,7 +183,10 @@ impl VecOp {
                 let tensors = if residual { 4 } else { 2 };
                 (tensors * rows * c) as u64 * e(bf16) + 4 * (2 * c + 2 * rows) as u64
             }
-            VecOp::CrossEntropy { rows, vp, .. } => 4 * (2 * rows * vp + 2 * rows) as u64,
+            // The logits read and their gradient written; losses and targets.
+            VecOp::CrossEntropy { rows, vp, bf16, .. } => (2 * rows * vp) as u64 * e(bf16) + 8 * rows as u64,
+            // `dout` read, `dbias` read and written once.
+            VecOp::BiasBackward { rows, oc } => 2 * (rows * oc) as u64 + 8 * oc as u64,
             VecOp::AdamWChunks { n } => 4 * 7 * n as u64,
             VecOp::SumSquares { n } | VecOp::GradNorm { n } => 4 * n as u64,
         }
@@ -201,7 +220,9 @@ impl VecOp {
                     ([stats, acts].concat(), vec![])
                 }
             }
-            VecOp::CrossEntropy { rows, vp, .. } => (vec![rows * vp, rows], vec![]),
+            VecOp::CrossEntropy { rows, vp, bf16: false, .. } => (vec![rows * vp, rows], vec![]),
+            VecOp::CrossEntropy { rows, vp, bf16: true, .. } => (vec![rows], vec![rows * vp]),
+            VecOp::BiasBackward { rows, oc } => (vec![oc], vec![rows * oc]),
             VecOp::AdamWChunks { n } => (vec![n; 4], vec![]),
             VecOp::SumSquares { n } | VecOp::GradNorm { n } => (vec![n], vec![]),
         };
@@ -312,7 +333,26 @@ impl VecOp {
                     _ => unreachable!("buffers allocated for the variant"),
                 }
             }
-            VecOp::CrossEntropy { rows, v, vp } => {
+            VecOp::CrossEntropy { rows, v, vp, bf16: true } => launch::crossentropy_v4_half(
+                k,
+                &mut h[0].view_mut(..)?,
+                HalfFormat::Bf16,
+                &mut f[0].view_mut(..)?,
+                &b.u[0].view(..)?,
+                rows,
+                v,
+                vp,
+                Some(1.0 / rows as f32),
+            ),
+            VecOp::BiasBackward { rows, oc } => launch::bias_backward_half(
+                k,
+                &mut f[0].view_mut(..)?,
+                &h[0].view(..)?,
+                HalfFormat::Bf16,
+                rows,
+                oc,
+            ),
+            VecOp::CrossEntropy { rows, v, vp, bf16: false } => {
                 let (logits, losses) = f.split_at_mut(1);
                 launch::crossentropy_v4(
                     k,

@@ -78,16 +78,6 @@ pub enum Extra {
         /// Elements.
         n: usize,
     },
-    /// bf16 to f32 (`convert_bf16_to_f32`).
-    Widen {
-        /// Elements.
-        n: usize,
-    },
-    /// f32 values rounded to bf16 in place (`round_bf16_f32`).
-    Round {
-        /// Elements.
-        n: usize,
-    },
     /// The bias gradient, column sums of an f32 `[rows, oc]` (`bias_backward_f32`).
     BiasBackward {
         /// Rows.
@@ -165,18 +155,19 @@ pub fn step_launches(s: &StepShape) -> Vec<StepLaunch> {
     add("layer: fc proj fwd (+ residual)", StepOp::Case(fwd(c, 4 * c, TcOut::F32), residual), lm);
     // The head (model::gpt::Gpt::forward): final LayerNorm, LM head, loss and its gradient.
     add("head: ln_f", ln(), mb);
-    add("head: lm head fwd", case(fwd(vp, c, TcOut::F32)), mb);
-    add("head: logits rounded", StepOp::Extra(Extra::Round { n: n * vp }), 2 * mb);
-    add("head: cross-entropy", case(Op::Vector(VecOp::CrossEntropy { rows: n, v, vp })), mb);
-    // Backward of the head.
-    add("head: dlogits narrowed", StepOp::Extra(Extra::Narrow { n: n * vp }), mb);
+    add("head: lm head fwd", case(fwd(vp, c, TcOut::B16)), mb);
+    add("head: cross-entropy", case(Op::Vector(VecOp::CrossEntropy { rows: n, v, vp, bf16: true })), mb);
+    // Backward of the head, from the bf16 logits' gradient the loss wrote over them.
     add("head: lm head bwd dx", case(dx(vp, c, TcOut::F32)), mb);
     add("head: lm head bwd dw", case(dw(vp, c)), mb);
     add("head: dw added", case(Op::Add { n: vp * c }), mb);
     add("head: ln_f bwd", case(Op::LayerNormBackward { rows: n, c }), mb);
     // Per layer, backward (model::layer::layer_backward).
     let narrow = || StepOp::Extra(Extra::Narrow { n: n * c });
+    // The bias gradients: from the f32 residual gradient (the projections), or the bf16
+    // gradient the product's backward reads (QKV, FC).
     let bias = |oc: usize| StepOp::Extra(Extra::BiasBackward { rows: n, oc });
+    let bias16 = |oc: usize| case(Op::Vector(VecOp::BiasBackward { rows: n, oc }));
     add("layer: dres narrowed", narrow(), 2 * lm);
     add("layer: fc proj bwd dx", case(dx(c, 4 * c, TcOut::B16)), lm);
     add("layer: fc proj bwd dw", case(dw(c, 4 * c)), lm);
@@ -186,8 +177,7 @@ pub fn step_launches(s: &StepShape) -> Vec<StepLaunch> {
     add("layer: fc bwd dx", case(dx(4 * c, c, TcOut::F32)), lm);
     add("layer: fc bwd dw", case(dw(4 * c, c)), lm);
     add("layer: fc dw added", case(Op::Add { n: 4 * c * c }), lm);
-    add("layer: dfch widened", StepOp::Extra(Extra::Widen { n: n * 4 * c }), lm);
-    add("layer: fc bias bwd", bias(4 * c), lm);
+    add("layer: fc bias bwd", bias16(4 * c), lm);
     add("layer: ln2 bwd", case(Op::LayerNormBackward { rows: n, c }), lm);
     add("layer: attn proj bwd dx", case(dx(c, c, TcOut::B16)), lm);
     add("layer: attn proj bwd dw", case(dw(c, c)), lm);
@@ -199,8 +189,7 @@ pub fn step_launches(s: &StepShape) -> Vec<StepLaunch> {
     add("layer: qkv bwd dx", case(dx(3 * c, c, TcOut::F32)), lm);
     add("layer: qkv bwd dw", case(dw(3 * c, c)), lm);
     add("layer: qkv dw added", case(Op::Add { n: 3 * c * c }), lm);
-    add("layer: dqkv widened", StepOp::Extra(Extra::Widen { n: n * 3 * c }), lm);
-    add("layer: qkv bias bwd", bias(3 * c), lm);
+    add("layer: qkv bias bwd", bias16(3 * c), lm);
     add("layer: ln1 bwd", case(Op::LayerNormBackward { rows: n, c }), lm);
     add("embedding bwd", StepOp::Extra(Extra::EncoderBackward(encoder)), mb);
     // The step's tail (train::Trainer::step): the gradient norm, AdamW, the bf16 weights.
@@ -228,8 +217,7 @@ impl Extra {
             Extra::LayerNormToBf16 { rows, c } => {
                 vec![f(rows * c) + 2 * (rows * c) as u64 + f(2 * c + 2 * rows)]
             }
-            Extra::Narrow { n } | Extra::Widen { n } => vec![6 * *n as u64],
-            Extra::Round { n } => vec![f(2 * n)],
+            Extra::Narrow { n } => vec![6 * *n as u64],
             Extra::BiasBackward { rows, oc } => vec![f(rows * oc + 2 * oc)],
             Extra::EncoderBackward(s) => {
                 let bt = s.b * s.t;
@@ -270,14 +258,6 @@ impl Extra {
             Extra::Narrow { n } => {
                 let (mut out, x) = (filled_bf16(dev, *n, 1)?, filled(dev, *n, 2)?);
                 counted(|| launch::narrow(k, &mut out.view_mut(..)?, &x.view(..)?, HalfFormat::Bf16))?
-            }
-            Extra::Widen { n } => {
-                let (mut out, x) = (filled(dev, *n, 1)?, filled_bf16(dev, *n, 2)?);
-                counted(|| launch::widen(k, &mut out.view_mut(..)?, &x.view(..)?, HalfFormat::Bf16))?
-            }
-            Extra::Round { n } => {
-                let mut x = filled(dev, *n, 1)?;
-                counted(|| launch::round_to(k, &mut x.view_mut(..)?, HalfFormat::Bf16))?
             }
             Extra::BiasBackward { rows, oc } => {
                 let (mut db, dy) = (filled(dev, *oc, 1)?, filled(dev, rows * oc, 2)?);

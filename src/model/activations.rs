@@ -6,10 +6,11 @@
 //!
 //! Under mixed precision on `Emu` and `Cuda` the tensors the products and attention read and
 //! write are 16-bit buffers (LayerNorm outputs, QKV, the attention output, the MLP's hidden
-//! layer before and after GeLU, and the gradients of the attention output, QKV and the hidden
-//! layer); the residual stream, its gradient, the LayerNorm input gradient, the statistics,
-//! the logits and the losses stay f32 (the tensor-parallel collectives and the pipeline
-//! transfers reduce and move f32, and the loss is fp32).
+//! layer before and after GeLU, the logits, and the gradients of the attention output, QKV,
+//! the hidden layer and the logits, which the loss writes over them); the residual stream, its
+//! gradient, the LayerNorm input gradient, the statistics and the losses stay f32 (the
+//! tensor-parallel collectives and the pipeline transfers reduce and move f32, and the loss
+//! is computed in fp32).
 
 use trident_runtime::{Buffer, Device, RuntimeError};
 
@@ -111,7 +112,7 @@ pub(super) struct HeadActs {
     pub mean: Buffer<f32>,
     pub rstd: Buffer<f32>,
     /// `[n, Vp/TP]`; overwritten with its gradient by the loss.
-    pub logits: Buffer<f32>,
+    pub logits: Act,
     /// Per-token losses `[n]` and the targets on the device (read by the cross-entropy kernel
     /// at TP = 1; the vocab-parallel cross-entropy reads the host's).
     pub losses: Buffer<f32>,
@@ -168,7 +169,7 @@ impl MicroActs {
                     lnf: Act::zeros(device, d.ns * d.c, d.storage)?,
                     mean: Buffer::zeros(device, d.ns)?,
                     rstd: Buffer::zeros(device, d.ns)?,
-                    logits: Buffer::zeros(device, d.n * model.vocab().local)?,
+                    logits: Act::zeros(device, d.n * model.vocab().local, d.storage)?,
                     losses: Buffer::zeros(device, d.n)?,
                     targets: Buffer::zeros(device, d.n)?,
                     dlogits_ready: false,
@@ -189,7 +190,8 @@ impl MicroActs {
     pub fn bytes(&self) -> usize {
         let head = self.head.as_ref().map_or(0, |h| {
             h.lnf.bytes()
-                + 4 * (h.mean.len() + h.rstd.len() + h.logits.len() + h.losses.len() + h.targets.len())
+                + h.logits.bytes()
+                + 4 * (h.mean.len() + h.rstd.len() + h.losses.len() + h.targets.len())
         });
         let outputs: usize = self.outputs.iter().map(|o| o.len()).sum();
         4 * (self.input.len() + self.tokens.len() + outputs)

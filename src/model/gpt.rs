@@ -21,14 +21,12 @@
 use trident_runtime::{Buffer, Device};
 
 use super::activations::{Dims, MicroActs, Workspace};
-use super::layer::{
-    gathered, gathered_act, layer_backward, layer_forward, layernorm_backward, store, Weights,
-};
+use super::layer::{gathered, gathered_act, layer_backward, layer_forward, layernorm_backward, Weights};
 use super::tensor::{storage, store_acts, Act};
 use super::vocab::{vocab_parallel_cross_entropy, VocabShard};
 use super::{gpt2_init, GptConfig, ModelError, ParamLayout, ParamTensor, Precision, ShardLayout, ShardPlace};
 use crate::ops::{self, Operand, OperandMut, OpsContext};
-use crate::parallel::{on_host, Recompute, TpGroup};
+use crate::parallel::{Recompute, TpGroup};
 
 type Result<T> = std::result::Result<T, ModelError>;
 
@@ -372,13 +370,14 @@ impl Gpt {
         store_acts(ctx, d, &mut [&mut head.lnf])?;
         let lnf = head.lnf.all()?;
         // f (identity; under sequence parallelism the all-gather of the rows), then the
-        // column-parallel product with the local vocabulary rows (f32 logits: the loss is fp32).
+        // column-parallel product with the local vocabulary rows. The logits are stored in the
+        // activations' precision (the GEMM's f32 accumulator rounded once, by its epilogue on
+        // the kernel devices); the loss reads them into f32.
         let lnf = gathered_act(ctx, tp, s.sp.as_mut().map(|sp| &mut sp.ln_full), lnf)?;
         let wte = w.m(ParamTensor::Wte, 0)?;
-        let mut logits = OperandMut::F32(head.logits.view_mut(..)?);
+        let mut logits = head.logits.all_mut()?;
         ops::mixed::linear_forward(ctx, &mut logits, lnf, wte, None, None, n, c, self.vocab.local)?;
-        store(ctx, d, &mut [&mut head.logits])?;
-        let mut logits = head.logits.view_mut(..)?;
+        store_acts(ctx, d, &mut [&mut head.logits])?;
         let Some(targets) = targets else { return Ok(None) };
         if targets.len() != n {
             return Err(ModelError::TokenCount {
@@ -390,23 +389,26 @@ impl Gpt {
         }
         let vocab = self.vocab;
         if tp.size == 1 {
-            // The fused softmax cross-entropy on the device, over the padded rows.
+            // The fused softmax cross-entropy on the device, over the padded rows: the loss in
+            // f32, the gradient written over the logits in their precision.
             head.targets.copy_from_slice(targets)?;
             let (v, vp) = (vocab.vocab, vocab.local);
             let (mut losses, targets) = (head.losses.view_mut(..)?, head.targets.view(..)?);
-            ops::softmax_cross_entropy(ctx, &mut logits, &mut losses, targets, n, v, vp, dloss)?;
+            let mut logits = head.logits.all_mut()?;
+            ops::mixed::softmax_cross_entropy(ctx, &mut logits, &mut losses, targets, n, v, vp, dloss)?;
         } else {
+            // On the host in f32 (16-bit logits widened, their gradient rounded back).
             ctx.device().synchronize()?;
             let mut losses = vec![0.0f32; n];
-            on_host(&mut logits, |h| {
-                vocab_parallel_cross_entropy(tp, vocab, h, &mut losses, targets, dloss)
-            })?;
+            head.logits
+                .on_host_f32(|h| vocab_parallel_cross_entropy(tp, vocab, h, &mut losses, targets, dloss))?;
             head.losses.copy_from_slice(&losses)?;
         }
         head.dlogits_ready = dloss.is_some();
         if dloss.is_some() {
-            // The loss is fp32; its gradient goes back in the activations' precision.
-            store(ctx, d, &mut [&mut head.logits])?;
+            // The loss is fp32; its gradient goes back in the activations' precision (f32
+            // buffers of a mixed-precision pass, the Cpu's, are rounded here).
+            store_acts(ctx, d, &mut [&mut head.logits])?;
         }
         let losses = head.losses.to_vec()?;
         Ok(Some((losses.iter().map(|&x| x as f64).sum::<f64>() / n as f64) as f32))
@@ -430,7 +432,7 @@ impl Gpt {
             });
         }
         let start = (row * t + pos) * self.vocab.local;
-        Ok(head.logits.view(start..start + self.vocab.vocab)?.to_vec()?)
+        head.logits.to_f32_vec(start..start + self.vocab.vocab)
     }
 
     /// Inference on a whole model (TP = PP = 1): the logits over the real vocabulary of every
@@ -515,7 +517,7 @@ fn backward_pass(
         head.dlogits_ready = false;
         // The LM head: column parallel over the vocabulary, then f's all-reduce.
         let mut dwte = grads.view_mut(w.layout.range(ParamTensor::Wte, 0))?;
-        let dlogits = Operand::F32(head.logits.view(..)?);
+        let dlogits = head.logits.all()?;
         let (ln_full, dln_full) = match &mut s.sp {
             Some(sp) => (Some(&mut sp.ln_full), Some(&mut sp.dln_full)),
             None => (None, None),

@@ -35,17 +35,6 @@ use crate::parallel::{on_host, TpGroup};
 
 type Result<T> = std::result::Result<T, ModelError>;
 
-/// Stores `bufs` as the pass's precision stores activations: rounded to bf16 or f16 under
-/// mixed precision, untouched in fp32.
-pub(super) fn store(ctx: &OpsContext, d: Dims, bufs: &mut [&mut Buffer<f32>]) -> Result<()> {
-    if let Some(format) = d.half {
-        for b in bufs {
-            ops::round_to(ctx, &mut b.view_mut(..)?, format)?;
-        }
-    }
-    Ok(())
-}
-
 /// The parameters, read by tensor and layer.
 pub(super) struct Weights<'a> {
     /// The fp32 master weights (LayerNorm parameters, biases and the embedding tables are

@@ -1,7 +1,8 @@
 //! Mixed precision on the kernel devices: under `--bf16` on `Emu` every linear layer runs on
-//! the tensor-core GEMM and attention on flash attention (exact launch counts per kernel),
-//! the tensors the products read are 16-bit buffers, and the pass agrees with the `Cpu`'s,
-//! which stores the same roundings in f32 buffers.
+//! the tensor-core GEMM and attention on flash attention, the loss on the bf16 logits (exact
+//! launch counts per kernel), the tensors the products read and the logits are 16-bit
+//! buffers, and the pass agrees with the `Cpu`'s, which stores the same roundings in f32
+//! buffers.
 
 use trident_runtime::Device;
 
@@ -76,9 +77,21 @@ fn bf16_on_emu_runs_the_tensor_cores_and_flash_attention_on_16_bit_buffers() {
     {
         assert_eq!(counts.get(f32_kernel), None, "{f32_kernel} ran: {counts:?}");
     }
-    // The conversions left are the other ops' (5 in this pass); converting around LayerNorm
-    // (a narrowing each) and GeLU (2 forward, 3 backward) made it 13.
-    assert_eq!(launches(&counts, "convert_"), 5, "{counts:?}");
+    // The LM head writes bf16 logits and the loss reads them and writes their bf16 gradient
+    // in place (the f32 kernel does not run). Nothing is rounded in place: the logits are
+    // 16-bit buffers, and the residual stream and its gradient stay fp32 unrounded.
+    assert_eq!(counts.get("crossentropy_v4_bf16"), Some(&1), "{counts:?}");
+    assert_eq!(counts.get("crossentropy_v4_f32"), None, "{counts:?}");
+    assert_eq!(launches(&counts, "round_"), 0, "{counts:?}");
+    // The bias gradients of the products whose output gradient is bf16 (QKV, FC) read it
+    // directly; those of the products into the f32 residual stream sum f32.
+    assert_eq!(counts.get("bias_backward_bf16"), Some(&(2 * layers)), "{counts:?}");
+    assert_eq!(counts.get("bias_backward_f32"), Some(&(2 * layers)), "{counts:?}");
+    // The conversions left narrow the f32 residual gradient for the backward GEMMs of the
+    // attention and MLP projections (2 per layer); converting around LayerNorm (a narrowing
+    // each) and GeLU (2 forward, 3 backward) made it 13, and the f32 logits' gradient (a
+    // narrowing) and the bf16 bias gradients' inputs (2 widenings) 5.
+    assert_eq!(launches(&counts, "convert_"), 2 * layers, "{counts:?}");
     // The 16-bit compute weights are refreshed from the master weights by one conversion.
     assert_eq!(emu.model.compute_weight_bytes(), 2 * emu.model.num_params());
     let refresh = OpsContext::new(&Device::Emu).unwrap();
@@ -95,6 +108,8 @@ fn bf16_on_emu_runs_the_tensor_cores_and_flash_attention_on_16_bit_buffers() {
         assert!(bf16(a), "{name} is not a bf16 buffer");
     }
     assert!(l.atty.as_ref().is_some_and(bf16), "the attention output is not a bf16 buffer");
+    let head = emu.acts.head.as_ref().expect("a whole model keeps the head");
+    assert!(bf16(&head.lnf) && bf16(&head.logits), "the head's lnf and logits are not bf16 buffers");
     let s = &emu.ws.scratch;
     assert!(bf16(&s.datty) && bf16(&s.dqkv) && bf16(&s.dfch), "the backward's 16-bit scratch");
 
@@ -109,9 +124,10 @@ fn bf16_on_emu_runs_the_tensor_cores_and_flash_attention_on_16_bit_buffers() {
     let diff: Vec<f32> = ge.iter().zip(&gc).map(|(a, b)| a - b).collect();
     let rel = norm(&diff) / norm(&gc);
     assert!(rel <= 1e-2, "gradients: relative difference {rel:.2e} between emu and cpu bf16");
-    // 2 bytes saved per element of every 16-bit tensor, against the Cpu's f32 buffers.
-    let (n, c) = (b * t, config().channels);
-    let saved_acts = 2 * n * c * (1 + 3 + 1 + 1 + 4 + 4 + 1);
+    // 2 bytes saved per element of every 16-bit tensor, against the Cpu's f32 buffers: per
+    // layer ln1, qkv, atty, ln2, fch, fch_gelu, then lnf, and the logits (padded vocabulary).
+    let (n, c, vp) = (b * t, config().channels, config().padded_vocab_size);
+    let saved_acts = 2 * n * c * (1 + 3 + 1 + 1 + 4 + 4 + 1) + 2 * n * vp;
     assert_eq!(cpu.acts.bytes() - emu.acts.bytes(), saved_acts);
     assert_eq!(cpu.ws.bytes() - emu.ws.bytes(), 2 * n * c * (1 + 3 + 4));
 }
@@ -127,6 +143,11 @@ fn fp16_on_emu_runs_the_f16_tensor_cores_and_the_f32_attention() {
     // kernel.
     assert_eq!(launches(&counts, "flash_attention_"), 0);
     assert_eq!(launches(&counts, "attention_forward_f32"), layers);
+    // The f16 logits and their gradient, by the f16 loss kernel.
+    assert_eq!(counts.get("crossentropy_v4_f16"), Some(&1), "{counts:?}");
+    assert_eq!(counts.get("bias_backward_f16"), Some(&(2 * layers)), "{counts:?}");
+    let head = emu.acts.head.as_ref().expect("a whole model keeps the head");
+    assert!(matches!(head.logits, Act::Half(_, HalfFormat::F16)), "the logits are not an f16 buffer");
     let (_, cpu_loss) = pass(&Device::Cpu, Precision::Fp16, 1, 8);
     let rel = ((emu_loss - cpu_loss) / cpu_loss).abs();
     assert!(rel <= 1e-3, "loss: emu {emu_loss}, cpu {cpu_loss} ({rel:.2e})");

@@ -2,16 +2,18 @@
 //! 16-bit storage (bf16 or f16 bits as `u16`) on the kernel devices, f32 elsewhere.
 //!
 //! On `Emu` and `Cuda` under `--bf16`/`--fp16` the tensors the products and attention read and
-//! write (LayerNorm outputs, QKV, attention output, the MLP's hidden layer, their gradients,
-//! the compute weights) are 16-bit buffers; the `Cpu` computes in f32 and keeps them as f32
-//! buffers holding the same rounded values ([`store_acts`] rounds them), so the two agree
-//! step for step. In fp32 every `Act` is f32 and nothing rounds.
+//! write (LayerNorm outputs, QKV, attention output, the MLP's hidden layer, the logits, their
+//! gradients, the compute weights) are 16-bit buffers; the `Cpu` computes in f32 and keeps
+//! them as f32 buffers holding the same rounded values ([`store_acts`] rounds them), so the
+//! two agree step for step. In fp32 every `Act` is f32 and nothing rounds.
 
+use trident_kernels::simt::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 use trident_runtime::{Buffer, Device};
 
 use super::activations::Dims;
 use super::ModelError;
 use crate::ops::{self, HalfFormat, Operand, OperandMut, OpsContext};
+use crate::parallel::on_host;
 
 type Result<T> = std::result::Result<T, ModelError>;
 
@@ -65,6 +67,42 @@ impl Act {
             Act::F32(b) => OperandMut::F32(b.view_mut(..)?),
             Act::Half(b, f) => OperandMut::Half(b.view_mut(..)?, *f),
         })
+    }
+
+    /// Elements `range` on the host as f32 (16-bit values widened, exactly).
+    pub fn to_f32_vec(&self, range: std::ops::Range<usize>) -> Result<Vec<f32>> {
+        Ok(match self {
+            Act::F32(b) => b.view(range)?.to_vec()?,
+            Act::Half(b, f) => b.view(range)?.to_vec()?.into_iter().map(widen(*f)).collect(),
+        })
+    }
+
+    /// Runs `f` on every element as f32 on the host: an f32 buffer's own values
+    /// ([`on_host`]), or 16-bit ones widened into a copy and rounded back (nearest, ties to
+    /// even) afterwards, the bits the kernels store.
+    pub fn on_host_f32<R>(&mut self, f: impl FnOnce(&mut [f32]) -> Result<R>) -> Result<R> {
+        match self {
+            Act::F32(b) => on_host(&mut b.view_mut(..)?, f),
+            Act::Half(b, format) => {
+                let mut wide: Vec<f32> = b.to_vec()?.into_iter().map(widen(*format)).collect();
+                let r = f(&mut wide)?;
+                let narrow = match format {
+                    HalfFormat::Bf16 => f32_to_bf16,
+                    HalfFormat::F16 => f32_to_f16,
+                };
+                let bits: Vec<u16> = wide.into_iter().map(narrow).collect();
+                b.copy_from_slice(&bits)?;
+                Ok(r)
+            }
+        }
+    }
+}
+
+/// The exact widening of `format` bits to f32.
+fn widen(format: HalfFormat) -> fn(u16) -> f32 {
+    match format {
+        HalfFormat::Bf16 => bf16_to_f32,
+        HalfFormat::F16 => f16_to_f32,
     }
 }
 

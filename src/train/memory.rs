@@ -357,7 +357,7 @@ fn arena_bytes(
         (c, false, false, true),    // lnf
         (1, false, false, false),   // lnf mean
         (1, false, false, false),   // lnf rstd
-        (vp, false, true, false),   // logits
+        (vp, false, true, true),    // logits (and their gradient, in place)
         (1, false, false, false),   // losses
         (c, false, false, false),   // dres
         (c, false, false, false),   // dln
@@ -483,8 +483,8 @@ mod tests {
     /// Under `--bf16` the `Cpu` keeps f32 buffers of rounded values and `Emu` real 16-bit ones:
     /// the estimate counts both exactly, and on `Emu` every 16-bit tensor (per token: per layer
     /// `ln1, ln2` of `c`, `qkv` of `3c`, the attention output of `c`, `fch` and its GeLU of
-    /// `4c` each; then `lnf`, and the backward's `datty, dqkv, dfch` of `8c`) and the compute
-    /// weights take half the bytes.
+    /// `4c` each; then `lnf`, the logits of `Vp` (their gradient written over them), and the
+    /// backward's `datty, dqkv, dfch` of `8c`) and the compute weights take half the bytes.
     #[test]
     fn the_estimate_counts_the_16_bit_buffers_of_mixed_precision() {
         let c = config(2, 64);
@@ -507,7 +507,8 @@ mod tests {
         assert_eq!(cpu.compute_weights as u64, 4 * p);
         assert_eq!(emu.compute_weights as u64, 2 * p);
         let (layers, width, tokens) = (c.num_layers as u64, c.channels as u64, (b * t) as u64);
-        let half_elems = tokens * width * (layers * (1 + 3 + 1 + 1 + 4 + 4) + 1 + 1 + 3 + 4);
+        let vp = c.padded_vocab_size as u64;
+        let half_elems = tokens * (width * (layers * (1 + 3 + 1 + 1 + 4 + 4) + 1 + 1 + 3 + 4) + vp);
         assert_eq!((cpu.activations - emu.activations) as u64, 2 * half_elems, "2 bytes saved per element");
     }
 

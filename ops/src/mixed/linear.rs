@@ -112,7 +112,8 @@ pub fn linear_forward(
 /// Gradient of [`linear_forward`]: `dinp = dout weight` (overwritten, f32 or 16-bit as `dinp`
 /// is), `dweight += dout^T inp` and `dbias += dout` summed over rows, both in f32 (accumulated,
 /// so micro-batches add up). With a 16-bit weight on a kernel device the two products run on
-/// tensor cores (`nn` and `tn`, f32 accumulation).
+/// tensor cores (`nn` and `tn`, f32 accumulation), reading a 16-bit `dout` as it is, and the
+/// bias gradient sums it directly too (`launch::bias_backward_half`, f32 column sums).
 #[allow(clippy::too_many_arguments)]
 pub fn linear_backward(
     ctx: &OpsContext,
@@ -153,10 +154,11 @@ pub fn linear_backward(
         launch::add_assign(k, dweight, &dw.view(..)?)?;
         if let Some(db) = dbias {
             check::len(OP, "dbias", db.len(), oc, &format!("[oc={oc}]"))?;
-            // The bias gradient sums f32 rows (no 16-bit column-sum kernel yet: a 16-bit
-            // `dout` is widened for it).
-            let dy = wide(ctx, dout)?;
-            launch::bias_backward(k, db, &dy.view()?, n, oc)?;
+            // Column sums in f32, read straight from `dout` in its own type.
+            match dout {
+                Operand::F32(dy) => launch::bias_backward(k, db, &dy, n, oc)?,
+                Operand::Half(dy, f) => launch::bias_backward_half(k, db, &dy, f, n, oc)?,
+            }
         }
         return Ok(());
     }

@@ -17,7 +17,8 @@
 //! any memory report.
 //!
 //! Files: [`Operand`] and [`OperandMut`] here; the conversions (`convert.rs`), the linear layers
-//! (`linear.rs`), attention (`attention.rs`), LayerNorm and GeLU (`memory_bound.rs`).
+//! (`linear.rs`), attention (`attention.rs`), LayerNorm and GeLU (`memory_bound.rs`), the
+//! softmax cross-entropy (`cross_entropy.rs`).
 
 use trident_runtime::{Device, View, ViewMut};
 
@@ -25,11 +26,13 @@ use crate::launch::HalfFormat;
 
 mod attention;
 mod convert;
+mod cross_entropy;
 mod linear;
 mod memory_bound;
 
 pub use attention::{attention_backward, attention_forward, flash_attention_refusal};
 pub use convert::convert;
+pub use cross_entropy::softmax_cross_entropy;
 pub use linear::{linear_backward, linear_forward};
 pub use memory_bound::{gelu_backward, gelu_forward, layernorm_forward};
 
