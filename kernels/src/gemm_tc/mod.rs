@@ -348,7 +348,10 @@ unsafe fn gemm_block<
 
     // SAFETY: the wrapper sized and zeroed the workspace for this grid (see `reduce_tile`);
     // every thread of the block gets here.
-    if simt::grid_dim_z() > 1 && !unsafe { splitk::reduce_tile(&ws, &mut acc, tid, threads) } {
+    // The split-K reduction's two buffers of 8 float4 per thread fit in the stages.
+    const { assert!(2 * WM * WN * 32 * 32 * 4 <= STAGES * (WM + WN) * WARP_TILE * BK * 2) };
+    let drained = smem.cast::<f32>().sub(0, threads * 64);
+    if simt::grid_dim_z() > 1 && !unsafe { splitk::reduce_tile(&ws, drained, &mut acc, tid, threads) } {
         // Another block of the tile arrives later and finishes it.
         return;
     }

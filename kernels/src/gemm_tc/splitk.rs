@@ -19,7 +19,7 @@
 //! Edge tiles store their whole tile (the rows and columns past C are zeros of the zero-filled
 //! operands), so the layout needs no masks. Counters: one `u32` per tile.
 
-use crate::simt::{self, GlobalMut};
+use crate::simt::{self, GlobalMut, Shared};
 
 /// Where the split-K partials and the arrival counters live.
 #[derive(Clone, Copy)]
@@ -46,9 +46,17 @@ fn add4(a: [f32; 4], b: [f32; 4]) -> [f32; 4] {
 /// The workspace holds `gridDim.x gridDim.y` counters, 0 when the launch began (or left so by
 /// the previous launch), and as many partial tiles of `threads x 128` f32 times `gridDim.z`;
 /// its base is 16-byte aligned. Every thread of the block calls this at the same point, with
-/// `threads` the block's threads and `tid` its own.
+/// `threads` the block's threads and `tid` its own, after its main loop; `stage` is shared
+/// memory of `threads x 64` f32 (16-byte aligned) no thread uses any more, and no `cp.async`
+/// of the thread is in flight.
 #[inline(always)]
-pub unsafe fn reduce_tile(ws: &Workspace, acc: &mut [[[f32; 4]; 8]; 4], tid: usize, threads: usize) -> bool {
+pub unsafe fn reduce_tile(
+    ws: &Workspace,
+    stage: Shared<f32>,
+    acc: &mut [[[f32; 4]; 8]; 4],
+    tid: usize,
+    threads: usize,
+) -> bool {
     let splits = simt::grid_dim_z() as usize;
     let z = simt::block_idx_z() as usize;
     let tile = (simt::block_idx_y() * simt::grid_dim_x() + simt::block_idx_x()) as usize;
@@ -80,31 +88,55 @@ pub unsafe fn reduce_tile(ws: &Workspace, acc: &mut [[[f32; 4]; 8]; 4], tid: usi
     if arrived.load(0) as usize != splits - 1 {
         return false;
     }
-    // SAFETY (every load below): partial tile (tile, s) lies in the workspace, written by
-    // block z = s of this tile before its count, which the acquire above ordered before us.
-    let load = |s: usize, j: usize| unsafe { ws.partial.load_v4(at(s, j)) };
-    // One row of fragments (mi) at a time keeps the extra registers to 16 float4.
+    // The other partials come in through the drained stages, 8 float4 of each thread (one
+    // row of fragments, `mi`, of one split) at a time, double-buffered: the copy of chunk
+    // c + 1 is in flight while chunk c is added, and a barrier between a chunk's copy and its
+    // use lets the copy overlap the previous chunk's work. Each thread reads back only what it
+    // copied itself, at float4 `b T 8 + nj T + tid` of buffer b (conflict-free).
+    let others = splits - 1;
+    let chunk = threads * 8;
+    let split_of = |i: usize| if i < z { i } else { i + 1 };
+    let src = ws.partial.as_const();
+    let issue = |c: usize| {
+        if c < 4 * others {
+            let (mi, s) = (c / others, split_of(c % others));
+            unroll!(nj in [0, 1, 2, 3, 4, 5, 6, 7] {
+                let dst = ((c % 2) * chunk + nj * threads + tid) * 4;
+                // SAFETY: partial tile (tile, s) lies in the workspace, written by block
+                // z = s of this tile before its count, which the acquire above ordered
+                // before this copy; `dst` is inside the two buffers (see `reduce_tile`).
+                unsafe { simt::cp_async_16(stage, dst, src.add(at(s, mi * 8 + nj))) };
+            });
+        }
+        // One group per chunk, empty past the last, so that `wait_group` counts chunks.
+        simt::cp_async_commit_group();
+    };
+    let buffers = stage.cast::<[f32; 4]>();
+    issue(0);
+    let mut c = 0;
     unroll!(mi in [0, 1, 2, 3] {
-        if z > 0 {
-            // The prefix p0 + ... + p(z-1), then this block's own partial at its index.
-            let mut prefix = [[0.0f32; 4]; 8];
-            unroll!(nj in [0, 1, 2, 3, 4, 5, 6, 7] {
-                prefix[nj] = load(0, mi * 8 + nj);
-            });
-            for s in 1..z {
+        // The left fold p0 + p1 + ... in split order, this block's own partial at index z.
+        let mut sum = [[0.0f32; 4]; 8];
+        for s in 0..splits {
+            let part = if s == z {
+                acc[mi]
+            } else {
+                issue(c + 1);
+                simt::sync_threads();
+                // Chunk c has landed (only chunk c + 1's group may still be in flight).
+                simt::cp_async_wait_group::<1>();
+                let mut part = [[0.0f32; 4]; 8];
                 unroll!(nj in [0, 1, 2, 3, 4, 5, 6, 7] {
-                    prefix[nj] = add4(prefix[nj], load(s, mi * 8 + nj));
+                    part[nj] = buffers.load((c % 2) * chunk + nj * threads + tid);
                 });
-            }
+                c += 1;
+                part
+            };
             unroll!(nj in [0, 1, 2, 3, 4, 5, 6, 7] {
-                acc[mi][nj] = add4(prefix[nj], acc[mi][nj]);
+                sum[nj] = if s == 0 { part[nj] } else { add4(sum[nj], part[nj]) };
             });
         }
-        for s in z + 1..splits {
-            unroll!(nj in [0, 1, 2, 3, 4, 5, 6, 7] {
-                acc[mi][nj] = add4(acc[mi][nj], load(s, mi * 8 + nj));
-            });
-        }
+        acc[mi] = sum;
     });
     if tid == 0 {
         // SAFETY: every other block of the tile has counted in (ordered before us by the
