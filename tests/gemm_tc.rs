@@ -13,9 +13,12 @@ mod common;
 
 use common::rng;
 use rand::rngs::StdRng;
-use rand::Rng;
-use trident::launch::{self, GemmTc, GemmTcOutput, GemmTcPlan, HalfType, Kernels, LaunchError};
-use trident::runtime::{last_launch_stats, Buffer, Device};
+use rand::{Rng, SeedableRng};
+use trident::launch::{
+    self, GemmTc, GemmTcOutput, GemmTcPlan, GemmTcWorkspace, HalfType, Kernels, LaunchError,
+};
+use trident::runtime::{last_launch_stats, set_block_order, BlockOrder, Buffer, Device};
+use trident_kernels::gemm_tc::Config;
 use trident_kernels::gemm_tc::{BK, CONFIGS, LARGE, SMALL};
 use trident_kernels::simt::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 
@@ -96,13 +99,16 @@ struct Case {
     plan: Option<GemmTcPlan>,
 }
 
+/// Runs `case` (on `workspace` when given) on random data of that shape, with C poisoned
+/// first, and checks every element against the f64 reference; returns C.
 fn run_case<O: Out>(
     device: &Device,
     k: &Kernels,
     rng: &mut StdRng,
     case: Case,
     (m, n, kk): (usize, usize, usize),
-) {
+    workspace: Option<&mut GemmTcWorkspace>,
+) -> Vec<O> {
     let t = case.input;
     let round8 = |x: usize| x.div_ceil(8) * 8;
     // Stored shapes; leading dimensions are multiples of 8 with a random pad.
@@ -134,15 +140,12 @@ fn run_case<O: Out>(
     let dres = Buffer::from_slice(device, &residual).unwrap();
     let mut dc = Buffer::from_slice(device, &vec![O::POISON; m * ldc]).unwrap();
     let (vbias, vres) = (dbias.view(..).unwrap(), dres.view(..).unwrap());
-    launch::gemm_tc(
-        k,
-        &mut dc.view_mut(..).unwrap(),
-        &da.view(..).unwrap(),
-        &db.view(..).unwrap(),
-        case.bias.then_some(&vbias),
-        case.residual.then_some(&vres),
-        &spec,
-    )
+    let (va, vb, mut vc) = (da.view(..).unwrap(), db.view(..).unwrap(), dc.view_mut(..).unwrap());
+    let (bias_view, residual_view) = (case.bias.then_some(&vbias), case.residual.then_some(&vres));
+    match workspace {
+        Some(ws) => launch::gemm_tc_with_workspace(k, &mut vc, &va, &vb, bias_view, residual_view, &spec, ws),
+        None => launch::gemm_tc(k, &mut vc, &va, &vb, bias_view, residual_view, &spec),
+    }
     .unwrap_or_else(|e| panic!("{case:?} {m}x{n}x{kk}: {e}"));
     let got = dc.to_vec().unwrap();
 
@@ -186,6 +189,7 @@ fn run_case<O: Out>(
             );
         }
     }
+    got
 }
 
 /// Shapes that divide no tile size (M, N not multiples of 64, K not of 32) and need a second
@@ -217,9 +221,9 @@ fn gemm_tc_matches_f64_reference(device: &Device) {
                 let plan = GemmTcPlan { config, splits: shape.2.div_ceil(k_split), k_split };
                 let case = Case { trans_a, trans_b, input, bias, gelu, residual, plan: Some(plan) };
                 if f32_out {
-                    run_case::<f32>(device, &k, &mut rng, case, shape);
+                    run_case::<f32>(device, &k, &mut rng, case, shape, None);
                 } else {
-                    run_case::<u16>(device, &k, &mut rng, case, shape);
+                    run_case::<u16>(device, &k, &mut rng, case, shape, None);
                 }
                 i += 1;
             }
@@ -235,9 +239,131 @@ fn gemm_tc_matches_f64_reference(device: &Device) {
         residual: false,
         plan,
     };
-    run_case::<f32>(device, &k, &mut rng, case(None), (150, 100, 72));
-    run_case::<u16>(device, &k, &mut rng, case(None), (1, 9, 1));
-    run_case::<f32>(device, &k, &mut rng, case(None), (5, 3, 0));
+    run_case::<f32>(device, &k, &mut rng, case(None), (150, 100, 72), None);
+    run_case::<u16>(device, &k, &mut rng, case(None), (1, 9, 1), None);
+    run_case::<f32>(device, &k, &mut rng, case(None), (5, 3, 0), None);
+}
+
+/// A plan of `splits` K ranges of `k_split` slices' worth on `config`.
+fn split_plan(config: Config, splits: usize, k_split_slices: usize) -> GemmTcPlan {
+    GemmTcPlan { config, splits, k_split: k_split_slices * BK }
+}
+
+/// Split-K in one launch (each tile's last block sums the partials) against the f64
+/// reference: 2 to 8 splits, shapes that divide no tile, both tiles and outputs, the
+/// epilogues cycled; the last split's range is short, and with 8 splits empty.
+fn gemm_tc_split_k_matches_f64_reference(device: &Device) {
+    let k = Kernels::load(device).unwrap();
+    let mut rng = rng("gemm_tc split-k");
+    for splits in 2..=8usize {
+        let i = splits - 2;
+        let (bias, gelu, residual) = (i & 1 != 0, i & 2 != 0, i & 4 != 0);
+        let (trans_a, trans_b) = [(true, false), (false, true), (false, false)][i % 3];
+        let input = if i % 4 == 3 { HalfType::F16 } else { HalfType::Bf16 };
+        let (m, n, _) = random_shape(&mut rng);
+        // One slice per split, the last one short by 1 to 31 elements; 8 splits over 7 slices
+        // leave the last one nothing to reduce (its partial is zeros).
+        let kk = if splits == 8 { 7 * BK - 5 } else { splits * BK - rng.gen_range(1..BK) };
+        let plan = split_plan(CONFIGS[i % 2], splits, 1);
+        let case = Case { trans_a, trans_b, input, bias, gelu, residual, plan: Some(plan) };
+        if i % 2 == 0 {
+            run_case::<f32>(device, &k, &mut rng, case, (m, n, kk), None);
+        } else {
+            run_case::<u16>(device, &k, &mut rng, case, (m, n, kk), None);
+        }
+    }
+}
+
+/// One workspace for several launches: every launch's last blocks leave the arrival counters
+/// 0, so the next launch (another shape and split count that fit) is right without a memset.
+fn gemm_tc_split_k_workspace_is_reused(device: &Device) {
+    let k = Kernels::load(device).unwrap();
+    let mut rng = rng("gemm_tc workspace");
+    let big = split_plan(SMALL, 4, 2);
+    let mut ws = GemmTcWorkspace::new(&k, 150, 200, &big).unwrap();
+    let case = |plan| Case {
+        trans_a: true,
+        trans_b: false,
+        input: HalfType::Bf16,
+        bias: true,
+        gelu: false,
+        residual: false,
+        plan: Some(plan),
+    };
+    for (shape, plan) in
+        [((150, 200, 250), big), ((150, 200, 230), big), ((70, 130, 90), split_plan(SMALL, 3, 1))]
+    {
+        assert!(ws.fits(shape.0, shape.1, &plan));
+        run_case::<f32>(device, &k, &mut rng, case(plan), shape, Some(&mut ws));
+    }
+    // A workspace too small for the plan is refused before anything runs.
+    let mut small = GemmTcWorkspace::new(&k, 64, 64, &split_plan(SMALL, 2, 1)).unwrap();
+    let a = Buffer::from_slice(device, &vec![0u16; 150 * 256]).unwrap();
+    let b = Buffer::from_slice(device, &vec![0u16; 256 * 200]).unwrap();
+    let mut c = Buffer::<f32>::zeros(device, 150 * 200).unwrap();
+    let spec = GemmTc::new(150, 200, 256, HalfType::Bf16).with_plan(big);
+    let err = launch::gemm_tc_with_workspace(
+        &k,
+        &mut c.view_mut(..).unwrap(),
+        &a.view(..).unwrap(),
+        &b.view(..).unwrap(),
+        None,
+        None::<&trident::runtime::View<f32>>,
+        &spec,
+        &mut small,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("split-K workspace"), "{err}");
+}
+
+/// The split-K sum is in split order whichever block of a tile arrives last: the outputs of
+/// launches that hand out their blocks forward, reversed and shuffled (and, on a multi-core
+/// host, on several workers at once) are bit for bit the same, for both tiles and outputs.
+fn gemm_tc_split_k_is_independent_of_block_order(device: &Device) {
+    if !matches!(device, Device::Emu) {
+        return;
+    }
+    let k = Kernels::load(device).unwrap();
+    for (config, f32_out) in [(SMALL, true), (LARGE, false)] {
+        let case = Case {
+            trans_a: true,
+            trans_b: false,
+            input: HalfType::Bf16,
+            bias: true,
+            gelu: true,
+            residual: f32_out,
+            plan: Some(split_plan(config, 6, 1)),
+        };
+        let shape = (130, 150, 6 * BK - 3);
+        let seed: u64 = rng("gemm_tc block order").gen();
+        let mut outputs = Vec::new();
+        for order in
+            [BlockOrder::Forward, BlockOrder::Reverse, BlockOrder::Shuffled(11), BlockOrder::Shuffled(12)]
+        {
+            // The same data every time: the generator restarts from one seed.
+            let mut rng = StdRng::seed_from_u64(seed);
+            let previous = set_block_order(order);
+            let bits: Vec<u32> = if f32_out {
+                run_case::<f32>(device, &k, &mut rng, case, shape, None).iter().map(|v| v.to_bits()).collect()
+            } else {
+                run_case::<u16>(device, &k, &mut rng, case, shape, None)
+                    .iter()
+                    .map(|&v| u32::from(v))
+                    .collect()
+            };
+            set_block_order(previous);
+            outputs.push((order, bits));
+        }
+        for (order, bits) in &outputs[1..] {
+            let first = bits.iter().zip(&outputs[0].1).position(|(a, b)| a != b);
+            assert!(
+                first.is_none(),
+                "{} {order:?}: the output differs from forward order's at {first:?}: {:?}",
+                config.suffix,
+                first.map(|i| (bits[i], outputs[0].1[i]))
+            );
+        }
+    }
 }
 
 /// Exact counters of one full-tile launch per layout and tile: every `ldmatrix` and `cp.async`
@@ -380,6 +506,9 @@ fn gemm_tc_checks_its_arguments(device: &Device) {
 
 kernel_tests!(
     gemm_tc_matches_f64_reference,
+    gemm_tc_split_k_matches_f64_reference,
+    gemm_tc_split_k_workspace_is_reused,
+    gemm_tc_split_k_is_independent_of_block_order,
     gemm_tc_main_loop_is_conflict_free,
     gemm_tc_checks_its_arguments
 );
@@ -397,6 +526,34 @@ fn bench_counts_of_tensor_core_gemms_extrapolated_in_k_equal_the_whole_launch() 
     assert_eq!(extrapolated.smem_wavefronts, whole.smem_wavefronts);
     assert_eq!(extrapolated.global_sectors, whole.global_sectors);
     assert_eq!(extrapolated.async_overlap, whole.async_overlap);
+}
+
+/// The same for split-K in one launch: at two short K with the plan's split count and last
+/// split shortfall, the launch (partial stores, counts, the last blocks' reads and epilogue
+/// included) extrapolates to exactly the counters of the whole launch.
+#[test]
+fn bench_counts_of_split_k_gemms_extrapolated_in_k_equal_the_whole_launch() {
+    use trident::kernel_bench::{Bench, Case, Op, TcOut};
+    let bench = Bench::load(&Device::Emu).unwrap();
+    // 3 splits of 9 slices over 26: the last range is one slice short.
+    let plan = split_plan(SMALL, 3, 9);
+    for out in [TcOut::F32, TcOut::B16] {
+        let g = GemmTc::new(104, 152, 26 * BK - 7, HalfType::Bf16).trans_a().with_plan(plan);
+        let case = Case { name: "tc split".into(), op: Op::GemmTc(g, out) };
+        let extrapolated = bench.count(&case).unwrap();
+        let whole = bench.count_exact(&case.op).unwrap();
+        assert_eq!(extrapolated.blocks, whole.blocks);
+        assert_eq!(extrapolated.warp, whole.warp, "{out:?}");
+        assert_eq!(extrapolated.smem_wavefronts, whole.smem_wavefronts, "{out:?}");
+        assert_eq!(extrapolated.global_sectors, whole.global_sectors, "{out:?}");
+        assert_eq!(extrapolated.async_overlap, whole.async_overlap, "{out:?}");
+        // Beyond an unsplit launch's sectors: at least each tile's 3 partials written and 2
+        // read back (32 KiB each), and its counter's 3 counts and 1 reset.
+        let unsplit = GemmTcPlan { splits: 1, k_split: 26 * BK, ..plan };
+        let one = bench.count_exact(&Op::GemmTc(GemmTc { plan: Some(unsplit), ..g }, out)).unwrap();
+        let tiles = 4;
+        assert!(whole.global_sectors >= one.global_sectors + tiles * (5 * 1024 + 4), "{out:?}");
+    }
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The tensor-core GEMM's machine code for sm_90: main-loop kernels of every layout, input,
 //! output and tile assemble with `ptxas` without spilling, and each one's K loop (the backward branch whose body holds the `mma`s) is made
 //! of `HMMA.16816.F32` (bf16 or f16), `LDSM` (`ldmatrix`), `LDGSTS` (`cp.async`) and one
-//! `BAR.SYNC`, with no local-memory access.
+//! `BAR.SYNC`, with no local-memory access; the split-K tail has its fences (`MEMBAR.ALL.GPU`)
+//! and one arrival count (`ATOMG.E.ADD`).
 //!
 //! Needs `ptxas` (wheel `nvidia-cuda-nvcc-cu12`) and `cuobjdump` (wheel
 //! `nvidia-cuda-cuobjdump`); found through `TRIDENT_PTXAS` / `TRIDENT_CUOBJDUMP`, `PATH`, then
@@ -90,6 +91,11 @@ fn main_loops_are_hmma_ldsm_ldgsts_without_spills() {
             !code.iter().any(|i| i.text.contains("LDL") || i.text.contains("STL")),
             "{name} uses local memory"
         );
+        // The split-K tail (outside the K loop): the fences and the arrival count of the last
+        // block reduction, and its cp.async reads of the other partials.
+        let ops = |op: &str| code.iter().filter(|i| i.text.contains(op)).count();
+        assert!(ops("MEMBAR.ALL.GPU") >= 2, "{name}: fence.acq_rel.gpu before and after the count");
+        assert_eq!(ops("ATOMG.E.ADD"), 1, "{name}: one arrival count");
         // The K loop: the backward branch whose body holds the HMMAs.
         let hmmas = |body: &[&Instr]| body.iter().filter(|i| i.text.contains("HMMA.16816.F32")).count();
         let body = code

@@ -7,7 +7,9 @@ mod common;
 
 use common::{assert_close, rng, uniform, POISON};
 use rand::Rng;
-use trident::runtime::{Arg, Buffer, Device, LaunchConfig, Module, ModuleSource};
+use trident::runtime::{
+    set_block_order, Arg, BlockOrder, Buffer, Device, LaunchConfig, Module, ModuleSource,
+};
 use trident_kernels::selftest::{
     HOST_KERNELS, PIPELINE_THREADS, PIPELINE_TILE, WARP_OPS_DYNAMIC_SMEM, WARP_OPS_OUTPUTS, WARP_OPS_THREADS,
 };
@@ -149,7 +151,55 @@ fn async_copy(device: &Device) {
     assert_close(&format!("cp.async pipeline n={n}"), &out.to_vec().unwrap(), &want, 1e-6);
 }
 
-kernel_tests!(mma, warp_ops, async_copy);
+/// A "last block" reduction across the grid (`selftest_last_block`: partials, a fence, an
+/// ordered atomic count, a fence): the last block sums every block's partial in block order,
+/// bit for bit whatever order the blocks run in, and leaves the counter 0 for the next launch.
+/// On `Emu`, leaving out either fence is reported as a race between blocks.
+fn last_block(device: &Device) {
+    let module = load(device);
+    let f = module.function("selftest_last_block").unwrap();
+    let blocks = 7usize;
+    let values: Vec<f32> = (0..32 * blocks).map(|i| (i as f32 * 0.37).sin()).collect();
+    let want: Vec<f32> =
+        (0..32).map(|t| (0..blocks).fold(0.0f32, |s, b| s + 2.0 * values[32 * b + t])).collect();
+    let input = Buffer::from_slice(device, &values).unwrap();
+    let mut partial = Buffer::<f32>::uninit(device, 32 * blocks).unwrap();
+    let mut counter = Buffer::<u32>::zeros(device, 1).unwrap();
+    let mut out = Buffer::from_slice(device, &[POISON; 32]).unwrap();
+    let cfg = LaunchConfig { grid: [blocks as u32, 1, 1], block: [32, 1, 1], dynamic_smem_bytes: 0 };
+    let mut launch = |out: &mut Buffer<f32>, counter: &mut Buffer<u32>, fences: u32| {
+        let args = [
+            input.view(..).unwrap().arg(),
+            partial.view_mut(..).unwrap().arg_mut(),
+            counter.view_mut(..).unwrap().arg_mut(),
+            out.view_mut(..).unwrap().arg_mut(),
+            fences.into(),
+        ];
+        // SAFETY: the buffers have the sizes the kernel documents for this grid.
+        unsafe { f.launch(&cfg, &args) }
+    };
+    // Three launches on one counter: each finds it 0, as the one before left it.
+    for order in [BlockOrder::Forward, BlockOrder::Reverse, BlockOrder::Shuffled(7)] {
+        out.copy_from_slice(&[POISON; 32]).unwrap();
+        let previous = set_block_order(order);
+        let result = launch(&mut out, &mut counter, 3);
+        set_block_order(previous);
+        result.unwrap();
+        let got = out.to_vec().unwrap();
+        assert!(got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()), "{order:?}: {got:?}");
+        assert_eq!(counter.to_vec().unwrap(), [0], "{order:?}: the counter is reset");
+    }
+    if !matches!(device, Device::Emu) {
+        return;
+    }
+    for fences in [0, 1, 2] {
+        counter.copy_from_slice(&[0]).unwrap();
+        let error = launch(&mut out, &mut counter, fences).unwrap_err().to_string();
+        assert!(error.contains("in different blocks"), "fences {fences}: {error}");
+    }
+}
+
+kernel_tests!(mma, warp_ops, async_copy, last_block);
 
 /// On `Emu` a kernel's accesses through a pointer argument are bounded by the view passed for
 /// it, not only by its buffer: `selftest_global_ops` reads 128 floats of `input`, so a view of

@@ -182,6 +182,50 @@ pub unsafe fn selftest_global_ops(input: Global<f32>, out: GlobalMut<f32>, total
         total.atomic_add(1, x);
     }
 }
+
+/// A "last block" reduction across the grid: block b's thread t writes `2 values[32 b + t]`
+/// to `partial[32 b + t]`, then thread 0 counts the block in at `counter[0]` (zeroed) with
+/// `atomic_add`; the block that reads `gridDim.x - 1` sums the partials in block order into
+/// `out[t]` and sets the counter back to 0. `fences` bit 0 puts a `fence_acq_rel_gpu` before
+/// the count (the release), bit 1 one after it (the acquire); both are needed, and the
+/// emulator reports the partials' accesses as a race between blocks without either.
+///
+/// `values` and `partial` have `32 gridDim.x` elements, `out` 32; launch 32 threads a block.
+pub unsafe fn selftest_last_block(
+    values: Global<f32>, partial: GlobalMut<f32>, counter: GlobalMut<u32>, out: GlobalMut<f32>, fences: u32,
+) {
+    let (t, b, blocks) = (thread_idx_x() as usize, block_idx_x() as usize, grid_dim_x() as usize);
+    let arrived = static_shared!(SELFTEST_ARRIVED, u32, 1);
+    // SAFETY: every index below stays within the sizes documented above.
+    unsafe { partial.store(32 * b + t, 2.0 * values.load(32 * b + t)) };
+    sync_threads();
+    if t == 0 {
+        if fences & 1 != 0 {
+            fence_acq_rel_gpu();
+        }
+        // SAFETY: the counter is only updated atomically until the last block resets it.
+        arrived.store(0, unsafe { counter.atomic_add(0, 1) });
+        if fences & 2 != 0 {
+            fence_acq_rel_gpu();
+        }
+    }
+    sync_threads();
+    if arrived.load(0) as usize != blocks - 1 {
+        return;
+    }
+    let mut sum = 0.0;
+    for other in 0..blocks {
+        // SAFETY: as above.
+        sum += unsafe { partial.load(32 * other + t) };
+    }
+    // SAFETY: as above; every other block has counted in.
+    unsafe {
+        out.store(t, sum);
+        if t == 0 {
+            counter.store(0, 0);
+        }
+    }
+}
 }
 
 /// The body of [`selftest_mma`] (`F16`: f16 inputs, else bf16).

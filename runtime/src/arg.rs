@@ -99,6 +99,11 @@ impl Arg {
         Arg::pointer::<T>(0, 0, false)
     }
 
+    /// [`Arg::null`] for a parameter the kernel may write through (`GlobalMut`).
+    pub fn null_mut<T>() -> Arg {
+        Arg::pointer::<T>(0, 0, true)
+    }
+
     /// A word for a parameter whose type has a `KernelArg` implementation of its own: `ty` is
     /// that type as the kernel's signature writes it (its last path segment is compared), and
     /// `word` what its `to_word` returns.

@@ -110,10 +110,11 @@ pub use stream::Stream;
 /// The emulator's work counters: [`last_launch_stats`] reads those of the last `Emu` launch
 /// the calling thread made, [`record_launches`] those of every launch a closure makes;
 /// [`set_block_sample`] makes its later launches run a sample of their grids (for counting
-/// large launches quickly).
+/// large launches quickly), [`set_block_order`] hand out their blocks in another order (for
+/// showing that results do not depend on it).
 pub use trident_simt::{
-    last_launch_stats, record_launches, set_block_sample, BlockSample, GlobalTraffic, InstructionCounts,
-    LaunchStats, SharedTraffic,
+    last_launch_stats, record_launches, set_block_order, set_block_sample, BlockOrder, BlockSample,
+    GlobalTraffic, InstructionCounts, LaunchStats, SharedTraffic,
 };
 /// What a kernel is to the emulator ([`HostKernel`]), the words of its arguments
 /// ([`KernelArg`]) and its parameter types as a launch checks them ([`ParamType`]).

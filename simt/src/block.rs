@@ -12,7 +12,7 @@ use crate::async_copy::AsyncCopies;
 use crate::config::{HostKernel, LaunchConfig};
 use crate::context;
 use crate::error::{Access, AccessKind, Dim3, EmuError, Fault, Site};
-use crate::global::{self, BlockSpan, LaunchMemory, Record};
+use crate::global::{self, BlockSpan, LaunchMemory, Record, SyncPoint, SyncTags};
 use crate::sites::SiteTable;
 use crate::smem::SharedMemory;
 use crate::stacks;
@@ -72,6 +72,23 @@ pub(crate) struct AccessLog {
     scratch: Vec<Record>,
     /// Full-warp `sync_warp`s each warp has completed in this block.
     warp_syncs: Vec<u32>,
+    /// `global.len()` when each barrier interval ended, in order.
+    barrier_marks: Vec<u32>,
+    /// Memory fences, in order.
+    fences: Vec<Fence>,
+    /// Ordered atomics: the index of the atomic's record in `global` and its place in its
+    /// word's modification order.
+    ordered: Vec<(u32, SyncPoint)>,
+}
+
+/// A `fence.acq_rel.gpu` of one thread.
+#[derive(Clone, Copy)]
+struct Fence {
+    /// `global.len()` when it ran: records before it precede it in program order.
+    seq: u32,
+    thread: u32,
+    /// Barrier intervals the block had ended when it ran.
+    barriers: u32,
 }
 
 impl AccessLog {
@@ -87,7 +104,64 @@ impl AccessLog {
             counts: BlockCounts::default(),
             scratch: Vec::new(),
             warp_syncs: Vec::new(),
+            barrier_marks: Vec::new(),
+            fences: Vec::new(),
+            ordered: Vec::new(),
         }
+    }
+
+    /// A memory fence of `thread` ran.
+    pub fn fence(&mut self, thread: u32) {
+        let fence =
+            Fence { seq: self.global.len() as u32, thread, barriers: self.barrier_marks.len() as u32 };
+        self.fences.push(fence);
+    }
+
+    /// The access just logged was an ordered atomic, update `order` of its word.
+    pub fn ordered_atomic(&mut self, order: u32) {
+        let seq = self.global.len() as u32 - 1;
+        let addr = self.global[seq as usize].addr;
+        self.ordered.push((seq, SyncPoint { addr, order }));
+    }
+
+    /// How the block's accesses are ordered with other blocks' (see `SyncTags`), per record of
+    /// `global`. A release is a fence followed, in the same thread, by an ordered atomic: it
+    /// covers that thread's earlier accesses, every access of the barrier intervals ended
+    /// before the fence, and the atomic. An acquire is an ordered atomic followed by a fence in
+    /// the same thread: it covers that thread's later accesses and every access after the
+    /// first barrier that follows the fence. Each access keeps the first release and the first
+    /// acquire that cover it (ordering through one word per block is what kernels use).
+    fn sync_tags(&self) -> Vec<SyncTags> {
+        let mut tags = vec![SyncTags::default(); self.global.len()];
+        if self.fences.is_empty() || self.ordered.is_empty() {
+            return tags;
+        }
+        for f in &self.fences {
+            let same = |seq: u32| self.global[seq as usize].thread == f.thread;
+            let release = self.ordered.iter().find(|(seq, _)| *seq >= f.seq && same(*seq));
+            if let Some(&(atomic, point)) = release {
+                let before_barrier = f.barriers.checked_sub(1).map_or(0, |b| self.barrier_marks[b as usize]);
+                for (i, (r, tag)) in self.global.iter().zip(tags.iter_mut()).enumerate() {
+                    let i = i as u32;
+                    let covered = i < before_barrier || (r.thread == f.thread && i < f.seq) || i == atomic;
+                    if covered && tag.release.is_none() {
+                        tag.release = Some(point);
+                    }
+                }
+            }
+            let acquire = self.ordered.iter().rev().find(|(seq, _)| *seq < f.seq && same(*seq));
+            if let Some(&(_, point)) = acquire {
+                let after_barrier = self.barrier_marks.get(f.barriers as usize).copied().unwrap_or(u32::MAX);
+                for (i, (r, tag)) in self.global.iter().zip(tags.iter_mut()).enumerate() {
+                    let i = i as u32;
+                    let covered = i >= after_barrier || (r.thread == f.thread && i >= f.seq);
+                    if covered && tag.acquire.is_none() {
+                        tag.acquire = Some(point);
+                    }
+                }
+            }
+        }
+        tags
     }
 
     /// A full-warp `sync_warp` of `warp` completed: it orders its lanes' global accesses.
@@ -131,6 +205,9 @@ impl AccessLog {
         self.global_requests.clear();
         self.counts = BlockCounts::default();
         self.warp_syncs.clear();
+        self.barrier_marks.clear();
+        self.fences.clear();
+        self.ordered.clear();
         for counts in &mut self.instances {
             counts.clear();
         }
@@ -198,6 +275,7 @@ impl BlockState {
             epoch.sort_by_key(|r| r.addr);
         }
         log.epoch_start = log.global.len();
+        log.barrier_marks.push(log.global.len() as u32);
         if let Some((earlier, later)) = writes.then(|| global::find_race(&epoch)).flatten() {
             let location = self.memory().describe(earlier.addr.max(later.addr));
             let earlier_text = format!(
@@ -244,18 +322,22 @@ impl BlockState {
         records.extend_from_slice(&log.global);
         // By kind, then address; addresses fit in 56 bits on every host we run on.
         records.sort_by_key(|r| (r.op as u64) << 56 | r.addr);
+        let tags = log.sync_tags();
         for r in &records {
             let list = &mut spans[r.op as usize];
             let (start, end) = (r.addr, r.addr + u64::from(r.bytes));
             let thread = Some(self.thread_idx(r.thread));
+            let sync = tags[r.seq as usize];
             match list.last_mut() {
-                Some(last) if start <= last.end => {
+                // Overlapping accesses ordered differently stay apart: the shadow then keeps
+                // the first one's ordering for the common bytes.
+                Some(last) if start <= last.end && last.sync == sync => {
                     last.end = last.end.max(end);
                     if last.thread != thread {
                         last.thread = None;
                     }
                 }
-                _ => list.push(BlockSpan { start, end, thread, site: log.sites.site(r.site) }),
+                _ => list.push(BlockSpan { start, end, thread, site: log.sites.site(r.site), sync }),
             }
         }
         log.scratch = records;
@@ -270,8 +352,9 @@ impl BlockState {
             let fault = Fault::GlobalRace {
                 location: format!("{}: {}", self.memory().describe(race.byte), race.other()),
                 later: self.access(mine.op, mine.thread, log.sites.site(mine.site)),
-                why: "in different blocks, which nothing orders within a launch (use atomics, or \
-                      split the work into two launches)",
+                why: "in different blocks, which nothing orders within a launch (use atomics, order \
+                      them with a fence, an ordered atomic and a fence, or split the work into two \
+                      launches)",
             };
             return Err(self.error_at(mine.thread, fault));
         }

@@ -217,6 +217,38 @@ pub unsafe fn global_atomic_add_f32(p: *mut f32, value: f32, arg: u32, site: Sit
     }
 }
 
+/// `atom.global.add.u32`: adds `value` at `p` atomically and returns the previous value. The
+/// update is *ordered*: the launch numbers the updates of each word, so that a block's
+/// [`fence_acq_rel`] before its update releases its earlier accesses to any block whose
+/// later update of the word is followed by a fence (the acquire). Accesses so ordered are not
+/// reported as races between blocks (see `trident_simt`'s documentation).
+///
+/// # Safety
+///
+/// As for [`global_atomic_add_f32`].
+pub unsafe fn global_atomic_add_u32(p: *mut u32, value: u32, arg: u32, site: Site) -> u32 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    global_access(p as u64, 4, 4, MemOp::Atomic, arg, site);
+    let (block, _) = context::current();
+    // SAFETY: checked to be in a registered allocation and 4-byte aligned; accessed atomically.
+    let word = unsafe { AtomicU32::from_ptr(p) };
+    // The lock orders the update with the others of the word (and, for the host, makes the
+    // releasing block's plain stores visible to the acquiring block's loads).
+    let (old, order) = block.memory().ordered_rmw(p as u64, || word.fetch_add(value, Ordering::AcqRel));
+    block.inner.borrow_mut().log.ordered_atomic(order);
+    old
+}
+
+/// `fence.acq_rel.gpu` (`__threadfence()`): orders the running thread's global accesses
+/// before it with those after it for the whole GPU. With an ordered atomic it releases or
+/// acquires ([`global_atomic_add_u32`]); counted as a barrier (it waits for the thread's
+/// outstanding writes).
+pub fn fence_acq_rel() {
+    let (block, thread) = context::current();
+    block.count(thread, Class::Barrier);
+    block.inner.borrow_mut().log.fence(thread);
+}
+
 /// Counts one instruction of `class` for the running thread (for arithmetic the emulator
 /// does not otherwise see, such as `fma`); does nothing outside a launch (host code calling
 /// the same math functions).

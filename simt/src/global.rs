@@ -13,7 +13,7 @@
 //!   before it (threads of different blocks are never ordered within a launch). A write races
 //!   with any other access to the same bytes, an atomic with any plain access.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -228,6 +228,36 @@ impl Record {
     }
 }
 
+/// An ordered atomic of a launch: the word it updated and its place in that word's
+/// modification order (0 for the first update of the launch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SyncPoint {
+    pub addr: u64,
+    pub order: u32,
+}
+
+/// How a block's access is ordered with other blocks through ordered atomics (see
+/// [`BlockSpan`]): released by the block's fence-then-atomic at `release`, acquired by its
+/// atomic-then-fence at `acquire`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SyncTags {
+    pub release: Option<SyncPoint>,
+    pub acquire: Option<SyncPoint>,
+}
+
+impl SyncTags {
+    /// Whether an access ordered as `self` happens before one ordered as `later`: `self` was
+    /// released by an update of a word that `later`'s block acquired from a later update.
+    fn before(&self, later: &SyncTags) -> bool {
+        matches!((self.release, later.acquire), (Some(r), Some(a)) if r.addr == a.addr && r.order < a.order)
+    }
+
+    /// Whether the two accesses are ordered, one way or the other.
+    fn ordered(&self, other: &SyncTags) -> bool {
+        self.before(other) || other.before(self)
+    }
+}
+
 /// An access of another block, as the launch remembers it.
 #[derive(Clone, Copy)]
 struct Span {
@@ -236,6 +266,7 @@ struct Span {
     /// The thread, when one thread made every access of the span.
     thread: Option<[u32; 3]>,
     site: Site,
+    sync: SyncTags,
 }
 
 /// The accesses of the blocks that have ended, per kind (load, store, atomic): disjoint byte
@@ -249,6 +280,9 @@ struct Shadow {
 pub(crate) struct LaunchMemory {
     allocs: Registry,
     shadow: Mutex<Shadow>,
+    /// Per word updated by an ordered atomic: the updates so far (the next one's place in the
+    /// word's modification order).
+    orders: Mutex<HashMap<u64, u32>>,
     /// Per parameter: the view a pointer argument came from, where the launch knows it.
     extents: Vec<Option<ArgExtent>>,
     /// Per parameter: its name and type, for reports.
@@ -269,6 +303,7 @@ impl LaunchMemory {
         LaunchMemory {
             allocs: snapshot(),
             shadow: Mutex::new(Shadow::default()),
+            orders: Mutex::new(HashMap::new()),
             extents: extents.to_vec(),
             params,
         }
@@ -354,15 +389,29 @@ impl LaunchMemory {
         Ok(())
     }
 
+    /// Runs `rmw`, an atomic read-modify-write of the word at `addr`, as the next update in
+    /// that word's modification order; returns its result and its place in the order. The
+    /// lock makes the order the one the updates happened in.
+    pub fn ordered_rmw(&self, addr: u64, rmw: impl FnOnce() -> u32) -> (u32, u32) {
+        let mut orders = self.orders.lock().unwrap_or_else(|e| e.into_inner());
+        let next = orders.entry(addr).or_insert(0);
+        let order = *next;
+        *next += 1;
+        (rmw(), order)
+    }
+
     /// Checks the accesses `spans` of block `block` (per kind: sorted, disjoint) against the
     /// blocks that ended before, then adds them. Returns the conflicting pair: this block's
-    /// access kind and first byte, the other block's access.
+    /// access kind and first byte, the other block's access. Accesses that ordered atomics
+    /// order ([`SyncTags`]) do not conflict.
     pub fn merge_block(&self, spans: &[Vec<BlockSpan>; 3], block: [u32; 3]) -> Result<(), InterBlockRace> {
         let mut shadow = self.shadow.lock().unwrap_or_else(|e| e.into_inner());
         for (kind, list) in spans.iter().enumerate() {
             for s in list {
                 for &other in conflicting_kinds(kind) {
-                    if let Some((start, span)) = overlap(&shadow.maps[other], s.start, s.end) {
+                    let unordered =
+                        overlaps(&shadow.maps[other], s.start, s.end).find(|(_, o)| !s.sync.ordered(&o.sync));
+                    if let Some((start, span)) = unordered {
                         let byte = start.max(s.start);
                         return Err(InterBlockRace {
                             byte,
@@ -378,7 +427,7 @@ impl LaunchMemory {
         }
         for (kind, list) in spans.iter().enumerate() {
             for s in list {
-                let span = Span { end: 0, block, thread: s.thread, site: s.site };
+                let span = Span { end: 0, block, thread: s.thread, site: s.site, sync: s.sync };
                 insert_gaps(&mut shadow.maps[kind], s.start, s.end, span);
             }
         }
@@ -400,9 +449,9 @@ fn kind_of(kind: usize) -> MemOp {
     [MemOp::Load, MemOp::Store, MemOp::Atomic][kind]
 }
 
-/// An entry of `map` overlapping `[start, end)`.
-fn overlap(map: &BTreeMap<u64, Span>, start: u64, end: u64) -> Option<(u64, Span)> {
-    map.range(..end).next_back().filter(|(_, s)| s.end > start).map(|(&k, s)| (k, *s))
+/// The entries of `map` (disjoint intervals) overlapping `[start, end)`, last first.
+fn overlaps(map: &BTreeMap<u64, Span>, start: u64, end: u64) -> impl Iterator<Item = (u64, Span)> + '_ {
+    map.range(..end).rev().take_while(move |(_, s)| s.end > start).map(|(&k, s)| (k, *s))
 }
 
 /// Adds the parts of `[start, end)` that `map` does not cover yet.
@@ -423,13 +472,15 @@ fn insert_gaps(map: &mut BTreeMap<u64, Span>, start: u64, end: u64, span: Span) 
     }
 }
 
-/// A byte interval one block accessed with one kind of access.
+/// A byte interval one block accessed with one kind of access, all of it ordered alike with
+/// other blocks.
 #[derive(Clone, Copy)]
 pub(crate) struct BlockSpan {
     pub start: u64,
     pub end: u64,
     pub thread: Option<[u32; 3]>,
     pub site: Site,
+    pub sync: SyncTags,
 }
 
 /// A race between this block and one that ended before it.
@@ -569,12 +620,19 @@ mod tests {
     #[test]
     fn gaps_fill_around_covered_ranges() {
         let mut map = BTreeMap::new();
-        let span = Span { end: 0, block: [0; 3], thread: None, site: std::panic::Location::caller() };
+        let span = Span {
+            end: 0,
+            block: [0; 3],
+            thread: None,
+            site: std::panic::Location::caller(),
+            sync: SyncTags::default(),
+        };
         insert_gaps(&mut map, 10, 20, span);
         insert_gaps(&mut map, 0, 30, Span { block: [1, 0, 0], ..span });
         let ranges: Vec<(u64, u64, u32)> = map.iter().map(|(&k, s)| (k, s.end, s.block[0])).collect();
         assert_eq!(ranges, [(0, 10, 1), (10, 20, 0), (20, 30, 1)]);
-        assert!(overlap(&map, 29, 31).is_some());
-        assert!(overlap(&map, 30, 40).is_none());
+        assert_eq!(overlaps(&map, 29, 31).count(), 1);
+        assert_eq!(overlaps(&map, 5, 25).map(|(k, _)| k).collect::<Vec<_>>(), [20, 10, 0]);
+        assert!(overlaps(&map, 30, 40).next().is_none());
     }
 }

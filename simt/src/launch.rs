@@ -25,9 +25,27 @@ pub enum BlockSample {
     /// interior), so counters of a grid whose interior blocks do equal work and whose edge
     /// blocks differ only along the edge are exact when scaled.
     Edges,
+    /// As [`BlockSample::Edges`] along x and y, with every z index of each sampled (x, y):
+    /// for grids whose z blocks cooperate on one (x, y) (a split-K GEMM whose last block of a
+    /// tile sums the others' partials), so that the sampled tiles' work is all done.
+    EdgesWholeZ,
+}
+
+/// The order in which a launch hands its blocks to the workers (each worker takes the next
+/// one). Results of a correct kernel never depend on it; tests change it to show that.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BlockOrder {
+    /// Linear block number order (x fastest).
+    #[default]
+    Forward,
+    /// The reverse.
+    Reverse,
+    /// A pseudo-random permutation drawn from the seed.
+    Shuffled(u64),
 }
 
 thread_local! {
+    static ORDER: RefCell<BlockOrder> = const { RefCell::new(BlockOrder::Forward) };
     static SAMPLE: RefCell<BlockSample> = const { RefCell::new(BlockSample::All) };
     static LAST_STATS: RefCell<Option<LaunchStats>> = const { RefCell::new(None) };
     static LOG: RefCell<Option<Vec<LaunchStats>>> = const { RefCell::new(None) };
@@ -84,6 +102,29 @@ fn append_to_log(launches: Vec<LaunchStats>) {
 /// have no other way to ask for it). Returns the previous setting.
 pub fn set_block_sample(sample: BlockSample) -> BlockSample {
     SAMPLE.with(|s| s.replace(sample))
+}
+
+/// Makes the launches this OS thread starts from now on hand out their blocks in `order`.
+/// Returns the previous setting.
+pub fn set_block_order(order: BlockOrder) -> BlockOrder {
+    ORDER.with(|o| o.replace(order))
+}
+
+/// Reorders `blocks` as `order` asks (Fisher-Yates on a 64-bit xorshift for `Shuffled`).
+fn reorder(blocks: &mut [(u64, f64)], order: BlockOrder) {
+    match order {
+        BlockOrder::Forward => {}
+        BlockOrder::Reverse => blocks.reverse(),
+        BlockOrder::Shuffled(seed) => {
+            let mut x = seed | 1;
+            for i in (1..blocks.len()).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                blocks.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+        }
+    }
 }
 
 /// The counters of the last launch this OS thread completed without a fault.
@@ -147,7 +188,8 @@ pub unsafe fn launch_with(
     sample: BlockSample,
 ) -> Result<LaunchStats, EmuError> {
     cfg.validate(kernel.name)?;
-    let blocks = blocks_to_run(cfg.grid, sample);
+    let mut blocks = blocks_to_run(cfg.grid, sample);
+    reorder(&mut blocks, ORDER.with(|o| *o.borrow()));
     let cores = thread::available_parallelism().map_or(1, |n| n.get());
     let workers = cores.min(blocks.len());
     let memory = LaunchMemory::new(extents, kernel.param_names, kernel.params);
@@ -221,9 +263,14 @@ fn blocks_to_run(grid: [u32; 3], sample: BlockSample) -> Vec<(u64, f64)> {
     let [gx, gy, gz] = grid;
     match sample {
         BlockSample::All => (0..u64::from(gx) * u64::from(gy) * u64::from(gz)).map(|b| (b, 1.0)).collect(),
-        BlockSample::Edges => {
+        BlockSample::Edges | BlockSample::EdgesWholeZ => {
+            let zs = if sample == BlockSample::Edges {
+                sample_axis(gz)
+            } else {
+                (0..gz).map(|z| (z, 1.0)).collect()
+            };
             let mut out = Vec::new();
-            for &(z, wz) in &sample_axis(gz) {
+            for &(z, wz) in &zs {
                 for &(y, wy) in &sample_axis(gy) {
                     for &(x, wx) in &sample_axis(gx) {
                         let linear =
@@ -317,5 +364,21 @@ mod tests {
             assert!(blocks.len() <= 125);
         }
         assert_eq!(blocks_to_run([4, 1, 1], BlockSample::Edges).len(), 4);
+        let whole_z = blocks_to_run([128, 64, 7], BlockSample::EdgesWholeZ);
+        assert_eq!(whole_z.len(), 5 * 5 * 7);
+        let total: f64 = whole_z.iter().map(|b| b.1).sum();
+        assert!((total - 128.0 * 64.0 * 7.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn reordered_blocks_are_a_permutation() {
+        let forward = blocks_to_run([7, 5, 3], BlockSample::All);
+        for order in [BlockOrder::Reverse, BlockOrder::Shuffled(1), BlockOrder::Shuffled(99)] {
+            let mut blocks = forward.clone();
+            reorder(&mut blocks, order);
+            assert_ne!(blocks, forward, "{order:?}");
+            blocks.sort_by_key(|b| b.0);
+            assert_eq!(blocks, forward, "{order:?}");
+        }
     }
 }

@@ -24,9 +24,14 @@
 //!     view a pointer argument was made from where the launch knows it ([`launch_with`]), or
 //!     misaligned for its width;
 //!   - two threads touching the same bytes where one writes and not both use atomics:
-//!     threads of a block are ordered only by `sync_threads`, threads of different blocks
-//!     never (each block's accesses are checked, as byte intervals, against those of the
-//!     blocks that ended before it);
+//!     threads of a block are ordered only by `sync_threads`; threads of different blocks
+//!     only through an ordered atomic ([`device::global_atomic_add_u32`]) with fences
+//!     ([`device::fence_acq_rel`]): a block's accesses before a barrier (or its own, for the
+//!     thread itself) that precedes a fence and then its update of a word happen before the
+//!     accesses of a block whose later update of that word is followed by a fence (and, for
+//!     its other threads, a barrier) — the release/acquire of a "last block" reduction. Each
+//!     block's accesses are checked, as byte intervals, against those of the blocks that
+//!     ended before it (the first access of each kind to a byte is the one remembered);
 //!   - a read of bytes never written (registered uninitialized and not yet uploaded, stored
 //!     or marked with [`mark_initialized`]).
 //!
@@ -63,7 +68,8 @@ pub use config::{HostKernel, LaunchConfig, MAX_BLOCK_THREADS, MAX_SHARED_BYTES};
 pub use error::{Access, AccessKind, Dim3, EmuError, Fault, Site};
 pub use global::{is_registered, mark_initialized, register, ArgExtent, Registration, NO_ARG};
 pub use launch::{
-    current_sample, last_launch_stats, launch, launch_with, record_launches, set_block_sample, BlockSample,
+    current_sample, last_launch_stats, launch, launch_with, record_launches, set_block_order,
+    set_block_sample, BlockOrder, BlockSample,
 };
 pub use shared::Shared;
 pub use stacks::THREAD_STACK_BYTES;

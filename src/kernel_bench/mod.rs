@@ -8,9 +8,10 @@
 //! number of K-steps) extrapolated to the real `K`; attention for one (sequence, head) pair,
 //! scaled to all of them (every pair does the same work). The tensor-core flash attention is
 //! counted the same way, with every block of the one pair run (its causal blocks differ in
-//! work, so an edge sample would not be exact). A split-K tensor-core GEMM is two launches,
-//! counted apart ([`Bench::count_launches`]) and predicted one after the other
-//! ([`predict_launches`]).
+//! work, so an edge sample would not be exact). A split-K tensor-core GEMM is one launch whose
+//! last block per tile sums the partials; it is counted at two short K with the same split
+//! count ([`Bench::count_launches`]). Cases of several launches are predicted one after the
+//! other ([`predict_launches`]).
 
 pub mod designs;
 pub mod memory;
@@ -56,7 +57,7 @@ pub enum TcOut {
 pub enum Op {
     /// [`crate::launch::gemm`] of that shape.
     Gemm(Gemm),
-    /// The tensor-core GEMM, with the plan its wrapper picks (split-K: two launches).
+    /// The tensor-core GEMM, with the plan its wrapper picks (split-K in the same launch).
     GemmTc(GemmTc, TcOut),
     /// Causal attention forward of that shape.
     Attention(AttentionShape),
@@ -244,7 +245,7 @@ fn tc_plan(g: &GemmTc) -> GemmTcPlan {
     g.plan.unwrap_or_else(|| launch::plan_gemm_tc(g.m, g.n, g.k))
 }
 
-/// The main-loop kernel of a tensor-core case (with split-K it writes f32 partials).
+/// The kernel of a tensor-core case (split-K included: one launch).
 fn gemm_tc_kernel(g: &GemmTc, out: TcOut) -> &'static str {
     let plan = tc_plan(g);
     let layout = match (g.trans_a, g.trans_b) {
@@ -253,7 +254,7 @@ fn gemm_tc_kernel(g: &GemmTc, out: TcOut) -> &'static str {
         _ => "tn",
     };
     let input = if g.input == HalfType::Bf16 { "bf16" } else { "f16" };
-    let out = if out == TcOut::F32 || plan.splits > 1 { "f32" } else { "b16" };
+    let out = if out == TcOut::F32 { "f32" } else { "b16" };
     let name = format!("gemm_tc_{input}_{layout}_{out}_{}", plan.config.suffix);
     trident_kernels::gemm_tc::KERNEL_NAMES
         .iter()
@@ -714,6 +715,8 @@ impl Bench {
         // Causal flash attention's blocks differ in work: run them all (one head, see `count`).
         let sample = match op {
             Op::FlashForward(_) | Op::FlashBackward(..) => BlockSample::All,
+            // A split-K tile is finished by whichever of its z blocks comes last.
+            Op::GemmTc(..) => BlockSample::EdgesWholeZ,
             _ => BlockSample::Edges,
         };
         self.count_sampled(op, kernel, sample)
@@ -774,11 +777,9 @@ impl Bench {
         Ok(work.with_dram_bytes(case.bytes()).with_flops(case.flops()))
     }
 
-    /// Every launch of the case, counted on `Emu` for its full size, in launch order: one, or
-    /// for a split-K tensor-core GEMM the main loop and the reduction. The main loop's z blocks
-    /// each do the work of an unsplit launch over `k_split` (exact when the splits are equal),
-    /// counted at two short K and extrapolated; the reduction does not depend on K and is
-    /// counted at `K = splits x BK`.
+    /// Every launch of the case, counted on `Emu` for its full size, in launch order (one for
+    /// every case but the vectorized memory ones with several passes). A tensor-core GEMM is
+    /// one launch, split-K included (see [`Bench::count_tc`]).
     pub fn count_launches(&self, case: &Case) -> anyhow::Result<Vec<Workload>> {
         if let Op::Vector(v) = case.op {
             anyhow::ensure!(matches!(self.device(), Device::Emu), "counting needs --device emu");
@@ -786,48 +787,59 @@ impl Bench {
         }
         let Op::GemmTc(g, out) = case.op else { return Ok(vec![self.count(case)?]) };
         anyhow::ensure!(matches!(self.device(), Device::Emu), "counting needs --device emu");
+        Ok(vec![self.count_tc(case, g, out)?])
+    }
+
+    /// A tensor-core GEMM's counters at its full size, from two launches at short K with the
+    /// plan's tile and split count.
+    ///
+    /// Per z block, the counters are affine in its K slices (the main loop repeats exactly;
+    /// the pipeline's fill and drain and the epilogue are constant once a block has
+    /// `stages - 2` slices), and the split-K tail — every block's partial store, its count
+    /// at the tile's counter, the last block's reads of the other `S - 1` partials and the
+    /// epilogue — is the same at every K: it moves partial tiles of a fixed size. So with `S`
+    /// and the last range's shortfall `S k_split - K` held fixed, the whole launch is affine
+    /// in `k_split`, and two short launches (`K - S (k_split - k_i)` at `k_i` 64 elements
+    /// apart, with the shortfall's whole slices added so that the last range keeps `stages`
+    /// slices or more), extrapolated to the plan's `k_split`, count it exactly (the tail is
+    /// in both and cancels in the slope). `tests/gemm_tc.rs` checks the extrapolation against a whole launch.
+    /// The sample runs every z block of each sampled tile ([`BlockSample::EdgesWholeZ`]), so
+    /// each sampled tile is finished by one block and the counts do not depend on which.
+    ///
+    /// DRAM bytes: A and B once, C once, and, with splits, every partial tile written and
+    /// `S - 1` of each tile's `S` read back. Those partials (2-20 MiB for GPT-2's weight
+    /// gradients) are written and read within one wave and might stay in the 50 MiB L2 of an
+    /// H100, but A and B stream through it meanwhile and the time model has no L2 term: they
+    /// are counted as DRAM traffic, an upper bound.
+    fn count_tc(&self, case: &Case, g: GemmTc, out: TcOut) -> anyhow::Result<Workload> {
         let plan = tc_plan(&g);
         let kernel = case.kernel();
-        let main_out = if plan.splits > 1 { TcOut::F32 } else { out };
-        let unsplit = |k: usize| {
-            let plan = GemmTcPlan { splits: 1, k_split: k.div_ceil(BK_TC) * BK_TC, ..plan };
-            Op::GemmTc(GemmTc { k, plan: Some(plan), ..g }, main_out)
+        // Whole slices the last range lacks (its partial slice, if K is no multiple of BK,
+        // stays in it at every k_split).
+        let short = (plan.splits * plan.k_split).saturating_sub(g.k) / BK_TC;
+        let at = |k_split: usize| {
+            let k = g.k - plan.splits * (plan.k_split - k_split);
+            Op::GemmTc(GemmTc { k, plan: Some(GemmTcPlan { k_split, ..plan }), ..g }, out)
         };
-        let mut main = if plan.k_split > K2 {
-            let (w1, w2) = (self.count_once(&unsplit(K1), kernel)?, self.count_once(&unsplit(K2), kernel)?);
-            w1.extrapolate(&w2, (plan.k_split - K1) as f64 / (K2 - K1) as f64)
+        let count = |op: &Op| self.count_sampled(op, kernel, BlockSample::EdgesWholeZ);
+        // Every range keeps at least `stages` slices: shorter ones leave part of the
+        // pipeline's prologue and drain empty, and the counters are not affine there.
+        let k1 = K1.max(plan.config.stages as usize * BK_TC) + short * BK_TC;
+        let k2 = k1 + (K2 - K1);
+        let work = if plan.k_split > k2 {
+            let (w1, w2) = (count(&at(k1))?, count(&at(k2))?);
+            w1.extrapolate(&w2, (plan.k_split - k1) as f64 / (k2 - k1) as f64)
         } else {
-            self.count_once(&unsplit(plan.k_split), kernel)?
+            count(&case.op)?
         };
-        if plan.splits == 1 {
-            return Ok(vec![main.with_dram_bytes(case.bytes()).with_flops(case.flops())]);
-        }
-        let partials = (plan.splits * (g.m * g.n).div_ceil(4) * 4 * 4) as u64;
-        let out_bytes = (g.m * g.n) as u64 * if out == TcOut::F32 { 4 } else { 2 };
-        main = main.scaled(plan.splits as f64);
-        main.blocks = (g.m.div_ceil(plan.config.bm() as usize)
-            * g.n.div_ceil(plan.config.bn() as usize)
-            * plan.splits) as u64;
-        let main =
-            main.with_dram_bytes(2 * (g.m * g.k + g.k * g.n) as u64 + partials).with_flops(case.flops());
-        let reduce_kernel = match (out, g.input) {
-            (TcOut::F32, _) => "gemm_tc_splitk_reduce_f32",
-            (TcOut::B16, HalfType::Bf16) => "gemm_tc_splitk_reduce_bf16",
-            (TcOut::B16, HalfType::F16) => "gemm_tc_splitk_reduce_f16",
+        let partials = if plan.splits > 1 {
+            let tiles = g.m.div_ceil(plan.config.bm() as usize) * g.n.div_ceil(plan.config.bn() as usize);
+            let tile_bytes = 4 * (plan.config.bm() * plan.config.bn()) as u64;
+            tiles as u64 * (2 * plan.splits as u64 - 1) * tile_bytes
+        } else {
+            0
         };
-        // The reduction reads every partial, so the whole grid of the main loop runs: at K =
-        // splits x BK and on `REDUCE_ROWS` rows, scaled to M (every row does the same work;
-        // exact while the rows fill whole blocks of the reduction's grid).
-        const REDUCE_ROWS: usize = 64;
-        let rows = REDUCE_ROWS.min(g.m);
-        let k = plan.splits * BK_TC;
-        let plan = Some(GemmTcPlan { k_split: BK_TC, ..plan });
-        let few_rows = Op::GemmTc(GemmTc { m: rows, k, plan, ld: None, ..g }, out);
-        let reduce = self
-            .count_sampled(&few_rows, reduce_kernel, BlockSample::All)?
-            .scaled(g.m as f64 / rows as f64)
-            .with_dram_bytes(partials + out_bytes);
-        Ok(vec![main, reduce])
+        Ok(work.with_dram_bytes(case.bytes() + partials).with_flops(case.flops()))
     }
 
     /// A design's counters at `M = N = size`, `K = k`.

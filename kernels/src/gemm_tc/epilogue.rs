@@ -1,7 +1,6 @@
-//! The GEMM's fused epilogue (`bias`, GeLU, residual add, f32 or 16-bit output) and the
-//! split-K reduction kernels that apply it after summing the partial products.
+//! The GEMM's fused epilogue: `bias`, GeLU, residual add, f32 or 16-bit output.
 
-use super::{Bf16, Input, Output, F16};
+use super::{Input, Output};
 use crate::gelu::{CUBE, SQRT_2_OVER_PI};
 use crate::simt::{self, Global, GlobalMut};
 
@@ -192,64 +191,4 @@ pub unsafe fn store_tile_b16<I: Input>(
             }
         }
     }
-}
-
-/// `c = epilogue(sum over s of partial[s])` for every element of an `m x n` C: the second
-/// half of a split-K GEMM, one thread per element pair, grid-stride.
-///
-/// # Safety
-///
-/// `partial` holds `splits` dense `m x n` f32 matrices, `stride` elements apart; C, the bias
-/// and the residual as the epilogue flags need (see [`Epilogue`]).
-#[inline(always)]
-unsafe fn reduce<I: Input, O: Output>(partial: Global<f32>, splits: usize, stride: usize, e: Epilogue<O>) {
-    let pairs_per_row = e.n.div_ceil(2);
-    let total = e.m * pairs_per_row;
-    let threads = (simt::block_dim_x() * simt::grid_dim_x()) as usize;
-    let mut i = (simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x()) as usize;
-    while i < total {
-        let (row, col) = (i / pairs_per_row, 2 * (i % pairs_per_row));
-        let at = row * e.n + col;
-        let mut v = [0.0f32; 2];
-        for s in 0..splits {
-            // SAFETY: (row, col) and, when below n, (row, col + 1) are inside each partial.
-            unsafe {
-                v[0] += partial.load(s * stride + at);
-                if col + 1 < e.n {
-                    v[1] += partial.load(s * stride + at + 1);
-                }
-            }
-        }
-        // SAFETY: forwarded from the caller.
-        unsafe { e.store_pair::<I>(row, col, v) };
-        i += threads;
-    }
-}
-
-macro_rules! reduce_entries {
-    ($($name:ident: $input:ty, $out:ty;)*) => {
-        kernels! {$(
-            /// Split-K reduction of the tensor-core GEMM (see `gemm_tc`): sums `splits` dense
-            /// `m x n` f32 partial products, `split_stride` elements apart, in split order and
-            /// applies the epilogue `flags`.
-            /// Launch any 1-D grid (a grid-stride loop covers the `m * ceil(n / 2)` pairs).
-            pub unsafe fn $name(
-                c: GlobalMut<$out>, partial: Global<f32>, bias: Global<f32>, residual: Global<$out>,
-                m: u32, n: u32, ldc: u32, ldr: u32, splits: u32, split_stride: u64, flags: u32,
-            ) {
-                let e = Epilogue {
-                    c, ldc: ldc as usize, bias, residual, ldr: ldr as usize, flags,
-                    m: m as usize, n: n as usize,
-                };
-                // SAFETY: the launch wrapper checked every buffer against these sizes.
-                unsafe { reduce::<$input, $out>(partial, splits as usize, split_stride as usize, e) }
-            }
-        )*}
-    };
-}
-
-reduce_entries! {
-    gemm_tc_splitk_reduce_f32: Bf16, f32;
-    gemm_tc_splitk_reduce_bf16: Bf16, u16;
-    gemm_tc_splitk_reduce_f16: F16, u16;
 }

@@ -17,8 +17,9 @@
 //!
 //! Block tiles ([`CONFIGS`]): `L` 128 x 256 (8 warps, 3 stages, 72 KiB of shared memory) for
 //! large shapes, `S` 64 x 128 (2 warps, 4 stages, 48 KiB) for small or skinny ones. Split-K
-//! runs the grid's z blocks over consecutive K ranges into f32 partial products that
-//! `gemm_tc_splitk_reduce_*` ([`epilogue`]) sums and finishes.
+//! runs the grid's z blocks over consecutive K ranges in the same launch; the last block of
+//! each output tile to finish sums the tile's f32 partial products in split order and runs
+//! the epilogue ([`splitk`]: deterministic, one launch).
 //!
 //! The epilogue applies, per element and as the `flags` ask, `+ bias[col]`, GeLU (tanh form),
 //! `+ residual[row, col]`, and writes f32 (paired 8-byte stores) or the inputs' 16-bit type
@@ -38,11 +39,13 @@ macro_rules! unroll {
 }
 
 pub mod epilogue;
+pub mod splitk;
 mod tile;
 
 use crate::simt::{self, Global, GlobalMut, Shared};
 pub use epilogue::Epilogue;
 pub use epilogue::{BIAS, GELU, RESIDUAL};
+pub use splitk::Workspace;
 pub use tile::BK;
 use tile::{a_fragments, b_fragments, Operand, WARP_TILE};
 
@@ -255,6 +258,9 @@ struct Shape {
     k_split: usize,
 }
 
+/// Float4 stores and loads of the split-K workspace assume 128 accumulators per thread.
+const _: () = assert!(WARP_TILE * WARP_TILE == 32 * 128);
+
 /// The GEMM for one block (see the module documentation). `TA`: A is stored transposed
 /// (`K x M`); `TB`: B is (`N x K`). `WM x WN` warps, `STAGES` stages; `WAIT = STAGES - 2`, the
 /// groups left in flight when a slice is consumed.
@@ -264,7 +270,7 @@ struct Shape {
 /// A, B and the epilogue's buffers hold what the shape addresses, with leading dimensions
 /// multiples of 8 and 16-byte aligned bases; launched with `WM * WN * 32` threads, a grid of
 /// `(ceil(N / BN), ceil(M / BM), splits)` and `stages * (BM + BN) * BK * 2` bytes of dynamic
-/// shared memory.
+/// shared memory. With more than one split, `ws` is as [`splitk::reduce_tile`] requires.
 #[inline(always)]
 unsafe fn gemm_block<
     I: Input,
@@ -279,8 +285,8 @@ unsafe fn gemm_block<
     a: Global<u16>,
     b: Global<u16>,
     s: Shape,
-    split_stride: usize,
-    mut e: Epilogue<O>,
+    ws: Workspace,
+    e: Epilogue<O>,
 ) {
     let (bm, bn) = (WM * WARP_TILE, WN * WARP_TILE);
     let threads = WM * WN * 32;
@@ -292,7 +298,6 @@ unsafe fn gemm_block<
     let k_begin = z * s.k_split;
     let k_end = s.k.min(k_begin + s.k_split);
     let k_tiles = k_end.saturating_sub(k_begin).div_ceil(BK);
-    e.c = e.c.add(z * split_stride);
 
     let stage_elems = (bm + bn) * BK;
     // The staged epilogue reuses the stages: one 64 x 64 16-bit tile per warp.
@@ -341,6 +346,15 @@ unsafe fn gemm_block<
         });
     }
 
+    // SAFETY: the wrapper sized and zeroed the workspace for this grid (see `reduce_tile`);
+    // every thread of the block gets here.
+    // The split-K reduction's two buffers of 8 float4 per thread fit in the stages.
+    const { assert!(2 * WM * WN * 32 * 32 * 4 <= STAGES * (WM + WN) * WARP_TILE * BK * 2) };
+    let drained = smem.cast::<f32>().sub(0, threads * 64);
+    if simt::grid_dim_z() > 1 && !unsafe { splitk::reduce_tile(&ws, drained, &mut acc, tid, threads) } {
+        // Another block of the tile arrives later and finishes it.
+        return;
+    }
     if O::STAGED {
         // Every warp is done with the stages: each reuses 8 KiB of them for its tile.
         simt::sync_threads();
@@ -358,12 +372,14 @@ macro_rules! gemm_tc_entries {
             /// output (`b16`: the inputs' 16-bit type) and block tile are in its name. Launch
             /// with the configuration's threads and dynamic shared memory and a grid of
             /// `(ceil(n / BN), ceil(m / BM), splits)`; `k_split` (a multiple of `BK`) is the K
-            /// range of each z block and `split_stride` the element offset between their
-            /// outputs.
+            /// range of each z block. With splits, `partial` and `counters` are the split-K
+            /// workspace (`splitk`: `tiles x splits x BM x BN` f32 and `tiles` counters, zero
+            /// at the first launch); unsplit launches never touch them.
             pub unsafe fn $name(
                 c: GlobalMut<$out>, a: Global<u16>, b: Global<u16>, bias: Global<f32>, residual: Global<$out>,
+                partial: GlobalMut<f32>, counters: GlobalMut<u32>,
                 m: u32, n: u32, k: u32, lda: u32, ldb: u32, ldc: u32, ldr: u32,
-                k_split: u32, split_stride: u64, flags: u32,
+                k_split: u32, flags: u32,
             ) {
                 let s = Shape {
                     m: m as usize, n: n as usize, k: k as usize,
@@ -379,7 +395,7 @@ macro_rules! gemm_tc_entries {
                         $input, $out, $ta, $tb,
                         { $cfg.warps_m as usize }, { $cfg.warps_n as usize },
                         { $cfg.stages as usize }, { $cfg.stages - 2 },
-                    >(a, b, s, split_stride as usize, e)
+                    >(a, b, s, Workspace { partial, counters }, e)
                 }
             }
         )*}

@@ -363,6 +363,19 @@ mod ptx {
     }
 
     #[inline(always)]
+    pub unsafe fn atom_add_u32(p: *mut u32, value: u32) -> u32 {
+        let old: u32;
+        // SAFETY: the caller guarantees a valid global u32 accessed only atomically.
+        unsafe {
+            asm!(
+                "{{", ".reg .u64 %ga;", "cvta.to.global.u64 %ga, {p};", "atom.global.add.u32 {old}, [%ga], {v};", "}}",
+                old = out(reg32) old, p = in(reg64) p, v = in(reg32) value, options(nostack),
+            )
+        };
+        old
+    }
+
+    #[inline(always)]
     pub unsafe fn red_add_f32(p: *mut f32, value: f32) {
         // SAFETY: as for `atom_add_f32`.
         unsafe {
@@ -561,6 +574,32 @@ impl GlobalMut<f32> {
             unsafe {
                 device::global_atomic_add_f32(p, value, self.arg, Location::caller());
             }
+        }
+    }
+}
+
+impl GlobalMut<u32> {
+    /// `atomicAdd` on element `i` (`atom.global.add.u32`); returns the previous value. With
+    /// [`super::fence_acq_rel_gpu`] before it (release) or after it (acquire) it orders
+    /// accesses of different blocks, which the emulator then does not report as races.
+    ///
+    /// # Safety
+    ///
+    /// Element `i` must lie in the buffer, and other threads of the launch may access it only
+    /// atomically unless ordered so (the emulator checks both).
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn atomic_add(self, i: usize, value: u32) -> u32 {
+        let p = offset(self.ptr, i).cast_mut();
+        #[cfg(target_arch = "nvptx64")]
+        {
+            // SAFETY: forwarded from the caller.
+            unsafe { ptx::atom_add_u32(p, value) }
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            // SAFETY: the emulator checks the address first.
+            unsafe { device::global_atomic_add_u32(p, value, self.arg, Location::caller()) }
         }
     }
 }

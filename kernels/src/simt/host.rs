@@ -82,6 +82,14 @@ pub fn sync_threads() {
     device::sync_threads(core::panic::Location::caller());
 }
 
+/// `__threadfence()`: `fence.acq_rel.gpu`. With an ordered atomic
+/// ([`GlobalMut::<u32>::atomic_add`](super::GlobalMut::atomic_add)) before or after it, the
+/// emulator orders the accesses of different blocks (release/acquire).
+#[inline]
+pub fn fence_acq_rel_gpu() {
+    device::fence_acq_rel();
+}
+
 /// `__syncwarp(mask)`: `bar.warp.sync`; the running lane must be in `mask`.
 #[track_caller]
 pub fn sync_warp(mask: u32) {

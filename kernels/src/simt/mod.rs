@@ -6,7 +6,8 @@
 //!
 //! - Indices: `thread_idx_x/y/z`, `block_idx_*`, `block_dim_*`, `grid_dim_*`, [`lane_id`],
 //!   [`warp_size`].
-//! - Barriers: [`sync_threads`] (every thread of the block, at one call site), [`sync_warp`].
+//! - Barriers: [`sync_threads`] (every thread of the block, at one call site), [`sync_warp`];
+//!   the memory fence [`fence_acq_rel_gpu`] (`__threadfence`).
 //! - Shared memory: [`Shared`] handles (`load`, `store`, `atomic_add` for f32, `sub`, `cast`)
 //!   from [`static_shared!`] or [`dynamic_shared`]; `cp_async_16` (with `_zfill`), `cp_async_4`,
 //!   `cp_async_8`, then `cp_async_commit_group` and `cp_async_wait_group::<N>` /
@@ -15,8 +16,10 @@
 //!   member mask ([`FULL_MASK`] for the whole warp).
 //! - Global memory: [`Global`] (read-only) and [`GlobalMut`] pointers, the kernels' parameter
 //!   types: `load`, `store`, `load_nc` (`ld.global.nc`), `load_v2`/`load_v4`/`store_v2`/
-//!   `store_v4` (`.v2`/`.v4.b32`), `atomic_add`/`red_add` (`atom`/`red.global.add.f32`). Kernels
-//!   never dereference a raw global pointer: on the host every access is checked and counted.
+//!   `store_v4` (`.v2`/`.v4.b32`), `atomic_add`/`red_add` (`atom`/`red.global.add.f32`), and
+//!   `atomic_add` on u32 (`atom.global.add.u32`: with a fence it releases or acquires between
+//!   blocks). Kernels never dereference a raw global pointer: on the host every access is
+//!   checked and counted.
 //! - Fast math: [`exp2`], [`exp`], [`log2`], [`tanh`], [`rsqrt`] (PTX `.approx`, a few ulp
 //!   from the host's correctly rounded results; `tanh` about 2^-11), [`sqrt`], [`fma`],
 //!   [`fmax`], [`fmin`].

@@ -53,6 +53,15 @@ pub fn sync_threads() {
     unsafe { nvptx::_syncthreads() }
 }
 
+/// `__threadfence()`: `fence.acq_rel.gpu`, ordering this thread's global accesses before it
+/// with those after it for every thread of the GPU.
+#[inline(always)]
+pub fn fence_acq_rel_gpu() {
+    // SAFETY: a fence has no memory-safety preconditions; without `nomem` the asm is a
+    // compiler barrier for memory too.
+    unsafe { asm!("fence.acq_rel.gpu;", options(nostack)) };
+}
+
 /// `__syncwarp(mask)`: `bar.warp.sync`.
 #[inline(always)]
 pub fn sync_warp(mask: u32) {

@@ -3,14 +3,15 @@
 //!
 //! [`plan_gemm_tc`] picks the block tile and the split-K factor per shape: the 128 x 256 tile
 //! when it gives a full wave of blocks, else the (tile, splits) pair of least estimated time
-//! on a 132-SM GPU (a placement heuristic; results never depend on it). With splits, the main
-//! kernel writes f32 partial products to a workspace the wrapper allocates, and a reduction
-//! kernel sums them in split order and applies the epilogue.
+//! on a 132-SM GPU (a placement heuristic; results never depend on it). With splits it is still
+//! one launch: each block writes its f32 partial tile to a workspace (the caller's,
+//! [`GemmTcWorkspace`], or one allocated for the launch), and the last block of each output
+//! tile sums them in split order and applies the epilogue (deterministic for any block order).
 
 use trident_kernels::gemm_tc::{self, Config, BIAS, BK, GELU, RESIDUAL};
 use trident_runtime::{Arg, Buffer, LaunchConfig, View, ViewMut};
 
-use super::{to_u32, Kernels, LaunchError, Result, Transpose, ELEMENTWISE_THREADS, MAX_BLOCKS};
+use super::{to_u32, Kernels, LaunchError, Result, Transpose};
 
 const KERNEL: &str = "gemm_tc";
 
@@ -185,7 +186,8 @@ fn resident(config: &Config) -> usize {
 
 /// The block tile and split-K factor for an `m x n x k` GEMM: the large tile whenever it fills
 /// one wave of SMs, else the pair of least estimated time (waves of blocks times a block's
-/// work at the tensor rate, plus the split-K workspace's write and read at the memory rate).
+/// work at the tensor rate, plus, with splits, the partial tiles' traffic at the memory rate:
+/// every block writes one, each tile's last block reads the others back).
 pub fn plan_gemm_tc(m: usize, n: usize, k: usize) -> GemmTcPlan {
     let k_tiles = k.div_ceil(BK).max(1);
     let tiles = |c: &Config| m.div_ceil(c.bm() as usize) * n.div_ceil(c.bn() as usize);
@@ -211,7 +213,12 @@ pub fn plan_gemm_tc(m: usize, n: usize, k: usize) -> GemmTcPlan {
             let block_macs = (config.bm() * config.bn()) as f64 * k_split as f64;
             let compute =
                 blocks.div_ceil(slots) as f64 * resident(&config) as f64 * block_macs / MACS_PER_SM_S;
-            let workspace = if splits > 1 { 2.0 * 4.0 * (splits * m * n) as f64 / BYTES_PER_S } else { 0.0 };
+            let tile_bytes = 4.0 * (config.bm() * config.bn()) as f64;
+            let workspace = if splits > 1 {
+                tiles(&config) as f64 * (2 * splits - 1) as f64 * tile_bytes / BYTES_PER_S
+            } else {
+                0.0
+            };
             let time = compute + workspace;
             if time < best.0 {
                 best = (time, GemmTcPlan { config, splits, k_split });
@@ -233,6 +240,37 @@ pub fn gemm_tc<O: GemmTcOutput>(
     bias: Option<&View<f32>>,
     residual: Option<&View<O>>,
     spec: &GemmTc,
+) -> Result<()> {
+    launch_gemm_tc(k, c, a, b, bias, residual, spec, None)
+}
+
+/// [`gemm_tc`] with a split-K workspace the caller keeps ([`GemmTcWorkspace::new`], for the
+/// plan the launch uses): nothing is allocated, and the counters need no zeroing between
+/// launches. Unsplit plans ignore it.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_tc_with_workspace<O: GemmTcOutput>(
+    k: &Kernels,
+    c: &mut ViewMut<O>,
+    a: &View<u16>,
+    b: &View<u16>,
+    bias: Option<&View<f32>>,
+    residual: Option<&View<O>>,
+    spec: &GemmTc,
+    workspace: &mut GemmTcWorkspace,
+) -> Result<()> {
+    launch_gemm_tc(k, c, a, b, bias, residual, spec, Some(workspace))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch_gemm_tc<O: GemmTcOutput>(
+    k: &Kernels,
+    c: &mut ViewMut<O>,
+    a: &View<u16>,
+    b: &View<u16>,
+    bias: Option<&View<f32>>,
+    residual: Option<&View<O>>,
+    spec: &GemmTc,
+    workspace: Option<&mut GemmTcWorkspace>,
 ) -> Result<()> {
     let shape = |what: String| LaunchError::Shape { kernel: KERNEL, what };
     k.check_device(c.device())?;
@@ -310,80 +348,100 @@ pub fn gemm_tc<O: GemmTcOutput>(
         block: [plan.config.threads(), 1, 1],
         dynamic_smem_bytes: plan.config.smem_bytes(),
     };
-    // Absent operands are null pointers; the epilogue flags say which are read.
-    let bias_arg = bias.map_or(Arg::null::<f32>(), |v| v.arg());
-    let residual_arg = |out_is_f32: bool| match (residual, out_is_f32) {
-        (Some(v), _) => v.arg(),
-        (None, true) => Arg::null::<f32>(),
-        (None, false) => Arg::null::<u16>(),
+    let name = main_kernel(spec.input, layout, O::NAME, &plan.config)?;
+    // Split-K partials and counters: the caller's workspace, or one made (counters zeroed) for
+    // this launch and freed in stream order after it. Unsplit launches never touch it.
+    let mut own = None;
+    let ws = match workspace {
+        _ if plan.splits == 1 => None,
+        Some(ws) => {
+            ws.check(k, spec.m, spec.n, &plan)?;
+            Some(ws)
+        }
+        None => Some(own.insert(GemmTcWorkspace::new(k, spec.m, spec.n, &plan)?)),
     };
-    let main_args = |c_arg: Arg, out: &str, ldc: usize, split_stride: usize, flags: u32| -> Result<_> {
-        let name = main_kernel(spec.input, layout, out, &plan.config)?;
-        let args = [
-            c_arg,
-            a.arg(),
-            b.arg(),
-            bias_arg,
-            residual_arg(out == "f32"),
-            to_u32("m", spec.m)?.into(),
-            to_u32("n", spec.n)?.into(),
-            to_u32("k", spec.k)?.into(),
-            to_u32("lda", lda)?.into(),
-            to_u32("ldb", ldb)?.into(),
-            to_u32("ldc", ldc)?.into(),
-            to_u32("ldr", ldc)?.into(),
-            to_u32("k_split", plan.k_split)?.into(),
-            (split_stride as u64).into(),
-            flags.into(),
-        ];
-        Ok((name, args))
+    let (partial_arg, counters_arg) = match ws {
+        Some(ws) => (ws.partial.view_mut(..)?.arg_mut(), ws.counters.view_mut(..)?.arg_mut()),
+        None => (Arg::null_mut::<f32>(), Arg::null_mut::<u32>()),
     };
-    if plan.splits == 1 {
-        let (name, args) = main_args(c.arg_mut(), O::NAME, ldc, 0, flags)?;
-        // SAFETY: every element the kernel reads or writes lies inside the views checked
-        // above (A, B, C, the bias and the residual), all on the kernels' device, 16-byte
-        // aligned with leading dimensions that keep every copied row so.
-        unsafe { k.launch(name, &cfg, &args)? };
-        return Ok(());
-    }
-    // Split-K: dense f32 partial products, one m x n matrix per split, then the reduction.
-    // The workspace is freed in stream order, after the reduction that reads it.
-    // Each partial starts 16-byte aligned, as the kernel's paired stores need.
-    let stride = (spec.m * spec.n).div_ceil(4) * 4;
-    let mut partial = Buffer::<f32>::uninit(k.device(), plan.splits * stride)?;
-    let mut partial_view = partial.view_mut(..)?;
-    // The main loop writes f32 partials with no epilogue (the reduction applies it).
-    let mut args = main_args(partial_view.arg_mut(), "f32", spec.n, stride, 0)?;
-    args.1[4] = Arg::null::<f32>();
-    let (name, args) = args;
-    // SAFETY: as above; the partials are `splits` dense m x n matrices of the workspace.
-    unsafe { k.launch(name, &cfg, &args)? };
-    let reduce = match (O::NAME, spec.input) {
-        ("f32", _) => "gemm_tc_splitk_reduce_f32",
-        (_, HalfType::Bf16) => "gemm_tc_splitk_reduce_bf16",
-        (_, HalfType::F16) => "gemm_tc_splitk_reduce_f16",
-    };
-    let pairs = spec.m * spec.n.div_ceil(2);
-    let blocks = pairs.div_ceil(ELEMENTWISE_THREADS as usize).min(MAX_BLOCKS as usize) as u32;
-    let reduce_cfg =
-        LaunchConfig { grid: [blocks, 1, 1], block: [ELEMENTWISE_THREADS, 1, 1], dynamic_smem_bytes: 0 };
     let args = [
         c.arg_mut(),
-        partial_view.arg_mut(),
-        bias_arg,
-        residual_arg(O::NAME == "f32"),
+        a.arg(),
+        b.arg(),
+        bias.map_or(Arg::null::<f32>(), |v| v.arg()),
+        residual.map_or(Arg::null::<O>(), |v| v.arg()),
+        partial_arg,
+        counters_arg,
         to_u32("m", spec.m)?.into(),
         to_u32("n", spec.n)?.into(),
+        to_u32("k", spec.k)?.into(),
+        to_u32("lda", lda)?.into(),
+        to_u32("ldb", ldb)?.into(),
         to_u32("ldc", ldc)?.into(),
         to_u32("ldr", ldc)?.into(),
-        to_u32("splits", plan.splits)?.into(),
-        (stride as u64).into(),
+        to_u32("k_split", plan.k_split)?.into(),
         flags.into(),
     ];
-    // SAFETY: the workspace holds the `splits` partials the main kernel wrote; C, the bias and
-    // the residual were checked above.
-    unsafe { k.launch(reduce, &reduce_cfg, &args)? };
+    // SAFETY: every element the kernel reads or writes lies inside the views checked above
+    // (A, B, C, the bias and the residual), all on the kernels' device, 16-byte aligned with
+    // leading dimensions that keep every copied row so; with splits, the workspace holds the
+    // grid's partial tiles and counters, the counters 0 (zeroed when it was made, and reset
+    // by every launch's last blocks).
+    unsafe { k.launch(name, &cfg, &args)? };
     Ok(())
+}
+
+/// The split-K workspace of the tensor-core GEMM: f32 partial tiles and one arrival counter
+/// per output tile (see `trident_kernels::gemm_tc::splitk`). Its counters are zeroed once,
+/// when it is made; every launch leaves them 0 again, so one workspace serves any number of
+/// launches (in stream order) whose plans it fits ([`GemmTcWorkspace::fits`]).
+pub struct GemmTcWorkspace {
+    partial: Buffer<f32>,
+    counters: Buffer<u32>,
+}
+
+impl GemmTcWorkspace {
+    /// f32 elements and counters a split `plan` of an `m x n` output needs.
+    pub fn sizes(m: usize, n: usize, plan: &GemmTcPlan) -> (usize, usize) {
+        let tiles = m.div_ceil(plan.config.bm() as usize) * n.div_ceil(plan.config.bn() as usize);
+        (tiles * plan.splits * (plan.config.bm() * plan.config.bn()) as usize, tiles)
+    }
+
+    /// A workspace for `plan` on an `m x n` output, on the kernels' device, its counters zero
+    /// (ordered before the kernels' later work on their stream).
+    pub fn new(k: &Kernels, m: usize, n: usize, plan: &GemmTcPlan) -> Result<Self> {
+        let (partial, tiles) = Self::sizes(m, n, plan);
+        let ws = GemmTcWorkspace {
+            // Written by every block before any block reads it.
+            partial: Buffer::uninit(k.device(), partial)?,
+            counters: Buffer::zeros(k.device(), tiles)?,
+        };
+        k.after_default_stream()?;
+        Ok(ws)
+    }
+
+    /// Whether the workspace is large enough for `plan` on an `m x n` output.
+    pub fn fits(&self, m: usize, n: usize, plan: &GemmTcPlan) -> bool {
+        let (partial, tiles) = Self::sizes(m, n, plan);
+        self.partial.len() >= partial && self.counters.len() >= tiles
+    }
+
+    fn check(&self, k: &Kernels, m: usize, n: usize, plan: &GemmTcPlan) -> Result<()> {
+        k.check_device(self.partial.device())?;
+        if !self.fits(m, n, plan) {
+            let (partial, tiles) = Self::sizes(m, n, plan);
+            return Err(LaunchError::Shape {
+                kernel: KERNEL,
+                what: format!(
+                    "the split-K workspace holds {} partial elements and {} counters, the plan needs \
+                     {partial} and {tiles}",
+                    self.partial.len(),
+                    self.counters.len()
+                ),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// The main-loop kernel for the input type, layout (`nn`, `nt`, `tn`), output (`f32`, `b16`)

@@ -44,7 +44,10 @@ pub use flash_attention::{
 };
 pub use gelu::{gelu_backward, gelu_backward_inplace, gelu_forward};
 pub use gemm::{gemm, Gemm, Transpose};
-pub use gemm_tc::{gemm_tc, plan_gemm_tc, GemmTc, GemmTcOutput, GemmTcPlan, HalfType};
+pub use gemm_tc::{
+    gemm_tc, gemm_tc_with_workspace, plan_gemm_tc, GemmTc, GemmTcOutput, GemmTcPlan, GemmTcWorkspace,
+    HalfType,
+};
 pub use kernels::Kernels;
 pub use layernorm::{layernorm_backward, layernorm_forward};
 pub use layernorm_row::{
