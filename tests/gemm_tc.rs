@@ -96,6 +96,10 @@ struct Case {
     bias: bool,
     gelu: bool,
     residual: bool,
+    /// `C += ...`: C starts from the residual's values and the epilogue adds them.
+    accumulate: bool,
+    /// `C = ... x gelu'(x)`, the residual's values as `x`.
+    gelu_grad: bool,
     plan: Option<GemmTcPlan>,
 }
 
@@ -132,16 +136,24 @@ fn run_case<O: Out>(
     if case.gelu {
         spec = spec.gelu();
     }
+    if case.accumulate {
+        spec = spec.accumulate();
+    }
+    if case.gelu_grad {
+        spec = spec.gelu_grad();
+    }
     if let Some(plan) = case.plan {
         spec = spec.with_plan(plan);
     }
     let (da, db) = (Buffer::from_slice(device, &a).unwrap(), Buffer::from_slice(device, &b).unwrap());
     let dbias = Buffer::from_slice(device, &bias).unwrap();
     let dres = Buffer::from_slice(device, &residual).unwrap();
-    let mut dc = Buffer::from_slice(device, &vec![O::POISON; m * ldc]).unwrap();
+    let initial = if case.accumulate { residual.clone() } else { vec![O::POISON; m * ldc] };
+    let mut dc = Buffer::from_slice(device, &initial).unwrap();
     let (vbias, vres) = (dbias.view(..).unwrap(), dres.view(..).unwrap());
     let (va, vb, mut vc) = (da.view(..).unwrap(), db.view(..).unwrap(), dc.view_mut(..).unwrap());
-    let (bias_view, residual_view) = (case.bias.then_some(&vbias), case.residual.then_some(&vres));
+    let (bias_view, residual_view) =
+        (case.bias.then_some(&vbias), (case.residual || case.gelu_grad).then_some(&vres));
     match workspace {
         Some(ws) => launch::gemm_tc_with_workspace(k, &mut vc, &va, &vb, bias_view, residual_view, &spec, ws),
         None => launch::gemm_tc(k, &mut vc, &va, &vb, bias_view, residual_view, &spec),
@@ -158,7 +170,8 @@ fn run_case<O: Out>(
         for j in 0..ldc {
             let g = got[i * ldc + j];
             if j >= n {
-                assert!(g.is_poison(), "{case:?} {m}x{n}x{kk}: C[{i}][{j}] past n was written: {g:?}");
+                let untouched = if case.accumulate { g == initial[i * ldc + j] } else { g.is_poison() };
+                assert!(untouched, "{case:?} {m}x{n}x{kk}: C[{i}][{j}] past n was written: {g:?}");
                 continue;
             }
             let (mut want, mut magnitude) = (0.0f64, 0.0f64);
@@ -176,10 +189,18 @@ fn run_case<O: Out>(
                 want = 0.5 * want * (1.0 + u.tanh());
                 magnitude = 1.2 * magnitude + gelu_tol;
             }
-            if case.residual {
+            if case.residual || case.accumulate {
                 let r = residual[i * ldc + j].value(t);
                 want += r;
                 magnitude += r.abs();
+            }
+            if case.gelu_grad {
+                let x = residual[i * ldc + j].value(t);
+                let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3));
+                let du = (2.0 / std::f64::consts::PI).sqrt() * (1.0 + 3.0 * 0.044715 * x * x);
+                let g = 0.5 * (1.0 + u.tanh()) + 0.5 * x * (1.0 - u.tanh().powi(2)) * du;
+                want *= g;
+                magnitude *= g.abs() + gelu_tol;
             }
             let tol = O::rounding(t) * want.abs() + 1e-5 * magnitude;
             let v = g.value(t);
@@ -219,7 +240,23 @@ fn gemm_tc_matches_f64_reference(device: &Device) {
                 let splits = if (i / 2) % 2 == 1 { 2 } else { 1 };
                 let k_split = shape.2.div_ceil(BK).div_ceil(splits) * BK;
                 let plan = GemmTcPlan { config, splits: shape.2.div_ceil(k_split), k_split };
-                let case = Case { trans_a, trans_b, input, bias, gelu, residual, plan: Some(plan) };
+                // The weight gradient's form (A transposed, f32 out) accumulates into C.
+                let accumulate = trans_a && f32_out && i % 3 != 2;
+                // The MLP's backward form (neither transposed, 16-bit out) carries on through
+                // GeLU's derivative.
+                let gelu_grad = !trans_a && !trans_b && !f32_out && !gelu;
+                let residual = residual && !accumulate && !gelu_grad;
+                let case = Case {
+                    trans_a,
+                    trans_b,
+                    input,
+                    bias,
+                    gelu,
+                    residual,
+                    accumulate,
+                    gelu_grad,
+                    plan: Some(plan),
+                };
                 if f32_out {
                     run_case::<f32>(device, &k, &mut rng, case, shape, None);
                 } else {
@@ -237,6 +274,8 @@ fn gemm_tc_matches_f64_reference(device: &Device) {
         bias: true,
         gelu: false,
         residual: false,
+        accumulate: false,
+        gelu_grad: false,
         plan,
     };
     run_case::<f32>(device, &k, &mut rng, case(None), (150, 100, 72), None);
@@ -265,7 +304,12 @@ fn gemm_tc_split_k_matches_f64_reference(device: &Device) {
         // leave the last one nothing to reduce (its partial is zeros).
         let kk = if splits == 8 { 7 * BK - 5 } else { splits * BK - rng.gen_range(1..BK) };
         let plan = split_plan(CONFIGS[i % 2], splits, 1);
-        let case = Case { trans_a, trans_b, input, bias, gelu, residual, plan: Some(plan) };
+        // f32 outputs accumulate every other time: the last block adds C after the partials.
+        let accumulate = i % 2 == 0 && i % 4 != 0;
+        let gelu_grad = i == 5;
+        let (gelu, residual) = (gelu && !gelu_grad, residual && !accumulate && !gelu_grad);
+        let case =
+            Case { trans_a, trans_b, input, bias, gelu, residual, accumulate, gelu_grad, plan: Some(plan) };
         if i % 2 == 0 {
             run_case::<f32>(device, &k, &mut rng, case, (m, n, kk), None);
         } else {
@@ -288,6 +332,8 @@ fn gemm_tc_split_k_workspace_is_reused(device: &Device) {
         bias: true,
         gelu: false,
         residual: false,
+        accumulate: false,
+        gelu_grad: false,
         plan: Some(plan),
     };
     for (shape, plan) in
@@ -331,7 +377,9 @@ fn gemm_tc_split_k_is_independent_of_block_order(device: &Device) {
             input: HalfType::Bf16,
             bias: true,
             gelu: true,
-            residual: f32_out,
+            residual: false,
+            accumulate: f32_out,
+            gelu_grad: false,
             plan: Some(split_plan(config, 6, 1)),
         };
         let shape = (130, 150, 6 * BK - 3);
@@ -502,6 +550,22 @@ fn gemm_tc_checks_its_arguments(device: &Device) {
     )
     .unwrap_err();
     assert!(err.to_string().contains("16-byte aligned"), "{err}");
+    // C += ... reads C as the residual: another residual is refused.
+    let r = Buffer::from_slice(device, &vec![0f32; 64 * 64]).unwrap();
+    let err = launch::gemm_tc::<f32>(
+        &k,
+        &mut c.view_mut(..).unwrap(),
+        &a.view(..).unwrap(),
+        &a.view(..).unwrap(),
+        None,
+        Some(&r.view(..).unwrap()),
+        &GemmTc::new(64, 64, 64, HalfType::Bf16).accumulate(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("no residual"), "{err}");
+    // GeLU's derivative needs GeLU's input as the residual.
+    let err = run(&mut c, GemmTc::new(64, 64, 64, HalfType::Bf16).gelu_grad()).unwrap_err();
+    assert!(err.to_string().contains("GeLU's input"), "{err}");
 }
 
 kernel_tests!(

@@ -337,9 +337,12 @@ impl Case {
         let f = |n: usize| 4 * n as u64;
         match &self.op {
             Op::Gemm(g) => f(g.m * g.k + g.k * g.n + g.m * g.n * if g.beta == 0.0 { 1 } else { 2 }),
+            // An accumulating GEMM reads C too, a GeLU-gradient one GeLU's input.
             Op::GemmTc(g, out) => {
                 2 * (g.m * g.k + g.k * g.n) as u64
-                    + (g.m * g.n) as u64 * if *out == TcOut::F32 { 4 } else { 2 }
+                    + (g.m * g.n) as u64
+                        * if *out == TcOut::F32 { 4 } else { 2 }
+                        * if g.accumulate || g.gelu_grad { 2 } else { 1 }
             }
             Op::Design { size, .. } => f(4 * size * size),
             Op::Attention(s) => f(s.b * s.t * 3 * s.nh * s.hs + s.b * s.t * s.nh * s.hs + s.b * s.nh * s.t),
@@ -397,8 +400,8 @@ impl Op {
     fn buffers(&self, device: &Device) -> Result<Buffers, launch::LaunchError> {
         let sizes: Vec<usize> = match self {
             Op::Gemm(g) => vec![g.m * g.n, g.m * g.k, g.k * g.n],
-            // f32 output, when there is one.
-            Op::GemmTc(g, TcOut::F32) => vec![g.m * g.n],
+            // f32 output, when there is one (and GeLU's input for a GeLU-gradient epilogue).
+            Op::GemmTc(g, TcOut::F32) => vec![g.m * g.n; if g.gelu_grad { 2 } else { 1 }],
             Op::GemmTc(..) => Vec::new(),
             Op::Design { size, .. } => vec![size * size; 3],
             Op::Attention(s) => {
@@ -450,11 +453,15 @@ impl Op {
                     .map(|(i, &n)| filled_bf16(device, n, 10 + i as u32))
                     .collect::<Result<_, _>>()?
             }
-            // bf16: A, B, and the output when it is 16-bit.
+            // bf16: A, B, and the output when it is 16-bit (and GeLU's input for a
+            // GeLU-gradient epilogue).
             Op::GemmTc(g, out) => {
                 let mut h = vec![filled_bf16(device, g.m * g.k, 1)?, filled_bf16(device, g.k * g.n, 2)?];
                 if *out == TcOut::B16 {
                     h.push(filled_bf16(device, g.m * g.n, 0)?);
+                    if g.gelu_grad {
+                        h.push(filled_bf16(device, g.m * g.n, 3)?);
+                    }
                 }
                 h
             }
@@ -535,8 +542,16 @@ impl Op {
                 let (ab, c) = bufs.h.split_at_mut(2);
                 let (a, b) = (ab[0].view(..)?, ab[1].view(..)?);
                 match out {
-                    TcOut::F32 => launch::gemm_tc(k, &mut f[0].view_mut(..)?, &a, &b, None, None, g),
-                    TcOut::B16 => launch::gemm_tc(k, &mut c[0].view_mut(..)?, &a, &b, None, None, g),
+                    TcOut::F32 => {
+                        let (c, x) = f.split_at_mut(1);
+                        let x = if g.gelu_grad { Some(x[0].view(..)?) } else { None };
+                        launch::gemm_tc(k, &mut c[0].view_mut(..)?, &a, &b, None, x.as_ref(), g)
+                    }
+                    TcOut::B16 => {
+                        let (c, x) = c.split_at_mut(1);
+                        let x = if g.gelu_grad { Some(x[0].view(..)?) } else { None };
+                        launch::gemm_tc(k, &mut c[0].view_mut(..)?, &a, &b, None, x.as_ref(), g)
+                    }
                 }
             }
             Op::Gemm(g) => {

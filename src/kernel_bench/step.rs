@@ -16,7 +16,9 @@
 //!
 //! The tensor-core GEMM cases run without their bias and residual operands (the suite's
 //! buffers), so the epilogue's loads of them are not in the instruction counts; the
-//! residual's bytes are added to the launch's DRAM traffic, the bias's (a row) are not.
+//! residual's bytes are added to the launch's DRAM traffic, the bias's (a row) are not. The
+//! GeLU-gradient and accumulating epilogues run as the trainer's do (their extra operand is
+//! the case's own buffer).
 
 use trident_perfmodel::{Target, Workload};
 use trident_runtime::{record_launches, set_block_sample, BlockSample, Buffer, Device};
@@ -136,7 +138,8 @@ pub fn step_launches(s: &StepShape) -> Vec<StepLaunch> {
     // y[n, oc] = x[n, ic] W[oc, ic]^T, dx[n, ic] = dy W, dW[oc, ic] = dy^T x.
     let fwd = |oc: usize, ic: usize, o: TcOut| Op::GemmTc(GemmTc::new(n, oc, ic, bf16).trans_b(), o);
     let dx = |oc: usize, ic: usize, o: TcOut| Op::GemmTc(GemmTc::new(n, ic, oc, bf16), o);
-    let dw = |oc: usize, ic: usize| Op::GemmTc(GemmTc::new(oc, ic, n, bf16).trans_a(), TcOut::F32);
+    let dw =
+        |oc: usize, ic: usize| Op::GemmTc(GemmTc::new(oc, ic, n, bf16).trans_a().accumulate(), TcOut::F32);
     let residual = 4 * (n * c) as u64;
     let attn = FlashAttentionShape { b, t, nh, hs: c / nh };
     let ln = || StepOp::Extra(Extra::LayerNormToBf16 { rows: n, c });
@@ -160,7 +163,6 @@ pub fn step_launches(s: &StepShape) -> Vec<StepLaunch> {
     // Backward of the head, from the bf16 logits' gradient the loss wrote over them.
     add("head: lm head bwd dx", case(dx(vp, c, TcOut::F32)), mb);
     add("head: lm head bwd dw", case(dw(vp, c)), mb);
-    add("head: dw added", case(Op::Add { n: vp * c }), mb);
     add("head: ln_f bwd", case(Op::LayerNormBackward { rows: n, c }), mb);
     // Per layer, backward (model::layer::layer_backward).
     let narrow = || StepOp::Extra(Extra::Narrow { n: n * c });
@@ -169,26 +171,26 @@ pub fn step_launches(s: &StepShape) -> Vec<StepLaunch> {
     let bias = |oc: usize| StepOp::Extra(Extra::BiasBackward { rows: n, oc });
     let bias16 = |oc: usize| case(Op::Vector(VecOp::BiasBackward { rows: n, oc }));
     add("layer: dres narrowed", narrow(), 2 * lm);
-    add("layer: fc proj bwd dx", case(dx(c, 4 * c, TcOut::B16)), lm);
+    // Through GeLU's backward in the epilogue (GeLU's input read as the residual).
+    let fcproj_dx = match dx(c, 4 * c, TcOut::B16) {
+        Op::GemmTc(g, o) => Op::GemmTc(g.gelu_grad(), o),
+        _ => unreachable!("a tensor-core GEMM"),
+    };
+    add("layer: fc proj bwd dx (x gelu')", case(fcproj_dx), lm);
     add("layer: fc proj bwd dw", case(dw(c, 4 * c)), lm);
-    add("layer: fc proj dw added", case(Op::Add { n: c * 4 * c }), lm);
     add("layer: fc proj bias bwd", bias(c), lm);
-    add("layer: gelu bwd", case(Op::Vector(VecOp::GeluBackward { n: n * 4 * c, bf16: true })), lm);
     add("layer: fc bwd dx", case(dx(4 * c, c, TcOut::F32)), lm);
     add("layer: fc bwd dw", case(dw(4 * c, c)), lm);
-    add("layer: fc dw added", case(Op::Add { n: 4 * c * c }), lm);
     add("layer: fc bias bwd", bias16(4 * c), lm);
     add("layer: ln2 bwd", case(Op::LayerNormBackward { rows: n, c }), lm);
     add("layer: attn proj bwd dx", case(dx(c, c, TcOut::B16)), lm);
     add("layer: attn proj bwd dw", case(dw(c, c)), lm);
-    add("layer: attn proj dw added", case(Op::Add { n: c * c }), lm);
     add("layer: attn proj bias bwd", bias(c), lm);
     for (what, step) in [("prep", FlashStep::Prep), ("main", FlashStep::Main), ("dq", FlashStep::Dq)] {
         add(&format!("layer: attention bwd {what}"), case(Op::FlashBackward(attn, step)), lm);
     }
     add("layer: qkv bwd dx", case(dx(3 * c, c, TcOut::F32)), lm);
     add("layer: qkv bwd dw", case(dw(3 * c, c)), lm);
-    add("layer: qkv dw added", case(Op::Add { n: 3 * c * c }), lm);
     add("layer: qkv bias bwd", bias16(3 * c), lm);
     add("layer: ln1 bwd", case(Op::LayerNormBackward { rows: n, c }), lm);
     add("embedding bwd", StepOp::Extra(Extra::EncoderBackward(encoder)), mb);

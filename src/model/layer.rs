@@ -331,10 +331,26 @@ pub(super) fn layer_backward(
     // MLP: FC proj (row parallel), GeLU, FC (column parallel, then f's backward), LN2.
     let fcproj = (ParamTensor::FcProjW, ParamTensor::FcProjB, l);
     let dres = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.dres_full), s.dres.view(..)?)?;
-    let (dout, inp) = (Operand::F32(dres), a.fch_gelu.all()?);
-    row_parallel_backward(ctx, grads, w, fcproj, &mut s.dfch.all_mut()?, dout, inp, (n, fl, c))?;
-    store_acts(ctx, d, &mut [&mut s.dfch])?;
-    ops::mixed::gelu_backward(ctx, &mut s.dfch.all_mut()?, a.fch.all()?, n * fl)?;
+    // The projection's input gradient carried through GeLU in one pass: dfch = (dres W) x
+    // gelu'(fch).
+    {
+        let [mut dw, mut db] = grads.views_mut([w.layout.range(fcproj.0, l), w.layout.range(fcproj.1, l)])?;
+        let (dout, inp, wm) = (Operand::F32(dres), a.fch_gelu.all()?, w.m(fcproj.0, l)?);
+        let (mut dfch, fch) = (s.dfch.all_mut()?, a.fch.all()?);
+        ops::mixed::linear_backward_gelu(
+            ctx,
+            &mut dfch,
+            &mut dw,
+            Some(&mut db),
+            dout,
+            inp,
+            wm,
+            fch,
+            n,
+            fl,
+            c,
+        )?;
+    }
     store_acts(ctx, d, &mut [&mut s.dfch])?;
     let fc = (ParamTensor::FcW, ParamTensor::FcB, l);
     let (ln_full, dln_full) = sp_ln_buffers(&mut s.sp);

@@ -71,7 +71,8 @@ fn bf16_on_emu_runs_the_tensor_cores_and_flash_attention_on_16_bit_buffers() {
     // f32 kernels nor conversions around them run.
     assert_eq!(counts.get("layernorm_forward_row_f32_bf16"), Some(&(2 * layers + 1)), "{counts:?}");
     assert_eq!(counts.get("gelu_forward_bf16"), Some(&layers));
-    assert_eq!(counts.get("gelu_backward_bf16"), Some(&layers));
+    // GeLU's backward runs in the epilogue of the FC projection's input-gradient GEMM.
+    assert_eq!(counts.get("gelu_backward_bf16"), None, "{counts:?}");
     for f32_kernel in
         ["layernorm_forward_row_f32", "layernorm_forward_f32", "gelu_forward_v4_f32", "gelu_backward_v4_f32"]
     {

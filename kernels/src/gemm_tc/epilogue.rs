@@ -1,7 +1,7 @@
 //! The GEMM's fused epilogue: `bias`, GeLU, residual add, f32 or 16-bit output.
 
 use super::{Input, Output};
-use crate::gelu::{CUBE, SQRT_2_OVER_PI};
+use crate::gelu::{gelu_grad, CUBE, SQRT_2_OVER_PI};
 use crate::simt::{self, Global, GlobalMut};
 
 /// Epilogue flag: add `bias[col]` (f32).
@@ -10,6 +10,10 @@ pub const BIAS: u32 = 1;
 pub const GELU: u32 = 2;
 /// Epilogue flag: add `residual[row * ldr + col]` (the output's element type) last.
 pub const RESIDUAL: u32 = 4;
+/// Epilogue flag: multiply by `gelu'(residual[row * ldr + col])` last, the residual operand
+/// holding GeLU's input (the MLP's backward: the input gradient of the projection after GeLU
+/// times GeLU's derivative, as `gelu_backward_*` computes it). Not with [`RESIDUAL`].
+pub const GELU_GRAD: u32 = 8;
 
 /// What the epilogue applies, and where it writes.
 #[derive(Clone, Copy)]
@@ -24,7 +28,7 @@ pub struct Epilogue<O: Output> {
     pub residual: Global<O>,
     /// The residual's leading dimension, in elements.
     pub ldr: usize,
-    /// [`BIAS`], [`GELU`], [`RESIDUAL`], or'ed.
+    /// [`BIAS`], [`GELU`], [`RESIDUAL`] or [`GELU_GRAD`], or'ed.
     pub flags: u32,
     /// C's rows: the stores are masked to them.
     pub m: usize,
@@ -51,6 +55,9 @@ impl<O: Output> Epilogue<O> {
         if self.flags & RESIDUAL != 0 {
             // SAFETY: the residual covers `m` rows of `ldr` when the flag is set.
             v += unsafe { self.residual.load(row * self.ldr + col) }.to_f32::<I>();
+        } else if self.flags & GELU_GRAD != 0 {
+            // SAFETY: as for the residual, which holds GeLU's input under this flag.
+            v *= gelu_grad(unsafe { self.residual.load(row * self.ldr + col) }.to_f32::<I>());
         }
         v
     }

@@ -44,7 +44,7 @@ mod tile;
 
 use crate::simt::{self, Global, GlobalMut, Shared};
 pub use epilogue::Epilogue;
-pub use epilogue::{BIAS, GELU, RESIDUAL};
+pub use epilogue::{BIAS, GELU, GELU_GRAD, RESIDUAL};
 pub use splitk::Workspace;
 pub use tile::BK;
 use tile::{a_fragments, b_fragments, Operand, WARP_TILE};

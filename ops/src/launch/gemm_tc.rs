@@ -8,7 +8,7 @@
 //! [`GemmTcWorkspace`], or one allocated for the launch), and the last block of each output
 //! tile sums them in split order and applies the epilogue (deterministic for any block order).
 
-use trident_kernels::gemm_tc::{self, Config, BIAS, BK, GELU, RESIDUAL};
+use trident_kernels::gemm_tc::{self, Config, BIAS, BK, GELU, GELU_GRAD, RESIDUAL};
 use trident_runtime::{Arg, Buffer, LaunchConfig, View, ViewMut};
 
 use super::{to_u32, Kernels, LaunchError, Result, Transpose};
@@ -88,6 +88,13 @@ pub struct GemmTc {
     pub ld: Option<(usize, usize, usize)>,
     /// GeLU (tanh form) after the bias.
     pub gelu: bool,
+    /// `C += ...`: the epilogue adds C's own values last, in place of a residual (a weight
+    /// gradient accumulated into the f32 gradient buffer).
+    pub accumulate: bool,
+    /// `C = op(A) op(B) x gelu'(residual)`: the residual operand is GeLU's input, and the
+    /// product is multiplied by GeLU's derivative at it instead of added to (the input
+    /// gradient of the MLP's projection, through GeLU's backward, in one pass).
+    pub gelu_grad: bool,
     /// A fixed plan instead of [`plan_gemm_tc`]'s (tests use it to reach every tile).
     pub plan: Option<GemmTcPlan>,
 }
@@ -104,6 +111,8 @@ impl GemmTc {
             trans_b: Transpose::No,
             ld: None,
             gelu: false,
+            accumulate: false,
+            gelu_grad: false,
             plan: None,
         }
     }
@@ -129,6 +138,19 @@ impl GemmTc {
     /// GeLU after the bias.
     pub fn gelu(mut self) -> Self {
         self.gelu = true;
+        self
+    }
+
+    /// `C += op(A) op(B)` (after the bias and GeLU): C is read as the residual; no other
+    /// residual may be given.
+    pub fn accumulate(mut self) -> Self {
+        self.accumulate = true;
+        self
+    }
+
+    /// `C = op(A) op(B) x gelu'(x)`, `x` the residual operand (GeLU's input, C's layout).
+    pub fn gelu_grad(mut self) -> Self {
+        self.gelu_grad = true;
         self
     }
 
@@ -326,6 +348,21 @@ fn launch_gemm_tc<O: GemmTcOutput>(
         }
         flags |= RESIDUAL;
     }
+    if spec.gelu_grad {
+        if residual.is_none() || spec.accumulate || spec.gelu {
+            return Err(shape(
+                "a GeLU-gradient GEMM needs GeLU's input as its residual, and neither GeLU nor accumulation"
+                    .into(),
+            ));
+        }
+        flags = (flags & !RESIDUAL) | GELU_GRAD;
+    }
+    if spec.accumulate {
+        if residual.is_some() {
+            return Err(shape("an accumulating GEMM adds C itself: no residual can be given too".into()));
+        }
+        flags |= RESIDUAL;
+    }
     if spec.m == 0 || spec.n == 0 {
         return Ok(());
     }
@@ -369,7 +406,13 @@ fn launch_gemm_tc<O: GemmTcOutput>(
         a.arg(),
         b.arg(),
         bias.map_or(Arg::null::<f32>(), |v| v.arg()),
-        residual.map_or(Arg::null::<O>(), |v| v.arg()),
+        match residual {
+            Some(v) => v.arg(),
+            // C as the residual: each element is read by the thread that writes it, before it
+            // writes it.
+            None if spec.accumulate => c.as_view().arg(),
+            None => Arg::null::<O>(),
+        },
         partial_arg,
         counters_arg,
         to_u32("m", spec.m)?.into(),

@@ -127,6 +127,47 @@ pub fn linear_backward(
     ic: usize,
     oc: usize,
 ) -> Result<()> {
+    linear_backward_through(ctx, dinp, dweight, dbias, dout, inp, weight, None, n, ic, oc)
+}
+
+/// [`linear_backward`] of a linear layer whose input is `gelu(x)`, carried on through GeLU:
+/// `dinp = (dout weight) x gelu'(x)` (the gradient of `x`), `dweight` and `dbias` as there
+/// (`inp` is `gelu(x)`). On the tensor cores GeLU's derivative is applied in the input-gradient
+/// GEMM's epilogue (`GemmTc::gelu_grad`), each value rounded once; elsewhere `dinp` is
+/// computed in f32 and multiplied by GeLU's derivative in place.
+#[allow(clippy::too_many_arguments)]
+pub fn linear_backward_gelu(
+    ctx: &OpsContext,
+    dinp: &mut OperandMut,
+    dweight: &mut ViewMut<f32>,
+    dbias: Option<&mut ViewMut<f32>>,
+    dout: Operand,
+    inp: Operand,
+    weight: Operand,
+    x: Operand,
+    n: usize,
+    ic: usize,
+    oc: usize,
+) -> Result<()> {
+    check::len("linear_backward_gelu", "x", x.len(), n * ic, &format!("[n={n}, ic={ic}]"))?;
+    linear_backward_through(ctx, dinp, dweight, dbias, dout, inp, weight, Some(x), n, ic, oc)
+}
+
+/// [`linear_backward`], and with `gelu_x` [`linear_backward_gelu`].
+#[allow(clippy::too_many_arguments)]
+fn linear_backward_through(
+    ctx: &OpsContext,
+    dinp: &mut OperandMut,
+    dweight: &mut ViewMut<f32>,
+    dbias: Option<&mut ViewMut<f32>>,
+    dout: Operand,
+    inp: Operand,
+    weight: Operand,
+    gelu_x: Option<Operand>,
+    n: usize,
+    ic: usize,
+    oc: usize,
+) -> Result<()> {
     const OP: &str = "linear_backward";
     check::len(OP, "dinp", dinp.len(), n * ic, &format!("[n={n}, ic={ic}]"))?;
     check::len(OP, "dout", dout.len(), n * oc, &format!("[n={n}, oc={oc}]"))?;
@@ -136,7 +177,11 @@ pub fn linear_backward(
     if let (OperandMut::F32(d), Some(dy), Some(x), Some(w)) =
         (&mut *dinp, dout.as_f32(), inp.as_f32(), weight.as_f32())
     {
-        return super::super::matmul_backward(ctx, d, dweight, dbias, dy, x, w, n, ic, oc);
+        super::super::matmul_backward(ctx, d, dweight, dbias, dy, x, w, n, ic, oc)?;
+        return match gelu_x {
+            Some(g) => super::gelu_backward(ctx, dinp, g, n * ic),
+            None => Ok(()),
+        };
     }
     if let Some(format) = tensor_core_format(ctx, &weight, &[ic, oc]) {
         let Operand::Half(w, _) = weight else { unreachable!("a tensor-core weight is 16-bit") };
@@ -144,14 +189,21 @@ pub fn linear_backward(
         let (dy, x) = (narrow(ctx, dout, format)?, narrow(ctx, inp, format)?);
         let (dy, x) = (dy.view()?, x.view()?);
         let t = half_type(format);
-        // dinp[n, ic] = dout[n, oc] W[oc, ic].
-        gemm_tc_into(ctx, dinp, (dy, w), None, None, &GemmTc::new(n, ic, oc, t))?;
-        // dW[oc, ic] += dout^T x: the product into a buffer of its own, then added (the
-        // epilogue's residual cannot alias the output it writes through another view).
-        let mut dw = Buffer::<f32>::uninit(ctx.device(), oc * ic)?;
+        // dinp[n, ic] = dout[n, oc] W[oc, ic] (times gelu'(x), x read as the residual).
+        let spec = GemmTc::new(n, ic, oc, t);
+        let spec = if gelu_x.is_some() { spec.gelu_grad() } else { spec };
+        gemm_tc_into(ctx, dinp, (dy, w), None, gelu_x, &spec)?;
+        // dW[oc, ic] += dout^T x, accumulated by the epilogue into the f32 gradient (one f32
+        // add per element, as a separate addition would do); a gradient the kernel cannot
+        // store to (not 16-byte aligned) gets the product in a buffer of its own, then added.
         let spec = GemmTc::new(oc, ic, n, t).trans_a();
-        launch::gemm_tc(k, &mut dw.view_mut(..)?, &dy, &x, None, None::<&View<f32>>, &spec)?;
-        launch::add_assign(k, dweight, &dw.view(..)?)?;
+        if dweight.addr_mut() % 16 == 0 {
+            launch::gemm_tc(k, dweight, &dy, &x, None, None::<&View<f32>>, &spec.accumulate())?;
+        } else {
+            let mut dw = Buffer::<f32>::uninit(ctx.device(), oc * ic)?;
+            launch::gemm_tc(k, &mut dw.view_mut(..)?, &dy, &x, None, None::<&View<f32>>, &spec)?;
+            launch::add_assign(k, dweight, &dw.view(..)?)?;
+        }
         if let Some(db) = dbias {
             check::len(OP, "dbias", db.len(), oc, &format!("[oc={oc}]"))?;
             // Column sums in f32, read straight from `dout` in its own type.
@@ -164,6 +216,11 @@ pub fn linear_backward(
     }
     let (dy, x, w) = (wide(ctx, dout)?, wide(ctx, inp)?, wide(ctx, weight)?);
     into_f32(ctx, dinp, false, |d| {
-        super::super::matmul_backward(ctx, d, dweight, dbias, dy.view()?, x.view()?, w.view()?, n, ic, oc)
+        super::super::matmul_backward(ctx, d, dweight, dbias, dy.view()?, x.view()?, w.view()?, n, ic, oc)?;
+        match gelu_x {
+            // In f32, before `dinp` is narrowed: one rounding, as on the tensor cores.
+            Some(g) => super::super::gelu_backward(ctx, d, wide(ctx, g)?.view()?, n * ic),
+            None => Ok(()),
+        }
     })
 }

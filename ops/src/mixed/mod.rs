@@ -33,7 +33,7 @@ mod memory_bound;
 pub use attention::{attention_backward, attention_forward, flash_attention_refusal};
 pub use convert::convert;
 pub use cross_entropy::softmax_cross_entropy;
-pub use linear::{linear_backward, linear_forward};
+pub use linear::{linear_backward, linear_backward_gelu, linear_forward};
 pub use memory_bound::{gelu_backward, gelu_forward, layernorm_forward};
 
 /// An input of the mixed-precision ops: f32 values, or 16-bit ones (`format` bits as `u16`).
