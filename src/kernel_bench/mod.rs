@@ -794,7 +794,7 @@ impl Bench {
 
     /// Every launch of the case, counted on `Emu` for its full size, in launch order (one for
     /// every case but the vectorized memory ones with several passes). A tensor-core GEMM is
-    /// one launch, split-K included (see [`Bench::count_tc`]).
+    /// one launch, split-K included (counted as the module documentation says).
     pub fn count_launches(&self, case: &Case) -> anyhow::Result<Vec<Workload>> {
         if let Op::Vector(v) = case.op {
             anyhow::ensure!(matches!(self.device(), Device::Emu), "counting needs --device emu");

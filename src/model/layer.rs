@@ -205,7 +205,7 @@ pub(super) fn column_parallel_backward(
         None => &mut *dln,
     };
     let partial = &mut OperandMut::F32(partial.view_mut(..)?);
-    row_parallel_backward(ctx, grads, w, (wt, bt, l), partial, dout, inp, (n, ic, oc_local))?;
+    row_parallel_backward(ctx, grads, w, (wt, bt, l), partial, dout, inp, None, (n, ic, oc_local))?;
     match dln_full {
         Some(full) => tp.reduce_scatter_rows(&full.view(..)?, &mut dln.view_mut(..)?)?,
         None => tp.all_reduce_view(&mut dln.view_mut(..)?)?,
@@ -225,7 +225,8 @@ pub(super) fn sp_ln_buffers(
 
 /// Row-parallel linear layer backward: g's backward is the identity, so the local product
 /// gives this rank's input columns' gradient; the replicated bias gets the same gradient on
-/// every rank.
+/// every rank. With `gelu_x` (the layer's input is `gelu(gelu_x)`) the input gradient is
+/// carried on through GeLU in the same pass: the gradient of `gelu_x`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn row_parallel_backward(
     ctx: &OpsContext,
@@ -235,11 +236,17 @@ pub(super) fn row_parallel_backward(
     dinp: &mut OperandMut,
     dout: Operand,
     inp: Operand,
+    gelu_x: Option<Operand>,
     (n, ic_local, oc): (usize, usize, usize),
 ) -> Result<()> {
     let [mut dw, mut db] = grads.views_mut([w.layout.range(wt, l), w.layout.range(bt, l)])?;
-    let wm = w.m(wt, l)?;
-    ops::mixed::linear_backward(ctx, dinp, &mut dw, Some(&mut db), dout, inp, wm, n, ic_local, oc)?;
+    let (wm, db) = (w.m(wt, l)?, Some(&mut db));
+    match gelu_x {
+        Some(x) => {
+            ops::mixed::linear_backward_gelu(ctx, dinp, &mut dw, db, dout, inp, wm, x, n, ic_local, oc)?
+        }
+        None => ops::mixed::linear_backward(ctx, dinp, &mut dw, db, dout, inp, wm, n, ic_local, oc)?,
+    }
     Ok(())
 }
 
@@ -331,26 +338,10 @@ pub(super) fn layer_backward(
     // MLP: FC proj (row parallel), GeLU, FC (column parallel, then f's backward), LN2.
     let fcproj = (ParamTensor::FcProjW, ParamTensor::FcProjB, l);
     let dres = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.dres_full), s.dres.view(..)?)?;
-    // The projection's input gradient carried through GeLU in one pass: dfch = (dres W) x
-    // gelu'(fch).
-    {
-        let [mut dw, mut db] = grads.views_mut([w.layout.range(fcproj.0, l), w.layout.range(fcproj.1, l)])?;
-        let (dout, inp, wm) = (Operand::F32(dres), a.fch_gelu.all()?, w.m(fcproj.0, l)?);
-        let (mut dfch, fch) = (s.dfch.all_mut()?, a.fch.all()?);
-        ops::mixed::linear_backward_gelu(
-            ctx,
-            &mut dfch,
-            &mut dw,
-            Some(&mut db),
-            dout,
-            inp,
-            wm,
-            fch,
-            n,
-            fl,
-            c,
-        )?;
-    }
+    // The projection's input gradient carried on through GeLU in the same pass: dfch =
+    // (dres W) x gelu'(fch).
+    let (dout, inp, fch) = (Operand::F32(dres), a.fch_gelu.all()?, Some(a.fch.all()?));
+    row_parallel_backward(ctx, grads, w, fcproj, &mut s.dfch.all_mut()?, dout, inp, fch, (n, fl, c))?;
     store_acts(ctx, d, &mut [&mut s.dfch])?;
     let fc = (ParamTensor::FcW, ParamTensor::FcB, l);
     let (ln_full, dln_full) = sp_ln_buffers(&mut s.sp);
@@ -373,7 +364,7 @@ pub(super) fn layer_backward(
     let proj = (ParamTensor::AttnProjW, ParamTensor::AttnProjB, l);
     let dres = gathered(tp, s.sp.as_mut().map(|sp| &mut sp.dres_full), s.dres.view(..)?)?;
     let (dout, inp) = (Operand::F32(dres), atty.all()?);
-    row_parallel_backward(ctx, grads, w, proj, &mut s.datty.all_mut()?, dout, inp, (n, cl, c))?;
+    row_parallel_backward(ctx, grads, w, proj, &mut s.datty.all_mut()?, dout, inp, None, (n, cl, c))?;
     store_acts(ctx, d, &mut [&mut s.datty])?;
     let (datty, qkv) = (s.datty.all()?, a.qkv.all()?);
     ops::mixed::attention_backward(

@@ -266,7 +266,7 @@ pub fn gemm_tc<O: GemmTcOutput>(
     launch_gemm_tc(k, c, a, b, bias, residual, spec, None)
 }
 
-/// [`gemm_tc`] with a split-K workspace the caller keeps ([`GemmTcWorkspace::new`], for the
+/// [`gemm_tc()`] with a split-K workspace the caller keeps ([`GemmTcWorkspace::new`], for the
 /// plan the launch uses): nothing is allocated, and the counters need no zeroing between
 /// launches. Unsplit plans ignore it.
 #[allow(clippy::too_many_arguments)]
