@@ -141,4 +141,9 @@ fn a_step_prediction_sums_its_entries() {
     assert_eq!(p.launches, trainer_launches(&shape).values().sum::<u64>());
     let peak = target.gpu.bf16_tflops.unwrap() * 1e12;
     assert!((p.mfu - shape.model_flops() / p.seconds / peak).abs() < 1e-12);
+    // A shape the list does not mirror (32-wide heads run the f32 attention) is refused.
+    let config = GptConfig::new(16, 40, 1, 2, 64, 64).unwrap();
+    let other = StepShape { config, ..shape };
+    let err = predict_step(&bench, &target, &other).unwrap_err().to_string();
+    assert!(err.contains("head size 32"), "{err}");
 }

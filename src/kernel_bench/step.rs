@@ -52,6 +52,28 @@ impl StepShape {
         StepShape { config, micro_batch: super::GPT2_TC_ROWS / 1024, seq_len: 1024, micro_batches: 1 }
     }
 
+    /// Whether the trainer runs this shape the way [`step_launches`] lists it: every linear
+    /// layer on the tensor cores (widths multiples of 8), flash attention (head size 64 or
+    /// 128) and the row LayerNorm's bf16 output (at most 2048 channels). Other shapes take
+    /// conversions and f32 kernels the list does not have.
+    pub fn check(&self) -> Result<(), String> {
+        let c = &self.config;
+        let hs = c.channels / c.num_heads;
+        if c.channels % 8 != 0 || c.padded_vocab_size % 8 != 0 {
+            return Err(format!(
+                "the hidden size ({}) and the padded vocabulary ({}) must be multiples of 8 for the tensor cores",
+                c.channels, c.padded_vocab_size
+            ));
+        }
+        if !launch::FLASH_HEAD_SIZES.contains(&hs) {
+            return Err(format!("head size {hs}: flash attention is built for head sizes 64 and 128"));
+        }
+        if c.channels > 2048 {
+            return Err(format!("hidden size {}: the bf16 LayerNorm kernel takes at most 2048", c.channels));
+        }
+        Ok(())
+    }
+
     /// Tokens per step.
     pub fn tokens(&self) -> usize {
         self.micro_batch * self.seq_len * self.micro_batches
@@ -360,6 +382,7 @@ pub struct StepPrediction {
 /// Counts every launch of `step` on `Emu` and predicts the step on `target`.
 pub fn predict_step(bench: &Bench, target: &Target, step: &StepShape) -> anyhow::Result<StepPrediction> {
     use anyhow::Context;
+    step.check().map_err(|why| anyhow::anyhow!("the step list does not cover this shape: {why}"))?;
     let mut rows = Vec::new();
     let (mut seconds, mut launches) = (0.0, 0);
     for entry in step_launches(step) {
