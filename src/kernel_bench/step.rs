@@ -25,7 +25,7 @@ use trident_runtime::{record_launches, set_block_sample, BlockSample, Buffer, De
 
 use super::memory::VecOp;
 use super::{filled, filled_bf16, predict_launches, Bench, Case, FlashStep, Op, TcOut};
-use crate::launch::{self, EncoderShape, FlashAttentionShape, GemmTc, HalfType, LaunchError};
+use crate::launch::{self, EncoderShape, FlashAttentionShape, GemmTc, HalfType};
 use crate::model::{GptConfig, ShardLayout, ShardPlace};
 use crate::ops::{HalfFormat, OpsContext};
 use crate::optim::{AdamW, AdamWConfig};
@@ -225,7 +225,10 @@ pub fn step_launches(s: &StepShape) -> Vec<StepLaunch> {
 }
 
 /// The counters of every launch `f` makes, with the grid sampled at its edges.
-fn counted(f: impl FnOnce() -> Result<(), LaunchError>) -> anyhow::Result<Vec<Workload>> {
+fn counted<E>(f: impl FnOnce() -> Result<(), E>) -> anyhow::Result<Vec<Workload>>
+where
+    anyhow::Error: From<E>,
+{
     let previous = set_block_sample(BlockSample::Edges);
     let (result, stats) = record_launches(f);
     set_block_sample(previous);
@@ -234,22 +237,24 @@ fn counted(f: impl FnOnce() -> Result<(), LaunchError>) -> anyhow::Result<Vec<Wo
 }
 
 impl Extra {
-    /// Bytes each launch must move at least, in launch order.
-    fn bytes(&self) -> Vec<u64> {
-        let f = |n: usize| 4 * n as u64;
+    /// Bytes each launch must move at least, in launch order (`None`: the counted sectors, for
+    /// a launch too small to matter).
+    fn bytes(&self) -> Vec<Option<u64>> {
+        let f = |n: usize| Some(4 * n as u64);
         match self {
             Extra::LayerNormToBf16 { rows, c } => {
-                vec![f(rows * c) + 2 * (rows * c) as u64 + f(2 * c + 2 * rows)]
+                vec![Some(4 * (rows * c + 2 * c + 2 * rows) as u64 + 2 * (rows * c) as u64)]
             }
-            Extra::Narrow { n } => vec![6 * *n as u64],
+            Extra::Narrow { n } => vec![Some(6 * *n as u64)],
             Extra::BiasBackward { rows, oc } => vec![f(rows * oc + 2 * oc)],
             Extra::EncoderBackward(s) => {
                 let bt = s.b * s.t;
-                // Token rows: dout read, the touched rows of dwte read and written; positions:
-                // dout read again, dwpe's T rows read and written.
-                vec![f(bt * s.c) + f(2 * bt * s.c) + 4 * bt as u64, f(bt * s.c) + f(2 * s.t * s.c)]
+                // Token rows: dout read, the touched rows of dwte read and written, the ids;
+                // positions: dout read again, dwpe's T rows read and written.
+                vec![Some(4 * (3 * bt * s.c + bt) as u64), f(bt * s.c + 2 * s.t * s.c)]
             }
-            Extra::GradNorm { layout } => vec![f(layout.len()), 0],
+            // The finishing block's few partials are left to its counted sectors.
+            Extra::GradNorm { layout } => vec![f(layout.len()), None],
             // p, m, v read and written, g read.
             Extra::AdamW { layout } => vec![f(7 * layout.len())],
         }
@@ -313,11 +318,7 @@ impl Extra {
                 let mut opt = AdamW::new(dev, layout, 0..layout.len(), AdamWConfig::default())?;
                 let (mut params, grads) = (filled(dev, layout.len(), 1)?, filled(dev, layout.len(), 2)?);
                 let ctx = OpsContext::new(dev)?;
-                let previous = set_block_sample(BlockSample::Edges);
-                let (result, stats) = record_launches(|| opt.step(&ctx, &mut params, &grads, 0, 1e-4, 1.0));
-                set_block_sample(previous);
-                result?;
-                stats.iter().map(Workload::from_stats).collect()
+                counted(|| opt.step(&ctx, &mut params, &grads, 0, 1e-4, 1.0))?
             }
         };
         let bytes = self.bytes();
@@ -327,7 +328,14 @@ impl Extra {
             works.len(),
             bytes.len()
         );
-        Ok(works.into_iter().zip(bytes).map(|(w, b)| if b > 0 { w.with_dram_bytes(b) } else { w }).collect())
+        Ok(works
+            .into_iter()
+            .zip(bytes)
+            .map(|(w, b)| match b {
+                Some(b) => w.with_dram_bytes(b),
+                None => w,
+            })
+            .collect())
     }
 }
 
