@@ -7,10 +7,12 @@
 //! simulation.
 //!
 //! `cargo bench -p trident --bench parallel` (`TRIDENT_BENCH_STEPS` timed steps per run,
-//! default 4; `TRIDENT_BENCH_REPEATS` runs per grid, each calibrated just before it, default
-//! 1: the medians of the measured and of the predicted tokens/s are shown, with half the
+//! default 8; `TRIDENT_BENCH_REPEATS` runs per grid, each calibrated just before it, default
+//! 5: the medians of the measured and of the predicted tokens/s are shown, with half the
 //! measured runs' spread as the noise band the ranking treats as a tie;
-//! `TRIDENT_BENCH_VERBOSE=1` prints each calibration's costs beside its run).
+//! `TRIDENT_BENCH_VERBOSE=1` prints each calibration's costs beside its run;
+//! `TRIDENT_BENCH_GRIDS="1,2,1,1;1,2,1,2"` runs only the grids named `tp,pp,dp,v`, and not the
+//! bubble table).
 
 use std::time::Instant;
 
@@ -121,6 +123,13 @@ fn run(config: GptConfig, par: ParallelConfig, micro: usize, micro_batches: usiz
     Outcome { tokens_per_s: tokens / secs, competition, busy_cores: cpu / secs, idle, memory }
 }
 
+/// Whether `TRIDENT_BENCH_GRIDS` (`tp,pp,dp,v` grids separated by `;`, all when unset) names
+/// this grid.
+fn wanted(tp: usize, pp: usize, dp: usize, v: usize) -> bool {
+    std::env::var("TRIDENT_BENCH_GRIDS")
+        .map_or(true, |list| list.split(';').any(|g| g.trim() == format!("{tp},{pp},{dp},{v}")))
+}
+
 fn cpu_seconds() -> f64 {
     // SAFETY: getrusage fills the zeroed struct we own.
     let u = unsafe {
@@ -195,10 +204,11 @@ fn print_costs(costs: &LocalCosts, predicted: &LocalPrediction, o: &Outcome, at_
         );
     }
     println!(
-        "        transfer {:.3} ms, embedding exchange {:.3} ms; {:.1} other {} runnable; simulated step {:.2} ms, \
+        "        transfer {:.3} ms ({:.3} ms to a waiting stage), embedding exchange {:.3} ms; {:.1} other {} runnable; simulated step {:.2} ms, \
          {:.0} tokens/s; the run: {:.0} tokens/s, {:.2} cores busy, {:.1} other runnable, predicted {:.0} tokens/s \
          for that",
         1e3 * costs.pp_send,
+        1e3 * costs.pp_wake,
         1e3 * costs.embedding_sync,
         costs.competition.others,
         if costs.competition.autogroups { "sessions" } else { "threads" },
@@ -250,9 +260,9 @@ fn print_ranking(rows: &[Row]) {
 }
 
 fn main() {
-    let steps: u64 = std::env::var("TRIDENT_BENCH_STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(4);
+    let steps: u64 = std::env::var("TRIDENT_BENCH_STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(8);
     let repeats: usize =
-        std::env::var("TRIDENT_BENCH_REPEATS").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1);
+        std::env::var("TRIDENT_BENCH_REPEATS").ok().and_then(|s| s.parse().ok()).unwrap_or(5).max(1);
     let verbose = std::env::var_os("TRIDENT_BENCH_VERBOSE").is_some();
     let config = GptConfig::new(SEQ, VOCAB, 4, 4, 128, 512).unwrap();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -294,6 +304,9 @@ fn main() {
         (1, 2, 2, 1),
         (2, 2, 2, 1),
     ] {
+        if !wanted(tp, pp, dp, v) {
+            continue;
+        }
         // Same global batch (16 sequences) everywhere.
         let micro_batches = 16 / (4 * dp);
         let par =
@@ -358,6 +371,9 @@ fn main() {
     }
     print_ranking(&rows);
     println!("# load average at end {}", load_average());
+    if std::env::var_os("TRIDENT_BENCH_GRIDS").is_some() {
+        return;
+    }
     println!();
     println!("# pipeline bubble: measured idle fraction per stage vs (p-1)/(m+p-1) and the simulated 1F1B");
     println!("# {:>2} {:>3} {:>9} {:>9} {:>24}", "p", "m", "formula", "simulated", "measured per stage");

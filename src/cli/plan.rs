@@ -524,11 +524,12 @@ fn run_with(args: PlanArgs, config: Option<crate::model::GptConfig>) -> anyhow::
     }
     if let Some((run, costs, p)) = &calibrated {
         println!(
-            "the layout's real ops timed here ({}; each TP group alone; median of {} repetitions; shown as on an \
-             idle machine, with {:.1} other {} competing for the cores meanwhile), then the trainer's {} step \
-             simulated with its {world} rank threads sharing {} cores with that competition:",
+            "the layout's real ops timed here ({}; each TP group alone; mean of {} repetitions in {} rounds over \
+             the stages; shown as on an idle machine, with {:.1} other {} competing for the cores meanwhile), then \
+             the trainer's {} step simulated with its {world} rank threads sharing {} cores with that competition:",
             run.precision,
-            local::Budget::default().reps,
+            local::Budget::default().reps * local::Budget::default().rounds,
+            local::Budget::default().rounds,
             costs.competition.others,
             if costs.competition.autogroups { "sessions" } else { "threads" },
             if run.chunks() > 1 { "interleaved 1F1B" } else { "1F1B" },

@@ -16,10 +16,10 @@ pub struct RunMeasurement {
     pub idle: Vec<Option<f64>>,
 }
 
-/// The calibration after a run: 3 repetitions of each measurement (the bench and
-/// `trident plan --calibrate` take 7), so that it adds a few forward and backward passes per
-/// stage to the run, not a second run.
-const AFTER_RUN: Budget = Budget { reps: 3 };
+/// The calibration after a run: 3 repetitions of each measurement in one round (the bench and
+/// `trident plan --calibrate` take 5 in each of 3 rounds), so that it adds a few forward and
+/// backward passes per stage to the run, not a second run.
+const AFTER_RUN: Budget = Budget { reps: 3, rounds: 1 };
 
 /// The largest model whose run is calibrated when it ends (see [`print_summary`]).
 const CALIBRATE_AFTER_RUN_MAX_PARAMS: usize = 20_000_000;

@@ -10,7 +10,7 @@
 //! - its TP group (`tp` rank threads, a real tensor-parallel communicator) runs the chunk's
 //!   [`Gpt`] forward and backward of one micro-batch, exactly as the trainer does (the
 //!   embedding in the first chunk, the LM head and the loss in the last; the TP collectives
-//!   inside); the median time of each over the repetitions, and the cores the group kept busy
+//!   inside); the mean time of each over the repetitions, and the cores the group kept busy
 //!   meanwhile (process CPU time over wall time). A single rank on the Cpu runs its
 //!   micro-batch as the trainer does, split into row lanes that each run a whole forward and
 //!   backward side by side: that pass is timed whole;
@@ -26,7 +26,7 @@
 //!
 //! Other processes on the machine take their share of the cores too: the other sessions (or,
 //! without the kernel's autogroups, threads) with runnable threads are counted before, during
-//! ([`Sampler`]) and after the measurements ([`Competition`]), each measurement (the median
+//! ([`Sampler`]) and after the measurements ([`Competition`]), each measurement (the mean
 //! of its repetitions) is turned into what it would be on an idle machine ([`unloaded`]), and
 //! the simulation shares the cores with the same competition (or with the one a run met, to
 //! check the model against that run: the `parallel` bench).
@@ -214,8 +214,15 @@ pub struct LocalCosts {
     pub stages: Vec<StageCost>,
     /// What competed for the cores while this was measured.
     pub competition: Competition,
-    /// One pipeline transfer of a micro-batch's activation (or its gradient).
+    /// One pipeline transfer of a micro-batch's activation (or its gradient) that was
+    /// waiting when its receiver came for it.
     pub pp_send: f64,
+    /// From the post of a transfer its receiver was already waiting for to the end of the
+    /// receive, while the sender goes on with its next pass: the link's send thread and the
+    /// waiting receiver each woken, and each waiting for a core the sender's pass holds, then
+    /// the copy. A receive ends at the later of its arrival plus [`Self::pp_send`] and the
+    /// post plus this.
+    pub pp_wake: f64,
     /// The tied embedding's gradient exchanged between the first and last stage.
     pub embedding_sync: f64,
 }
@@ -223,13 +230,19 @@ pub struct LocalCosts {
 /// How long to measure each piece.
 #[derive(Clone, Copy, Debug)]
 pub struct Budget {
-    /// Timed repetitions of each measurement (after one warm-up); the median is kept.
+    /// Timed repetitions of each measurement per round (after one warm-up).
     pub reps: usize,
+    /// Rounds over the distinct stages, one stage after the other in each: the mean is
+    /// taken over every round's repetitions. A machine whose speed drifts (a virtual machine
+    /// whose host is busy at moments no count inside it shows) then slows each stage's
+    /// measurement alike, instead of the one stage measured during the slow moment, which
+    /// would move the stages' balance and with it the pipeline's bubble.
+    pub rounds: usize,
 }
 
 impl Default for Budget {
     fn default() -> Self {
-        Budget { reps: 7 }
+        Budget { reps: 5, rounds: 3 }
     }
 }
 
@@ -246,10 +259,8 @@ fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-/// The median of `xs` (not empty; the mean of the middle two for an even count). The run a
-/// calibration predicts meets the machine's other work as a typical repetition does, not as
-/// the one it disturbed least: under load the least is the lucky moment no other session was
-/// runnable, and it read 20% and more below the time of the steps that followed.
+/// The median of `xs` (not empty; the mean of the middle two for an even count): for the
+/// transfers, microseconds to a few hundred each, whose mean one stall of a thread would set.
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     let n = xs.len();
@@ -260,21 +271,43 @@ fn median(mut xs: Vec<f64>) -> f64 {
     }
 }
 
-/// A measurement on one rank: the per-repetition seconds, and CPU seconds over wall seconds
-/// of the whole timed loop (taken on rank 0; the group runs in lockstep).
-struct Timed {
+/// A measurement on one rank: the per-repetition seconds, and the process CPU seconds and
+/// wall seconds of the timed loops (taken on rank 0; the group runs in lockstep), summed over
+/// the rounds merged into it.
+#[derive(Clone, Debug, Default)]
+struct Samples {
     times: Vec<f64>,
-    cores: f64,
+    cpu: f64,
+    wall: f64,
 }
 
-impl Timed {
+impl Samples {
+    /// Adds another round's repetitions.
+    fn merge(&mut self, other: Samples) {
+        self.times.extend(other.times);
+        self.cpu += other.cpu;
+        self.wall += other.wall;
+    }
+
+    /// The mean repetition and the cores busy meanwhile; nothing measured is no work.
+    ///
+    /// The mean, as a run's tokens/s is its steps' total time over their count. The times of
+    /// repeated work on a shared machine are skewed to the slow side (the other work on the
+    /// machine, or on a virtual machine's host, only ever takes time away), so the least
+    /// repetition read 20% and more below the steps that followed under load, and even the
+    /// median up to 11% below their mean on a quiet virtual machine.
     fn work(&self, cores: usize) -> Work {
-        Work { seconds: median(self.times.clone()), cores: self.cores.clamp(0.05, cores as f64) }
+        if self.times.is_empty() {
+            return Work::default();
+        }
+        let busy = self.cpu / self.wall.max(1e-9);
+        let mean = self.times.iter().sum::<f64>() / self.times.len() as f64;
+        Work { seconds: mean, cores: busy.clamp(0.05, cores as f64) }
     }
 }
 
 /// Runs `f` once to warm up, then `reps` times; times each call.
-fn timed<E>(reps: usize, mut f: impl FnMut() -> Result<(), E>) -> Result<Timed, E> {
+fn timed<E>(reps: usize, mut f: impl FnMut() -> Result<(), E>) -> Result<Samples, E> {
     f()?;
     let (cpu0, wall0) = (cpu_time(), Instant::now());
     let mut times = Vec::with_capacity(reps);
@@ -283,8 +316,7 @@ fn timed<E>(reps: usize, mut f: impl FnMut() -> Result<(), E>) -> Result<Timed, 
         f()?;
         times.push(t0.elapsed().as_secs_f64());
     }
-    let wall = wall0.elapsed().as_secs_f64().max(1e-9);
-    Ok(Timed { times, cores: (cpu_time() - cpu0).as_secs_f64() / wall })
+    Ok(Samples { times, cpu: (cpu_time() - cpu0).as_secs_f64(), wall: wall0.elapsed().as_secs_f64() })
 }
 
 /// The stages whose costs differ: the first, one middle stage (standing for every middle
@@ -492,29 +524,28 @@ pub fn measure(run: &LocalRun, budget: Budget) -> anyhow::Result<LocalCosts> {
     let sampler = Sampler::start();
     let full = gpt2_init(&ParamLayout::new(run.config), 1);
     let reps = representatives(run.par.pp);
-    let mut measured = std::collections::HashMap::new();
-    for &r in &reps {
-        if let std::collections::hash_map::Entry::Vacant(e) = measured.entry(r) {
-            e.insert(measure_stage(run, r, &full, budget, cores)?);
+    let mut distinct = reps.clone();
+    distinct.dedup();
+    let mut measured: std::collections::HashMap<usize, StageSamples> = std::collections::HashMap::new();
+    for _round in 0..budget.rounds.max(1) {
+        for &r in &distinct {
+            let round = measure_stage(run, r, &full, budget)?;
+            measured.entry(r).or_default().merge(round);
         }
     }
     let during = sampler.stop();
     let after = Competition::sample();
     let competition = Competition { others: (before.others + during.others + after.others) / 3.0, ..before };
-    let u = |w| unloaded(w, competition, cores);
+    let u = |w: &Samples| unloaded(w.work(cores), competition, cores);
     let stages = reps
         .iter()
         .map(|r| {
-            let c: &StageCost = &measured[r];
+            let c = &measured[r];
             StageCost {
-                chunks: c
-                    .chunks
-                    .iter()
-                    .map(|p| ChunkCost { forward: u(p.forward), backward: u(p.backward) })
-                    .collect(),
-                optimizer: u(c.optimizer),
-                dp_reduce: u(c.dp_reduce),
-                dp_gather: u(c.dp_gather),
+                chunks: c.chunks.iter().map(|(f, b)| ChunkCost { forward: u(f), backward: u(b) }).collect(),
+                optimizer: u(&c.optimizer),
+                dp_reduce: u(&c.dp_reduce),
+                dp_gather: u(&c.dp_gather),
             }
         })
         .collect();
@@ -522,13 +553,52 @@ pub fn measure(run: &LocalRun, budget: Budget) -> anyhow::Result<LocalCosts> {
     let n = run.micro_batch * run.seq_len;
     let sp = run.par.sequence_parallel && run.par.tp > 1;
     let act = if sp { n / run.par.tp } else { n } * c;
-    let (pp_send, embedding_sync) = if run.par.pp > 1 {
+    let (pp_send, pp_wake, embedding_sync) = if run.par.pp > 1 {
         let wte = run.config.padded_vocab_size / run.par.tp * c;
-        (exchange_seconds(act, false, budget)?, exchange_seconds(wte, true, budget)?)
+        let send = exchange_seconds(act, false, budget)?;
+        (send, wake_seconds(act, budget)?.max(send), exchange_seconds(wte, true, budget)?)
     } else {
-        (0.0, 0.0)
+        (0.0, 0.0, 0.0)
     };
-    Ok(LocalCosts { cores, stages, competition, pp_send, embedding_sync })
+    Ok(LocalCosts { cores, stages, competition, pp_send, pp_wake, embedding_sync })
+}
+
+/// [`LocalCosts::pp_wake`] for a transfer of `len` floats, on the trainer's own pipeline
+/// links: stage 0 waits long enough that stage 1 sits in its receive as a waiting stage
+/// does (past the spinning, sleeping in short naps), stamps the time, posts the activation
+/// and goes on with rayon work on every core for as long as a short pass; stage 1 stamps the
+/// end of its receive. The median of `budget.reps * budget.rounds` transfers.
+fn wake_seconds(len: usize, budget: Budget) -> anyhow::Result<f64> {
+    /// How long the receiver waits before each transfer, and the sender's pass after it.
+    const WAIT: Duration = Duration::from_millis(2);
+    const PASS: Duration = Duration::from_millis(2);
+    let epoch = Instant::now();
+    let n = budget.reps.max(1) * budget.rounds.max(1);
+    let stamps = run_ranks(2, |mut world| {
+        let mut links = crate::parallel::PipeLinks::new(&mut world, false)?;
+        let mut buf = vec![0.0f32; len];
+        let mut stamps = Vec::with_capacity(n);
+        for _ in 0..=n {
+            if world.rank() == 0 {
+                std::thread::sleep(WAIT);
+                stamps.push(epoch.elapsed().as_secs_f64());
+                links.send_activation(vec![1.0f32; len])?;
+                let t0 = Instant::now();
+                while t0.elapsed() < PASS {
+                    let x: f64 = (0..1u64 << 14).into_par_iter().map(|i| (i as f64).sqrt()).sum();
+                    std::hint::black_box(x);
+                }
+            } else {
+                links.recv_activation(&mut buf)?;
+                stamps.push(epoch.elapsed().as_secs_f64());
+            }
+        }
+        links.flush()?;
+        Ok::<_, crate::parallel::ParallelError>(stamps)
+    })?;
+    // The first transfer is a warm-up.
+    let waits = stamps[0].iter().zip(&stamps[1]).skip(1).map(|(sent, got)| (got - sent).max(0.0)).collect();
+    Ok(median(waits))
 }
 
 /// Seconds of one transfer of `len` floats between two rank threads, as a pipeline link
@@ -569,15 +639,35 @@ struct Lane {
     grads: Buffer<f32>,
 }
 
-/// Forward, backward and the step's tail of stage `stage` on its TP group, and its DP
-/// reduction; `full` is the whole model's initial parameters. As measured, not unloaded.
-fn measure_stage(
-    run: &LocalRun,
-    stage: usize,
-    full: &[f32],
-    budget: Budget,
-    cores: usize,
-) -> anyhow::Result<StageCost> {
+/// One stage's measurements, over the rounds merged into it.
+#[derive(Clone, Debug, Default)]
+struct StageSamples {
+    /// Per chunk: the forward's and the backward's.
+    chunks: Vec<(Samples, Samples)>,
+    optimizer: Samples,
+    dp_reduce: Samples,
+    dp_gather: Samples,
+}
+
+impl StageSamples {
+    fn merge(&mut self, other: StageSamples) {
+        if self.chunks.is_empty() {
+            self.chunks = vec![Default::default(); other.chunks.len()];
+        }
+        for ((f, b), (of, ob)) in self.chunks.iter_mut().zip(other.chunks) {
+            f.merge(of);
+            b.merge(ob);
+        }
+        self.optimizer.merge(other.optimizer);
+        self.dp_reduce.merge(other.dp_reduce);
+        self.dp_gather.merge(other.dp_gather);
+    }
+}
+
+/// One round of stage `stage`'s measurements: forward, backward and the step's tail on its
+/// TP group, and its DP reduction; `full` is the whole model's initial parameters. As
+/// measured, not unloaded.
+fn measure_stage(run: &LocalRun, stage: usize, full: &[f32], budget: Budget) -> anyhow::Result<StageSamples> {
     let (t, b, s) = (run.par.tp, run.micro_batch, run.seq_len);
     let vocab = run.config.vocab_size as u64;
     let reps = budget.reps.max(1);
@@ -598,7 +688,7 @@ fn measure_stage(
         let targets: Vec<u32> = (0..b * s).map(|i| ((i as u64 * 104729 + 5) % vocab) as u32).collect();
         let dloss = 1.0 / (b * s) as f32;
         // Per chunk: the forward's and the backward's times and the cores busy meanwhile.
-        let mut chunks: Vec<(Vec<f64>, Vec<f64>, f64)> = Vec::new();
+        let mut chunks: Vec<(Samples, Samples)> = Vec::new();
         let mut lanes: Vec<Lane> = Vec::new();
         if run.lanes > 1 {
             for i in 0..run.lanes {
@@ -638,7 +728,7 @@ fn measure_stage(
                 Ok(())
             };
             let timed_pass = timed(reps, &mut pass)?;
-            chunks.push((timed_pass.times, Vec::new(), timed_pass.cores));
+            chunks.push((timed_pass, Samples::default()));
         } else {
             for c in 0..place.chunks {
                 let kind = chunk_kind(&place, c);
@@ -674,8 +764,8 @@ fn measure_stage(
                     }
                 }
                 let (cpu0, wall0) = cpu_wall;
-                let wall = wall0.elapsed().as_secs_f64().max(1e-9);
-                chunks.push((f_times, b_times, (cpu_time() - cpu0).as_secs_f64() / wall));
+                let (cpu, wall) = ((cpu_time() - cpu0).as_secs_f64(), wall0.elapsed().as_secs_f64());
+                chunks.push((Samples { times: f_times, cpu, wall }, Samples { times: b_times, cpu, wall }));
             }
         }
         // The step's tail on this rank alone (every rank runs its own).
@@ -728,38 +818,18 @@ fn measure_stage(
         })?;
         Ok((chunks, tail, layout))
     })?;
-    let (chunks, tail, layout) = per_rank.into_iter().next().expect("a TP group");
-    let work = |times: &[f64], busy: f64| {
-        if times.is_empty() {
-            Work::default()
-        } else {
-            Work { seconds: median(times.to_vec()), cores: busy.clamp(0.05, cores as f64) }
-        }
-    };
-    let (dp_reduce, dp_gather) = measure_dp(run, &layout, budget, cores)?;
-    Ok(StageCost {
-        chunks: chunks
-            .iter()
-            .map(|(f, b, busy)| ChunkCost { forward: work(f, *busy), backward: work(b, *busy) })
-            .collect(),
-        optimizer: tail.work(cores),
-        dp_reduce,
-        dp_gather,
-    })
+    let (chunks, optimizer, layout) = per_rank.into_iter().next().expect("a TP group");
+    let (dp_reduce, dp_gather) = measure_dp(run, &layout, budget)?;
+    Ok(StageSamples { chunks, optimizer, dp_reduce, dp_gather })
 }
 
 /// The stage's gradient reduction over `dp` rank threads, as the trainer's DP thread runs it:
 /// one all-reduce per layer bucket, then the stage block; under ZeRO-1 the reduce-scatter of
 /// the padded gradients and the all-gather of the updated parameters.
-fn measure_dp(
-    run: &LocalRun,
-    layout: &ShardLayout,
-    budget: Budget,
-    cores: usize,
-) -> anyhow::Result<(Work, Work)> {
+fn measure_dp(run: &LocalRun, layout: &ShardLayout, budget: Budget) -> anyhow::Result<(Samples, Samples)> {
     let dp = run.par.dp;
     if dp < 2 {
-        return Ok((Work::default(), Work::default()));
+        return Ok(Default::default());
     }
     let len = layout.len();
     let mut buckets: Vec<usize> = layout.layers().map(|l| layout.layer_block(l).len()).collect();
@@ -798,7 +868,7 @@ fn measure_dp(
         Ok::<_, crate::parallel::ParallelError>((reduce, gather))
     })?;
     let (reduce, gather) = results.into_iter().next().expect("DP ranks");
-    Ok((reduce.work(cores), gather.map_or(Work::default(), |g| g.work(cores))))
+    Ok((reduce, gather.unwrap_or_default()))
 }
 
 /// A local run's prediction: the simulated step and each stage's bytes per rank.

@@ -17,7 +17,9 @@
 //! its output (but in the model's last chunk); a backward receives its output gradient (but
 //! in the last chunk), computes, and posts its input gradient (but in the first chunk).
 //! Posted sends leave on the link's own thread, so the stage goes on at once; a receive ends
-//! one measured transfer time after both the message was posted and the stage reached it.
+//! one measured transfer time after the stage reached it, or, when the stage was there first,
+//! one measured wake-up after the message was posted (the link's thread and the waiting stage
+//! each woken while the sender's next pass holds the cores), whichever is later.
 //! Then the flush (every posted send taken: at once for payloads the in-process transport
 //! copies eagerly, else when the receiver took it), which ends the schedule's span; the tied
 //! embedding's exchange (first and last stage); the data-parallel reduction on the rank's DP
@@ -247,7 +249,8 @@ pub fn simulate(run: &LocalRun, costs: &LocalCosts) -> Result<LocalTimes, String
                     Step::Compute { .. } => false,
                     Step::Recv(m) => {
                         if c.done_at.is_none() {
-                            c.done_at = posted.get(m).map(|&p| p.max(c.arrived) + costs.pp_send);
+                            c.done_at =
+                                posted.get(m).map(|&p| (c.arrived + costs.pp_send).max(p + costs.pp_wake));
                         }
                         let done = c.done_at.is_some_and(|d| d <= now);
                         if done {

@@ -514,6 +514,7 @@ fn the_shared_core_simulation_slows_work_that_oversubscribes_the_cores() {
         stages: vec![stage(cores, 1); 2],
         competition: local::Competition::default(),
         pp_send: 0.0,
+        pp_wake: 0.0,
         embedding_sync: 0.0,
     };
     // p = 2, m = 4, f = 1, b = 2: (m + p - 1) (f + b) = 15 s, the 1F1B makespan; the last
@@ -538,9 +539,16 @@ fn the_shared_core_simulation_slows_work_that_oversubscribes_the_cores() {
     assert!((got.idle_fraction(0) - want.idle_fraction(0)).abs() < 1e-9, "{got:?}");
     // A transfer time: the last backward's three hops back to stage 0 wait on it at least;
     // the step grows by no more than all 24 transfers (3 hops each way per micro-batch).
-    let slow = shared::simulate(&interleaved, &LocalCosts { pp_send: 0.1, ..two.clone() }).unwrap();
+    let slow =
+        shared::simulate(&interleaved, &LocalCosts { pp_send: 0.1, pp_wake: 0.1, ..two.clone() }).unwrap();
     let grown = slow.iteration - got.iteration;
     assert!((0.3 - 1e-9..=2.4 + 1e-9).contains(&grown), "{slow:?}");
+    // A wake-up on the receives a stage waited for (and none on those it found waiting):
+    // the first forward's hop and the last backward's are on the critical path, so the 1F1B
+    // step grows by at least two wake-ups and by at most one per transfer (8).
+    let woken = shared::simulate(&run, &LocalCosts { pp_wake: 0.1, ..costs(1.0, 2) }).unwrap();
+    let grown = woken.iteration - alone.iteration;
+    assert!((0.2 - 1e-9..=0.8 + 1e-9).contains(&grown), "{woken:?}");
     // One core for two stages that each want one: slower, but at least 24 core-seconds of
     // work over one core.
     let squeezed = shared::simulate(&run, &costs(1.0, 1)).unwrap();
