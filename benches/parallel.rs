@@ -7,7 +7,7 @@
 //! simulation.
 //!
 //! `cargo bench -p trident --bench parallel` (`TRIDENT_BENCH_STEPS` timed steps per run,
-//! default 8; `TRIDENT_BENCH_REPEATS` runs per grid, each calibrated just before it, default
+//! default 16; `TRIDENT_BENCH_REPEATS` runs per grid, each calibrated just before it, default
 //! 5: the medians of the measured and of the predicted tokens/s are shown, with half the
 //! measured runs' spread as the noise band the ranking treats as a tie;
 //! `TRIDENT_BENCH_VERBOSE=1` prints each calibration's costs beside its run;
@@ -260,7 +260,7 @@ fn print_ranking(rows: &[Row]) {
 }
 
 fn main() {
-    let steps: u64 = std::env::var("TRIDENT_BENCH_STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(8);
+    let steps: u64 = std::env::var("TRIDENT_BENCH_STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(16);
     let repeats: usize =
         std::env::var("TRIDENT_BENCH_REPEATS").ok().and_then(|s| s.parse().ok()).unwrap_or(5).max(1);
     let verbose = std::env::var_os("TRIDENT_BENCH_VERBOSE").is_some();
@@ -370,6 +370,8 @@ fn main() {
         rows.push(row);
     }
     print_ranking(&rows);
+    let within = rows.iter().filter(|r| (r.predicted / r.measured - 1.0).abs() <= 0.2).count();
+    println!("# {within} of {} grids predicted within 20% of their measured tokens/s", rows.len());
     println!("# load average at end {}", load_average());
     if std::env::var_os("TRIDENT_BENCH_GRIDS").is_some() {
         return;

@@ -291,3 +291,45 @@ fn train_dry_run_plans_the_interleaved_schedule_in_the_runs_precision() {
     assert!(out.contains("timed here (bf16;") && out.contains("interleaved 1F1B step"), "{out}");
     assert!(out.contains("stage 1: forward") && !out.contains("trained"), "{out}");
 }
+
+#[test]
+fn a_calibrated_search_times_every_layout_and_ranks_by_the_simulated_step() {
+    // Two rank threads of the nano model: each layout's real ops timed, its step simulated,
+    // the table in the order of that simulated iteration.
+    let o = trident(&[
+        "plan",
+        "--calibrate",
+        "--model",
+        "nano",
+        "--gpus-per-node",
+        "2",
+        "--search",
+        "--no-plots",
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    let said = out.lines().find(|l| l.starts_with("each of the ")).unwrap_or_else(|| panic!("{out}"));
+    let timed: usize = said["each of the ".len()..].split(' ').next().unwrap().parse().unwrap();
+    assert!(timed >= 10 && said.contains("timed here"), "{said}");
+    // The iteration column (the fourth field and its unit) of ranks 1..=10, in order.
+    let iters: Vec<f64> = out
+        .lines()
+        .filter(|l| {
+            l.trim_start()
+                .split(' ')
+                .next()
+                .is_some_and(|r| r.parse::<usize>().is_ok_and(|r| (1..=10).contains(&r)))
+        })
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let at = f.iter().position(|w| *w == "ms" || *w == "us")?;
+            let v: f64 = f[at - 1].parse().ok()?;
+            Some(if f[at] == "ms" { v * 1e-3 } else { v * 1e-6 })
+        })
+        .collect();
+    assert_eq!(iters.len(), 10, "{out}");
+    assert!(
+        iters.windows(2).all(|w| w[0] <= w[1] * 1.0005),
+        "not ranked by the simulated step: {iters:?}\n{out}"
+    );
+}

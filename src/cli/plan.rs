@@ -319,6 +319,51 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     run_with(args, None)
 }
 
+/// How long `--calibrate --search` measures each layout: one round of 3 repetitions (one
+/// layout's `--calibrate` takes 3 rounds of 5), so that a search of a hundred small layouts
+/// takes seconds, not minutes.
+const SEARCH_BUDGET: local::Budget = local::Budget { reps: 3, rounds: 1 };
+
+/// `--calibrate --search`: every layout that fits by the rate model, its real ops timed here
+/// and its step simulated (as [`local::measure`] and [`local::predict`] do for one layout),
+/// then ranked again by the simulated iteration; layouts the local trainer cannot run are
+/// left out. Returns how many were timed.
+fn time_layouts(
+    problem: &Problem,
+    ranked: &mut crate::plan::search::Ranked,
+    config: Option<crate::model::GptConfig>,
+) -> anyhow::Result<usize> {
+    use std::io::IsTerminal;
+    let candidates = std::mem::take(&mut ranked.fitting);
+    let n = candidates.len();
+    // Progress on a terminal only, so that a log keeps the plan alone.
+    let progress = std::io::stderr().is_terminal();
+    let mut timed = Vec::with_capacity(n);
+    for (k, plan) in candidates.into_iter().enumerate() {
+        if progress {
+            eprint!("\rtiming layout {} of {n}: {:<40}", k + 1, plan.layout.label());
+        }
+        let run = local_run(problem, &plan.layout, config)?;
+        if run.validate().is_err() {
+            continue;
+        }
+        let costs = local::measure(&run, SEARCH_BUDGET)?;
+        let prediction = local::predict(&run, &costs).map_err(anyhow::Error::msg)?;
+        let mut plan = plan;
+        local::apply(&mut plan, &run, &prediction);
+        timed.push(plan);
+    }
+    if progress {
+        eprintln!();
+    }
+    timed.sort_by(|a, b| a.time.total.total_cmp(&b.time.total));
+    let count = timed.len();
+    let (fitting, too_big): (Vec<_>, Vec<_>) = timed.into_iter().partition(|p| p.fits);
+    ranked.fitting = fitting;
+    ranked.too_big.extend(too_big);
+    Ok(count)
+}
+
 /// The local run `--calibrate` times for one layout: `config` when the caller has the
 /// trainer's own (`trident train --dry-run`), else the flags' shape; the vocabulary padded as
 /// `trident train` pads it for the layout's TP (a multiple of 128 x TP).
@@ -380,6 +425,8 @@ fn run_with(args: PlanArgs, config: Option<crate::model::GptConfig>) -> anyhow::
     };
     let single = !args.search;
     let mut calibrated = None;
+    // `--calibrate --search`: how many layouts had their real ops timed.
+    let mut calibrated_search = None;
     let (shown, ranked) = if single {
         let (tp, pp) = (tp.unwrap_or(1), pp.unwrap_or(1));
         if tp * pp == 0 || world % (tp * pp) != 0 {
@@ -411,7 +458,11 @@ fn run_with(args: PlanArgs, config: Option<crate::model::GptConfig>) -> anyhow::
         }
         (vec![plan], None)
     } else {
-        let ranked = search(&problem, &space).map_err(anyhow::Error::msg)?;
+        let mut ranked = search(&problem, &space).map_err(anyhow::Error::msg)?;
+        if args.calibrate && !ranked.fitting.is_empty() {
+            let timed = time_layouts(&problem, &mut ranked, config)?;
+            calibrated_search = Some(timed);
+        }
         if ranked.considered == 0 {
             bail!(
                 "no layout divides the model on {world} GPUs: TP must divide --num-attention-heads {} and the GPU \
@@ -552,8 +603,13 @@ fn run_with(args: PlanArgs, config: Option<crate::model::GptConfig>) -> anyhow::
                 crate::plan::report::size(p.memory[r].total() as f64)
             );
         }
-    } else if measured.is_some() {
-        println!("--search with --calibrate ranks with the measured rates above; give one layout to time its real ops");
+    } else if let Some(timed) = calibrated_search {
+        println!(
+            "each of the {timed} layouts that fit timed here as one layout's --calibrate times it ({} repetitions \
+             of each measurement; the trainer's step simulated with its rank threads sharing the cores), and \
+             ranked by that",
+            SEARCH_BUDGET.reps
+        );
     }
     if let Some(r) = &ranked {
         println!(
