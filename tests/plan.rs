@@ -333,3 +333,11 @@ fn a_calibrated_search_times_every_layout_and_ranks_by_the_simulated_step() {
         "not ranked by the simulated step: {iters:?}\n{out}"
     );
 }
+
+#[test]
+fn calibrating_a_model_this_machine_cannot_hold_is_refused_before_it_runs() {
+    let o = trident(&["plan", "--calibrate", "--model", "gpt3-175b", "--gpus-per-node", "2", "--no-plots"]);
+    let out = text(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(out.contains("--calibrate runs tp1 pp1 dp2 mb1 here") && out.contains("GiB per rank"), "{out}");
+}

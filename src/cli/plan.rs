@@ -450,6 +450,16 @@ fn run_with(args: PlanArgs, config: Option<crate::model::GptConfig>) -> anyhow::
         let mut plan =
             evaluate(&problem, &layout, &mut PipelineCache::default()).map_err(anyhow::Error::msg)?;
         if args.calibrate {
+            if !plan.fits {
+                bail!(
+                    "--calibrate runs {} here, and it needs {:.2} GiB per rank where this machine gives each of \
+                     its --gpus-per-node {} ranks {:.2} GiB; pick a smaller model or more ranks",
+                    layout.label(),
+                    plan.memory.total() / GIB,
+                    args.gpus_per_node,
+                    plan.memory_limit / GIB
+                );
+            }
             let run = local_run(&problem, &layout, config)?;
             let costs = local::measure(&run, local::Budget::default())?;
             let prediction = local::predict(&run, &costs).map_err(anyhow::Error::msg)?;
