@@ -205,6 +205,18 @@ pub fn problem(args: &PlanArgs) -> anyhow::Result<(Problem, Option<calibrate::Me
     let model = args.model()?;
     let mut measured = None;
     let gpu_name = if args.calibrate {
+        // The fp32 parameters, gradients and AdamW's two moments, 16 bytes a parameter, split
+        // at best over every rank: a model above that is refused before anything is timed.
+        let state = 16.0 * model.params(1) / GIB;
+        let have = calibrate::machine_memory_gib();
+        if state > have {
+            bail!(
+                "--calibrate runs {} on this machine: its fp32 parameters, gradients and optimizer state alone take \
+                 {state:.1} GiB however the ranks split them, and this machine has {have:.1} GiB; pick a smaller \
+                 model",
+                model.name
+            );
+        }
         let shape = calibrate::RunShape {
             batch: args.micro_batch_size.unwrap_or(1),
             seq: model.seq_len,

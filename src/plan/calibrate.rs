@@ -164,14 +164,9 @@ pub fn fit_ring(points: &[(f64, f64)], n: usize) -> (f64, f64) {
     (intercept / k, 1.0 / slope)
 }
 
-/// The measured machine as a table entry (`local-cpu`) for one of `ranks` ranks sharing it,
-/// and its link (`local-inproc`); the efficiencies are 1 since the rates are what was measured
-/// (attention's is its rate over the GEMM rate, as the planner applies it to the peak).
-pub fn as_hardware(m: &Measured, ranks: usize) -> (Gpu, Link) {
-    let gemm = per_rank(m.gemm_gflops, m.gemm_gflops_one_thread, m.cores, ranks);
-    let attention = per_rank(m.attention_gflops, m.attention_gflops_one_thread, m.cores, ranks);
-    let memory = per_rank(m.memory_gb_s, m.memory_gb_s_one_thread, m.cores, ranks);
-    let memory_gib = std::fs::read_to_string("/proc/meminfo")
+/// This machine's memory (`MemTotal` of `/proc/meminfo`), in GiB; 16 where it cannot be read.
+pub fn machine_memory_gib() -> f64 {
+    std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|s| {
             s.lines()
@@ -179,7 +174,17 @@ pub fn as_hardware(m: &Measured, ranks: usize) -> (Gpu, Link) {
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|kb| kb.parse::<f64>().ok())
         })
-        .map_or(16.0, |kb| kb / (1024.0 * 1024.0));
+        .map_or(16.0, |kb| kb / (1024.0 * 1024.0))
+}
+
+/// The measured machine as a table entry (`local-cpu`) for one of `ranks` ranks sharing it,
+/// and its link (`local-inproc`); the efficiencies are 1 since the rates are what was measured
+/// (attention's is its rate over the GEMM rate, as the planner applies it to the peak).
+pub fn as_hardware(m: &Measured, ranks: usize) -> (Gpu, Link) {
+    let gemm = per_rank(m.gemm_gflops, m.gemm_gflops_one_thread, m.cores, ranks);
+    let attention = per_rank(m.attention_gflops, m.attention_gflops_one_thread, m.cores, ranks);
+    let memory = per_rank(m.memory_gb_s, m.memory_gb_s_one_thread, m.cores, ranks);
+    let memory_gib = machine_memory_gib();
     let gpu = Gpu {
         name: "local-cpu".into(),
         vendor: Vendor::Other,
