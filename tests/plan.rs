@@ -343,4 +343,22 @@ fn calibrating_a_model_this_machine_cannot_hold_is_refused_before_it_runs() {
         out.contains("--calibrate runs gpt3-175b on this machine") && out.contains("optimizer state"),
         "{out}"
     );
+    // A model this machine holds, but not once per rank on 64 ranks: the trainer's own count
+    // of its largest rank refuses the layout before its ops run.
+    let o = trident(&[
+        "plan",
+        "--calibrate",
+        "--num-layers",
+        "24",
+        "--hidden-size",
+        "1536",
+        "--num-attention-heads",
+        "12",
+        "--gpus-per-node",
+        "64",
+        "--no-plots",
+    ]);
+    let out = text(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(out.contains("the trainer needs") && out.contains("on its largest rank"), "{out}");
 }

@@ -336,28 +336,67 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
 /// takes seconds, not minutes.
 const SEARCH_BUDGET: local::Budget = local::Budget { reps: 3, rounds: 1 };
 
-/// `--calibrate --search`: every layout that fits by the rate model, its real ops timed here
-/// and its step simulated (as [`local::measure`] and [`local::predict`] do for one layout),
-/// then ranked again by the simulated iteration; layouts the local trainer cannot run are
-/// left out. Returns how many were timed.
+/// The bytes the trainer holds on `run`'s largest rank (every buffer it allocates, counted in
+/// closed form: [`crate::plan::rank_memory::rank_bytes`]), so that a layout is refused before
+/// its ops are timed rather than by a failed allocation.
+fn trainer_bytes(run: &LocalRun) -> anyhow::Result<f64> {
+    let mut most = 0usize;
+    for stage in 0..run.par.pp {
+        let bytes = crate::plan::rank_memory::rank_bytes(run, 0, stage, 0).map_err(anyhow::Error::msg)?;
+        most = most.max(bytes.total());
+    }
+    Ok(most as f64)
+}
+
+/// `--calibrate --search`: every layout whose trainer fits this machine's share per rank
+/// ([`trainer_bytes`]), its real ops timed here and its step simulated (as [`local::measure`]
+/// and [`local::predict`] do for one layout), then ranked again by the simulated iteration;
+/// layouts the local trainer cannot run are left out. Returns how many were timed.
 fn time_layouts(
     problem: &Problem,
     ranked: &mut crate::plan::search::Ranked,
     config: Option<crate::model::GptConfig>,
 ) -> anyhow::Result<usize> {
     use std::io::IsTerminal;
-    let candidates = std::mem::take(&mut ranked.fitting);
-    let n = candidates.len();
-    // Progress on a terminal only, so that a log keeps the plan alone.
-    let progress = std::io::stderr().is_terminal();
-    let mut timed = Vec::with_capacity(n);
-    for (k, plan) in candidates.into_iter().enumerate() {
-        if progress {
-            eprint!("\rtiming layout {} of {n}: {:<40}", k + 1, plan.layout.label());
-        }
+    // The rate model's memory counts a GPU's reserved bytes; the trainer's own count decides.
+    let mut candidates = std::mem::take(&mut ranked.fitting);
+    candidates.append(&mut ranked.too_big);
+    let (mut runnable, mut least) = (Vec::with_capacity(candidates.len()), None::<(f64, f64)>);
+    for plan in candidates {
         let run = local_run(problem, &plan.layout, config)?;
         if run.validate().is_err() {
             continue;
+        }
+        let need = trainer_bytes(&run)?;
+        if need <= plan.memory_limit {
+            runnable.push((plan, run));
+        } else if least.is_none_or(|(n, _)| need < n) {
+            least = Some((need, plan.memory_limit));
+        }
+    }
+    let n = runnable.len();
+    if n == 0 {
+        return Err(match least {
+            Some((need, limit)) => anyhow::anyhow!(
+                "--calibrate --search: no layout of {} fits this machine's trainer: the least needs {:.2} GiB on \
+                 its largest rank, and each of the --gpus-per-node ranks gets {:.2} GiB; pick a smaller model",
+                problem.model.name,
+                need / GIB,
+                limit / GIB
+            ),
+            None => anyhow::anyhow!(
+                "--calibrate --search: the local trainer runs none of the layouts of {} (their layers, batch and \
+                 sequence do not split over the ranks)",
+                problem.model.name
+            ),
+        });
+    }
+    // Progress on a terminal only, so that a log keeps the plan alone.
+    let progress = std::io::stderr().is_terminal();
+    let mut timed = Vec::with_capacity(n);
+    for (k, (plan, run)) in runnable.into_iter().enumerate() {
+        if progress {
+            eprint!("\rtiming layout {} of {n}: {:<40}", k + 1, plan.layout.label());
         }
         let costs = local::measure(&run, SEARCH_BUDGET)?;
         let prediction = local::predict(&run, &costs).map_err(anyhow::Error::msg)?;
@@ -462,17 +501,19 @@ fn run_with(args: PlanArgs, config: Option<crate::model::GptConfig>) -> anyhow::
         let mut plan =
             evaluate(&problem, &layout, &mut PipelineCache::default()).map_err(anyhow::Error::msg)?;
         if args.calibrate {
-            if !plan.fits {
+            let run = local_run(&problem, &layout, config)?;
+            let need = trainer_bytes(&run)?;
+            if need > plan.memory_limit {
                 bail!(
-                    "--calibrate runs {} here, and it needs {:.2} GiB per rank where this machine gives each of \
-                     its --gpus-per-node {} ranks {:.2} GiB; pick a smaller model or more ranks",
+                    "--calibrate runs {} here, and the trainer needs {:.2} GiB on its largest rank where this \
+                     machine gives each of its --gpus-per-node {} ranks {:.2} GiB; pick a smaller model or more \
+                     ranks",
                     layout.label(),
-                    plan.memory.total() / GIB,
+                    need / GIB,
                     args.gpus_per_node,
                     plan.memory_limit / GIB
                 );
             }
-            let run = local_run(&problem, &layout, config)?;
             let costs = local::measure(&run, local::Budget::default())?;
             let prediction = local::predict(&run, &costs).map_err(anyhow::Error::msg)?;
             local::apply(&mut plan, &run, &prediction);
@@ -481,7 +522,7 @@ fn run_with(args: PlanArgs, config: Option<crate::model::GptConfig>) -> anyhow::
         (vec![plan], None)
     } else {
         let mut ranked = search(&problem, &space).map_err(anyhow::Error::msg)?;
-        if args.calibrate && !ranked.fitting.is_empty() {
+        if args.calibrate && ranked.considered > 0 {
             let timed = time_layouts(&problem, &mut ranked, config)?;
             calibrated_search = Some(timed);
         }
