@@ -19,7 +19,8 @@ use trident_kernels::simt::{bf16_to_f32, f32_to_bf16};
 static SELFTEST: &[&[trident::runtime::HostKernel]] = &[HOST_KERNELS];
 
 fn load(device: &Device) -> Module {
-    let source = ModuleSource::new("selftest", trident::kernels::PTX.unwrap_or_default(), SELFTEST);
+    let source = ModuleSource::new("selftest", trident::kernels::PTX.unwrap_or_default(), SELFTEST)
+        .with_cubins(trident::kernels::CUBINS);
     device.load_module(&source).unwrap()
 }
 

@@ -29,6 +29,17 @@
 //! assert!(ptx.ends_with("my_kernels.ptx"));
 //! ```
 //!
+//! With [`PtxBuild::cubins`] the builder also assembles the PTX into machine code for each
+//! architecture named, with NVIDIA's `ptxas` (see [`find_ptxas`]), and writes a Rust file that
+//! embeds the cubins beside the PTX (module [`cubin`]); where `ptxas` is missing the build keeps
+//! the PTX alone and says so with a cargo warning.
+//!
+//! The nested build turns off rustc's MIR jump threading (`-Zmir-enable-passes=-JumpThreading`):
+//! it can copy a block that ends in an aligned barrier (`bar.sync`, which Rust's inline
+//! assembly cannot mark convergent) into both arms of a divergent branch, after which the
+//! threads of a block wait at different barrier instructions, which the PTX ISA leaves
+//! undefined for `.aligned` barriers (rust-lang/rust#137086).
+//!
 //! The kernels crate is a plain `rlib` with `#![cfg_attr(target_arch = "nvptx64", no_std)]`
 //! and its nightly features behind the same `cfg_attr`; see `examples/custom-kernel/` in the
 //! Trident repository for a complete one.
@@ -40,6 +51,8 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+pub mod cubin;
 
 /// The target the kernels are compiled for.
 pub const TARGET: &str = "nvptx64-nvidia-cuda";
@@ -79,6 +92,13 @@ pub enum Error {
         /// The nested cargo's exit status and standard error.
         log: String,
     },
+    /// `ptxas` rejected the PTX for an architecture.
+    Ptxas {
+        /// The architecture.
+        arch: String,
+        /// `ptxas`'s exit status and output.
+        log: String,
+    },
     /// The build succeeded but wrote no usable PTX.
     NoPtx {
         /// Where the PTX was expected.
@@ -110,6 +130,9 @@ impl fmt::Display for Error {
             ),
             Error::Compile { toolchain, log } => {
                 write!(f, "the nvptx64 build of the kernels with `{toolchain}` failed:\n\n{log}")
+            }
+            Error::Ptxas { arch, log } => {
+                write!(f, "ptxas could not assemble the kernels' PTX for {arch}:\n\n{log}")
             }
             Error::NoPtx { path, why } => {
                 write!(f, "the nvptx64 build wrote no usable PTX at {}: {why}", path.display())
@@ -160,6 +183,8 @@ pub struct PtxBuild {
     arch: String,
     output: String,
     watch: Vec<PathBuf>,
+    features: Vec<String>,
+    cubins: Vec<String>,
 }
 
 impl PtxBuild {
@@ -171,12 +196,38 @@ impl PtxBuild {
             Some(root) if dir.is_relative() => PathBuf::from(root).join(dir),
             _ => dir.to_path_buf(),
         };
-        PtxBuild { crate_dir, arch: "sm_90".into(), output: "kernels.ptx".into(), watch: Vec::new() }
+        PtxBuild {
+            crate_dir,
+            arch: "sm_90".into(),
+            output: "kernels.ptx".into(),
+            watch: Vec::new(),
+            features: Vec::new(),
+            cubins: Vec::new(),
+        }
     }
 
     /// The GPU architecture (`-Ctarget-cpu`), e.g. `sm_80`, `sm_90`, `sm_90a`.
     pub fn arch(mut self, arch: &str) -> Self {
         self.arch = arch.into();
+        self
+    }
+
+    /// A target feature for the nvptx64 backend (`-Ctarget-feature`), e.g. `+ptx78` for a PTX
+    /// ISA version above the architecture's minimum (sm_80's is 7.0), which inline assembly of
+    /// newer instructions needs.
+    pub fn target_feature(mut self, feature: &str) -> Self {
+        self.features.push(feature.into());
+        self
+    }
+
+    /// Also assemble the PTX with `ptxas` into a cubin for each of `archs` (`sm_80`, `sm_86`,
+    /// ...; each at least [`PtxBuild::arch`]) and write `$OUT_DIR/<output stem>.machine.rs`,
+    /// which the crate includes with
+    /// `include!(concat!(env!("OUT_DIR"), "/<output stem>.machine.rs"))` and which defines
+    /// `CUBINS`, `PTXAS_REPORTS`, `RESOURCES` and `NO_CUBINS` (see [`cubin::include_source`]).
+    /// Where no `ptxas` is found the file still exists, with no cubins, and the build warns.
+    pub fn cubins(mut self, archs: &[&str]) -> Self {
+        self.cubins = archs.iter().map(|a| a.to_string()).collect();
         self
     }
 
@@ -207,6 +258,7 @@ impl PtxBuild {
         }
         println!("cargo:rerun-if-env-changed={TOOLCHAIN_VAR}");
         println!("cargo:rerun-if-env-changed={NO_INSTALL_VAR}");
+        println!("cargo:rerun-if-env-changed=TRIDENT_PTXAS");
 
         let toolchain = toolchain_channel(&self.crate_dir)?;
         ensure_toolchain(&toolchain)?;
@@ -222,13 +274,7 @@ impl PtxBuild {
             .args(["--config", "profile.release.debug=0", "--config", "profile.release.codegen-units=1"])
             .arg("--")
             .arg(format!("--emit=asm={}", ptx.display()))
-            .env(
-                "RUSTFLAGS",
-                format!(
-                    "-Zunstable-options -Cpanic=immediate-abort -Ctarget-cpu={} -Ccodegen-units=1",
-                    self.arch
-                ),
-            )
+            .env("RUSTFLAGS", self.rustflags())
             .output()
             .map_err(Error::NoRustup)?;
         if !output.status.success() {
@@ -239,7 +285,34 @@ impl PtxBuild {
         if !text.contains(".entry") {
             return Err(Error::NoPtx { path: ptx, why: "the module has no kernel entry point".into() });
         }
+        if !self.cubins.is_empty() {
+            let assembled = cubin::assemble(&ptx, &self.cubins, &out_dir)?;
+            if matches!(assembled, cubin::Assembled::NoPtxas) {
+                println!(
+                    "cargo:warning=ptxas not found (pip install nvidia-cuda-nvcc-cu12, or set \
+                     TRIDENT_PTXAS): {} carries PTX only, which the driver JIT-compiles at every load",
+                    self.output
+                );
+            }
+            let stem = Path::new(&self.output).file_stem().and_then(|s| s.to_str()).unwrap_or("kernels");
+            let include = out_dir.join(format!("{stem}.machine.rs"));
+            let source = cubin::include_source(&assembled, &out_dir)?;
+            std::fs::write(&include, source).map_err(|source| Error::Read { path: include, source })?;
+        }
         Ok(ptx)
+    }
+
+    /// The nested build's `RUSTFLAGS`.
+    fn rustflags(&self) -> String {
+        let mut flags = format!(
+            "-Zunstable-options -Cpanic=immediate-abort -Ctarget-cpu={} -Ccodegen-units=1 \
+             -Zmir-enable-passes=-JumpThreading",
+            self.arch
+        );
+        for f in &self.features {
+            flags += &format!(" -Ctarget-feature={f}");
+        }
+        flags
     }
 }
 

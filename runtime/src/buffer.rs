@@ -49,6 +49,17 @@ pub struct Buffer<T: Pod> {
     _registration: Option<trident_simt::Registration>,
 }
 
+impl<T: Pod> Drop for Buffer<T> {
+    fn drop(&mut self) {
+        // cudarc frees device memory when the slice drops (after this body), on the default
+        // stream, without making its context current: bind it for the free.
+        if let (Storage::Cuda(_), Device::Cuda(d)) = (&self.storage, &self.device) {
+            // A context that cannot be bound has faulted; its memory goes with it.
+            let _ = d.bind();
+        }
+    }
+}
+
 /// Registers host storage of an `Emu` buffer with the emulator.
 fn register<T: Pod>(
     device: &Device,
@@ -105,7 +116,10 @@ impl<T: Pod> Buffer<T> {
                 bytemuck::cast_slice_mut::<T, u8>(v.as_mut_slice()).fill(0xFF);
                 Storage::Host(v)
             }
-            Device::Cuda(d) => Storage::Cuda(d.alloc_zeros(len * size_of::<T>())?),
+            Device::Cuda(d) => {
+                let bytes = len.checked_mul(size_of::<T>()).ok_or_else(|| out_of_memory::<T>(device, len))?;
+                Storage::Cuda(d.alloc_zeros(bytes)?)
+            }
         };
         let _registration = register(device, &storage, len, false);
         Ok(Self { device: device.clone(), storage, len, _registration })

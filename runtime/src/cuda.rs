@@ -9,12 +9,43 @@
 //! to the calling thread first, so rank threads, the data-parallel worker and any other thread
 //! may use a device. `TRIDENT_CUDA_SYNC=1` waits for every launch and names the kernel that
 //! failed (a kernel fault otherwise surfaces at the next synchronisation, unattributed).
+//!
+//! A kernel fault (an illegal address, say) leaves the context unusable: every later call on
+//! it fails with the same error. The device remembers the first such fault and the last kernel
+//! launched before it, and every later error names them ([`RuntimeError::Fault`]), so that in
+//! a process whose tests share one context a single faulting kernel is named by every test it
+//! brings down rather than failing them unexplained.
+//!
+//! Uploads never rely on the driver staging pageable memory before an asynchronous copy
+//! returns (the CUDA driver API's "API synchronization behavior" says not to): an upload goes
+//! through a pinned staging buffer whose reuse waits for the copy that last read it, or, above
+//! [`STAGING_MAX`], waits for the copy itself.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{
+    sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DriverError,
+    PinnedHostSlice,
+};
 
-use crate::{Result, RuntimeError};
+use crate::{ModuleSource, Result, RuntimeError};
+
+/// The largest upload that goes through the pinned staging buffer; larger ones (weights at
+/// start-up) wait for their copy instead.
+pub const STAGING_MAX: usize = 64 << 20;
+
+/// Pinned host memory that uploads are copied through, and the event of the last copy that
+/// read it.
+struct Staging {
+    host: PinnedHostSlice<u8>,
+    read: CudaEvent,
+}
+
+impl std::fmt::Debug for Staging {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Staging").field("bytes", &self.host.len()).finish()
+    }
+}
 
 /// One GPU: its context and its default stream (allocations, frees, and every operation not
 /// given another stream).
@@ -26,6 +57,30 @@ pub struct CudaDevice {
     compute_capability: (i32, i32),
     /// `TRIDENT_CUDA_SYNC=1`: every launch is waited for, and a failure names its kernel.
     sync_launches: bool,
+    /// The pinned buffer uploads go through, made on the first upload.
+    staging: Mutex<Option<Staging>>,
+    /// The last kernel launched, for naming a fault found later.
+    last_kernel: Mutex<&'static str>,
+    /// The first fault that made the context unusable, as reported.
+    fault: Mutex<Option<String>>,
+}
+
+/// Whether `e` is a fault after which the context is unusable (the driver API's "sticky"
+/// errors: the kernel's memory access, instruction or trap, or a launch that failed).
+fn is_sticky(e: &DriverError) -> bool {
+    use sys::cudaError_enum as E;
+    matches!(
+        e.0,
+        E::CUDA_ERROR_ILLEGAL_ADDRESS
+            | E::CUDA_ERROR_LAUNCH_TIMEOUT
+            | E::CUDA_ERROR_HARDWARE_STACK_ERROR
+            | E::CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | E::CUDA_ERROR_MISALIGNED_ADDRESS
+            | E::CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | E::CUDA_ERROR_INVALID_PC
+            | E::CUDA_ERROR_LAUNCH_FAILED
+            | E::CUDA_ERROR_ASSERT
+    )
 }
 
 /// Whether `TRIDENT_CUDA_SYNC` asks for synchronous launches.
@@ -45,22 +100,43 @@ pub fn local_ordinal(local_rank: Option<&str>, count: usize) -> usize {
 }
 
 impl CudaDevice {
-    /// Number of CUDA devices, 0 where no driver can be loaded.
+    /// Number of CUDA devices, 0 where no driver can be loaded or it does not initialise
+    /// ([`CudaDevice::probe`] says why).
     pub fn count() -> usize {
+        Self::probe().unwrap_or(0)
+    }
+
+    /// Number of CUDA devices, or why there are none to be had: no driver library, or the
+    /// driver's error code from `cuInit` (`CUDA_ERROR_NO_DEVICE`, a driver older than the
+    /// runtime needs, a GPU in a bad state...).
+    ///
+    /// # Errors
+    /// [`RuntimeError::CudaUnavailable`] with the reason.
+    pub fn probe() -> Result<usize> {
         if !driver_present() {
-            return 0;
+            return Err(RuntimeError::CudaUnavailable {
+                why: "no CUDA driver library (libcuda.so.1) could be loaded".into(),
+            });
         }
-        CudaContext::device_count().map(|n| n.max(0) as usize).unwrap_or(0)
+        cudarc::driver::result::init()
+            .map_err(|e| RuntimeError::CudaUnavailable { why: format!("cuInit failed with {e}") })?;
+        let n = cudarc::driver::result::device::get_count()
+            .map_err(|e| RuntimeError::CudaUnavailable { why: format!("cuDeviceGetCount failed with {e}") })?;
+        Ok(n.max(0) as usize)
     }
 
     /// Opens GPU `ordinal`: a context and a default stream on it.
     ///
     /// # Errors
-    /// [`RuntimeError::CudaUnavailable`] where there is no driver or no such GPU; the driver's
-    /// error where it fails to create the context or stream.
+    /// [`RuntimeError::CudaUnavailable`] where there is no driver, it does not initialise (with
+    /// its error code) or there is no such GPU; the driver's error where it fails to create the
+    /// context or stream.
     pub fn new(ordinal: usize) -> Result<Self> {
-        if Self::count() <= ordinal {
-            return Err(RuntimeError::CudaUnavailable);
+        let count = Self::probe()?;
+        if count <= ordinal {
+            return Err(RuntimeError::CudaUnavailable {
+                why: format!("GPU {ordinal} was asked for and the driver sees {count}"),
+            });
         }
         let ctx = CudaContext::new(ordinal)?;
         // SAFETY: buffers are allocated and freed on the default stream; a copy on another
@@ -72,12 +148,43 @@ impl CudaDevice {
         let name = ctx.name()?;
         let compute_capability = ctx.compute_capability()?;
         let sync_launches = sync_launches_requested(std::env::var("TRIDENT_CUDA_SYNC").ok().as_deref());
-        Ok(Self { ctx, stream, name, compute_capability, sync_launches })
+        Ok(Self {
+            ctx,
+            stream,
+            name,
+            compute_capability,
+            sync_launches,
+            staging: Mutex::new(None),
+            last_kernel: Mutex::new(""),
+            fault: Mutex::new(None),
+        })
     }
 
     /// Makes this device's context current on the calling thread (a no-op when it is).
-    fn bind(&self) -> Result<()> {
-        Ok(self.ctx.bind_to_thread()?)
+    pub(crate) fn bind(&self) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(|e| self.error(e))
+    }
+
+    /// `e` as the runtime reports it: a fault that made the context unusable is recorded (the
+    /// first one) and named, with the last kernel launched before it was seen, in this and
+    /// every later error.
+    pub(crate) fn error(&self, e: DriverError) -> RuntimeError {
+        let mut fault = self.fault.lock().unwrap_or_else(|p| p.into_inner());
+        if fault.is_none() && is_sticky(&e) {
+            let last = *self.last_kernel.lock().unwrap_or_else(|p| p.into_inner());
+            *fault = Some(if last.is_empty() {
+                format!("{e}, before any kernel was launched")
+            } else {
+                format!(
+                    "{e}; the last kernel launched before it was `{last}` (TRIDENT_CUDA_SYNC=1 \
+                     waits for every launch and names the kernel that faults)"
+                )
+            });
+        }
+        match fault.as_ref() {
+            Some(first) => RuntimeError::Fault { device: self.name.clone(), first: first.clone(), now: e },
+            None => RuntimeError::Cuda(e),
+        }
     }
 
     /// The GPU's name, as the driver reports it (`NVIDIA H100 80GB HBM3`, say).
@@ -93,7 +200,12 @@ impl CudaDevice {
     /// Waits until the work queued on every stream of the device has finished.
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
-        Ok(self.ctx.synchronize()?)
+        self.ctx.synchronize().map_err(|e| self.error(e))
+    }
+
+    /// Waits for everything queued on `stream` (a stream of this device).
+    pub(crate) fn synchronize_stream(&self, stream: &CudaStream) -> Result<()> {
+        stream.synchronize().map_err(|e| self.error(e))
     }
 
     /// The stream every buffer operation and plain launch goes to.
@@ -103,8 +215,10 @@ impl CudaDevice {
 
     pub(crate) fn alloc_zeros(&self, bytes: usize) -> Result<CudaSlice<u8>> {
         self.bind()?;
-        Ok(self.stream.alloc_zeros::<u8>(bytes.max(1))?)
+        self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(|e| self.error(e))
     }
+
+
 
     /// Zeroes `bytes` bytes at `dst`, queued on `stream`.
     ///
@@ -113,20 +227,47 @@ impl CudaDevice {
     pub(crate) unsafe fn memset_zero(&self, stream: &CudaStream, dst: u64, bytes: usize) -> Result<()> {
         self.bind()?;
         // SAFETY: the caller vouches for the range.
-        unsafe { cudarc::driver::result::memset_d8_async(dst, 0, bytes, stream.cu_stream())? };
-        Ok(())
+        unsafe { cudarc::driver::result::memset_d8_async(dst, 0, bytes, stream.cu_stream()) }
+            .map_err(|e| self.error(e))
     }
 
-    /// Copies `src` to `dst`, queued on `stream`.
+    /// Copies `src` to `dst`, queued on `stream`; `src` may be reused when this returns. Up to
+    /// [`STAGING_MAX`] bytes go through the pinned staging buffer (the copy stays
+    /// asynchronous); more are copied and waited for.
     ///
     /// # Safety
     /// `dst` must be a device address with `src.len()` writable bytes on this device.
     pub(crate) unsafe fn upload(&self, stream: &CudaStream, src: &[u8], dst: u64) -> Result<()> {
         self.bind()?;
-        // SAFETY: the caller vouches for `dst`; a copy from pageable memory has read `src`
-        // before it returns.
-        unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, stream.cu_stream())? };
-        Ok(())
+        if src.len() > STAGING_MAX {
+            // SAFETY: the caller vouches for `dst`; the copy is waited for before `src` can be
+            // touched again.
+            unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, stream.cu_stream()) }
+                .map_err(|e| self.error(e))?;
+            return self.synchronize_stream(stream);
+        }
+        let mut staging = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+        if staging.as_ref().is_none_or(|s| s.host.len() < src.len()) {
+            if let Some(old) = staging.take() {
+                // The old buffer is freed only after the copy that last read it.
+                old.read.synchronize().map_err(|e| self.error(e))?;
+            }
+            let bytes = src.len().next_power_of_two().clamp(1 << 20, STAGING_MAX);
+            // SAFETY: the memory is written below before any copy reads it.
+            let host = unsafe { self.ctx.alloc_pinned::<u8>(bytes) }.map_err(|e| self.error(e))?;
+            let read = self.ctx.new_event(None).map_err(|e| self.error(e))?;
+            *staging = Some(Staging { host, read });
+        }
+        let Some(s) = staging.as_mut() else { unreachable!("made above") };
+        // The previous copy out of the buffer must have read it before it is overwritten.
+        s.read.synchronize().map_err(|e| self.error(e))?;
+        let host = s.host.as_mut_slice().map_err(|e| self.error(e))?;
+        host[..src.len()].copy_from_slice(src);
+        // SAFETY: the caller vouches for `dst`; the pinned bytes stay untouched until `read`
+        // (recorded right after the copy) has completed.
+        unsafe { cudarc::driver::result::memcpy_htod_async(dst, &host[..src.len()], stream.cu_stream()) }
+            .map_err(|e| self.error(e))?;
+        s.read.record(stream).map_err(|e| self.error(e))
     }
 
     /// Copies `dst.len()` bytes at `src` into `dst` on `stream`, and waits for `stream`.
@@ -137,8 +278,9 @@ impl CudaDevice {
         self.bind()?;
         // SAFETY: the caller vouches for `src`; the synchronize below completes the copy
         // before `dst` is used.
-        unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, stream.cu_stream())? };
-        Ok(stream.synchronize()?)
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, stream.cu_stream()) }
+            .map_err(|e| self.error(e))?;
+        self.synchronize_stream(stream)
     }
 
     /// Copies `bytes` bytes from `src` to `dst`, queued on `stream`.
@@ -148,8 +290,8 @@ impl CudaDevice {
     pub(crate) unsafe fn copy(&self, stream: &CudaStream, src: u64, dst: u64, bytes: usize) -> Result<()> {
         self.bind()?;
         // SAFETY: the caller vouches for both ranges.
-        unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, bytes, stream.cu_stream())? };
-        Ok(())
+        unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, bytes, stream.cu_stream()) }
+            .map_err(|e| self.error(e))
     }
 
     pub(crate) fn address(&self, buf: &CudaSlice<u8>) -> u64 {
@@ -157,9 +299,53 @@ impl CudaDevice {
         ptr
     }
 
-    pub(crate) fn load_module(&self, ptx: &str) -> Result<Arc<CudaModule>> {
+    /// The architecture name of this GPU, `sm_90`.
+    pub fn arch(&self) -> String {
+        format!("sm_{}{}", self.compute_capability.0, self.compute_capability.1)
+    }
+
+    /// Loads `source`: the cubin that runs on this GPU ([`crate::pick_cubin`]), or else its PTX
+    /// through the driver's JIT compiler, saying so on standard error once per module and GPU.
+    pub(crate) fn load_module(&self, source: &ModuleSource<'_>) -> Result<Arc<CudaModule>> {
         self.bind()?;
-        Ok(self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx))?)
+        let arch = self.arch();
+        let mut tried = Vec::new();
+        match crate::pick_cubin(self.compute_capability, source.cubins) {
+            Some((cubin_arch, image)) => match cubin_image(image) {
+                Ok(bytes) => match self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(bytes)) {
+                    Ok(m) => return Ok(m),
+                    Err(e) => tried.push(format!("the {cubin_arch} cubin, which the driver refused ({e})")),
+                },
+                Err(why) => tried.push(format!("the {cubin_arch} cubin, which is damaged ({why})")),
+            },
+            None => {
+                let have: Vec<&str> = source.cubins.iter().map(|c| c.0).collect();
+                tried.push(if have.is_empty() {
+                    "machine code, of which the module has none".to_string()
+                } else {
+                    format!("machine code for {arch}, of which the module has none (it has {})", have.join(", "))
+                });
+            }
+        }
+        let fail = |tried: Vec<String>, log: String| RuntimeError::ModuleLoad {
+            module: source.name.to_string(),
+            device: self.name.clone(),
+            cc: self.compute_capability,
+            tried,
+            log,
+        };
+        if source.ptx.trim().is_empty() {
+            tried.push("the PTX, which the module does not carry".into());
+            return Err(fail(tried, String::new()));
+        }
+        jit_notice(&source.name, &self.name, &arch);
+        match self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(source.ptx.as_ref())) {
+            Ok(m) => Ok(m),
+            Err(e) => {
+                tried.push(format!("the PTX, which the driver's JIT compiler refused ({e})"));
+                Err(fail(tried, jit_log(&source.ptx)))
+            }
+        }
     }
 
     /// # Safety
@@ -168,7 +354,7 @@ impl CudaDevice {
     #[allow(clippy::too_many_arguments)] // the driver's launch parameters, one each
     pub(crate) unsafe fn launch(
         &self,
-        kernel: &str,
+        kernel: &'static str,
         stream: &CudaStream,
         f: &CudaFunction,
         grid: [u32; 3],
@@ -177,6 +363,7 @@ impl CudaDevice {
         words: &[u64],
     ) -> Result<()> {
         self.bind()?;
+        *self.last_kernel.lock().unwrap_or_else(|p| p.into_inner()) = kernel;
         let mut words = words.to_vec();
         let mut params: Vec<*mut std::ffi::c_void> =
             words.iter_mut().map(|w| w as *mut u64 as *mut _).collect();
@@ -191,20 +378,28 @@ impl CudaDevice {
                 stream.cu_stream(),
                 &mut params,
             )
-            .map_err(|source| RuntimeError::Kernel {
-                kernel: kernel.into(),
-                waited: false,
-                source,
-            })?;
+            .map_err(|source| self.kernel_error(kernel, false, source))?;
         }
         if self.sync_launches {
-            stream.synchronize().map_err(|source| RuntimeError::Kernel {
-                kernel: kernel.into(),
-                waited: true,
-                source,
-            })?;
+            stream.synchronize().map_err(|source| self.kernel_error(kernel, true, source))?;
         }
         Ok(())
+    }
+
+    /// A launch's (or, `waited`, its run's) failure: a fault is recorded as naming `kernel`
+    /// itself when the launch was waited for.
+    fn kernel_error(&self, kernel: &'static str, waited: bool, source: DriverError) -> RuntimeError {
+        if waited && is_sticky(&source) {
+            let mut fault = self.fault.lock().unwrap_or_else(|p| p.into_inner());
+            if fault.is_none() {
+                *fault = Some(format!("{source} in kernel `{kernel}` (TRIDENT_CUDA_SYNC=1 waited for it)"));
+                return RuntimeError::Kernel { kernel: kernel.into(), waited, source };
+            }
+        }
+        match self.error(source) {
+            RuntimeError::Cuda(source) => RuntimeError::Kernel { kernel: kernel.into(), waited, source },
+            other => other,
+        }
     }
 
     pub(crate) fn set_max_dynamic_smem(&self, f: &CudaFunction, bytes: u32) -> Result<()> {
@@ -212,12 +407,83 @@ impl CudaDevice {
         f.set_attribute(
             sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             bytes as i32,
-        )?;
-        Ok(())
+        )
+        .map_err(|e| self.error(e))
     }
 }
 
-fn driver_present() -> bool {
+impl Drop for CudaDevice {
+    fn drop(&mut self) {
+        // The staging buffer is freed after the last copy that read it.
+        if let Some(s) = self.staging.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = self.ctx.bind_to_thread();
+            let _ = s.read.synchronize();
+        }
+    }
+}
+
+/// The ELF image of a cubin as a module source carries it: as it is, or zlib-inflated.
+fn cubin_image(image: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    if image.starts_with(b"\x7fELF") {
+        return Ok(image.to_vec());
+    }
+    let bytes = miniz_oxide::inflate::decompress_to_vec_zlib(image).map_err(|e| format!("zlib: {e:?}"))?;
+    if bytes.starts_with(b"\x7fELF") {
+        Ok(bytes)
+    } else {
+        Err("not an ELF image once inflated".into())
+    }
+}
+
+/// Says on standard error, once per module and GPU model in this process, that the driver is
+/// JIT-compiling a module's PTX (which can take minutes for a large module).
+fn jit_notice(module: &str, device: &str, arch: &str) {
+    static SAID: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let key = format!("{module} on {device}");
+    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
+    if !said.contains(&key) {
+        eprintln!(
+            "trident: module `{module}` has no machine code for {device} ({arch}): the CUDA driver \
+             JIT-compiles its PTX (once per process; the driver's cache may keep the result)"
+        );
+        said.push(key);
+    }
+}
+
+/// The driver's JIT error log for `ptx` (loaded again with a log buffer; empty where the
+/// driver wrote none).
+fn jit_log(ptx: &str) -> String {
+    let Ok(text) = std::ffi::CString::new(ptx) else {
+        return "the PTX holds a NUL byte".into();
+    };
+    let mut log = vec![0u8; 64 << 10];
+    let mut options = [
+        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+    ];
+    let mut values: [*mut std::ffi::c_void; 2] = [log.as_mut_ptr().cast(), log.len() as *mut std::ffi::c_void];
+    let mut module = std::ptr::null_mut();
+    // SAFETY: the options are the error log buffer and its size, both valid for the call; the
+    // image is a NUL-terminated PTX text; the caller has bound the context.
+    let status = unsafe {
+        sys::cuModuleLoadDataEx(
+            &mut module,
+            text.as_ptr().cast(),
+            options.len() as u32,
+            options.as_mut_ptr(),
+            values.as_mut_ptr(),
+        )
+    };
+    if status == sys::cudaError_enum::CUDA_SUCCESS && !module.is_null() {
+        // SAFETY: the module was just loaded by this call and nothing else holds it.
+        let _ = unsafe { sys::cuModuleUnload(module) };
+    }
+    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+    String::from_utf8_lossy(&log[..end]).into_owned()
+}
+
+/// Whether the CUDA driver library can be loaded.
+pub(crate) fn driver_present() -> bool {
     // SAFETY: the probe only tries to open the driver library; it calls nothing in it.
     unsafe { sys::is_culib_present() }
 }
@@ -233,6 +499,26 @@ mod tests {
         assert_eq!(local_ordinal(Some("9"), 8), 1, "more local ranks than GPUs share them in turn");
         assert_eq!(local_ordinal(Some("not a number"), 8), 0);
         assert_eq!(local_ordinal(Some("2"), 0), 0);
+    }
+
+    #[test]
+    fn cubins_are_read_plain_or_compressed() {
+        let elf = b"\x7fELF and the rest".to_vec();
+        assert_eq!(cubin_image(&elf).unwrap(), elf);
+        let z = miniz_oxide::deflate::compress_to_vec_zlib(&elf, 6);
+        assert_eq!(cubin_image(&z).unwrap(), elf);
+        assert!(cubin_image(b"garbage").is_err());
+        let not_elf = miniz_oxide::deflate::compress_to_vec_zlib(b"text", 6);
+        assert!(cubin_image(&not_elf).unwrap_err().contains("not an ELF"));
+    }
+
+    #[test]
+    fn sticky_faults_are_told_from_other_errors() {
+        use sys::cudaError_enum as E;
+        assert!(is_sticky(&DriverError(E::CUDA_ERROR_ILLEGAL_ADDRESS)));
+        assert!(is_sticky(&DriverError(E::CUDA_ERROR_LAUNCH_FAILED)));
+        assert!(!is_sticky(&DriverError(E::CUDA_ERROR_INVALID_VALUE)));
+        assert!(!is_sticky(&DriverError(E::CUDA_ERROR_OUT_OF_MEMORY)));
     }
 
     #[test]

@@ -63,13 +63,20 @@ impl Device {
     }
 
     /// A GPU when one is present (this local rank's, see [`Device::cuda_for_local_rank`]),
-    /// else the CPU.
+    /// else the CPU. Where a CUDA driver is installed but no GPU can be opened (`cuInit`
+    /// fails, or the context cannot be made), it says why on standard error before it takes
+    /// the CPU.
     pub fn auto() -> Device {
-        if Device::cuda_available() {
-            if let Ok(d) = Device::cuda_for_local_rank() {
-                return d;
-            }
-        }
+        let why = match CudaDevice::probe() {
+            Ok(0) => return Device::Cpu,
+            Ok(_) => match Device::cuda_for_local_rank() {
+                Ok(d) => return d,
+                Err(e) => e,
+            },
+            Err(_) if !crate::cuda::driver_present() => return Device::Cpu,
+            Err(e) => e,
+        };
+        eprintln!("trident: a CUDA driver is installed but no GPU could be opened ({why}); using the CPU");
         Device::Cpu
     }
 

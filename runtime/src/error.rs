@@ -6,12 +6,45 @@ use crate::DeviceKind;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RuntimeError {
-    /// [`Device::cuda`](crate::Device::cuda) found no driver, or fewer GPUs than the ordinal.
-    #[error("no CUDA driver or GPU could be found on this machine")]
-    CudaUnavailable,
+    /// [`Device::cuda`](crate::Device::cuda) found no driver, the driver would not initialise
+    /// (its error code is in `why`), or fewer GPUs than the ordinal.
+    #[error("no CUDA GPU can be used: {why}")]
+    CudaUnavailable {
+        /// What was missing or what the driver answered.
+        why: String,
+    },
+    /// A module could not be loaded on a GPU.
+    #[error(
+        "module `{module}` could not be loaded on {device} (compute capability {}.{}): tried {}{}",
+        cc.0, cc.1, tried.join("; then "),
+        if log.trim().is_empty() { String::new() } else { format!("\nJIT log:\n{}", log.trim_end()) }
+    )]
+    ModuleLoad {
+        /// The module's name.
+        module: String,
+        /// The GPU's name.
+        device: String,
+        /// Its compute capability.
+        cc: (i32, i32),
+        /// What was tried, in order, and how each failed.
+        tried: Vec<String>,
+        /// The driver's JIT error log, where the PTX was compiled.
+        log: String,
+    },
     /// A CUDA driver call other than a launch failed.
     #[error("a CUDA driver call failed")]
     Cuda(#[from] cudarc::driver::DriverError),
+    /// A kernel fault made the GPU's context unusable: `first` is that fault (with the kernel
+    /// that caused it, or the last one launched before it was seen), `now` what this call got.
+    #[error("the CUDA context of {device} is unusable since an earlier fault: {first} (this call: {now})")]
+    Fault {
+        /// The GPU's name.
+        device: String,
+        /// The first fault, as reported.
+        first: String,
+        /// This call's error.
+        now: cudarc::driver::DriverError,
+    },
     /// A launch, or with `TRIDENT_CUDA_SYNC=1` the kernel's run, failed.
     #[error("kernel `{kernel}` failed{}", if *.waited { " (TRIDENT_CUDA_SYNC=1 waited for it)" } else { " to launch" })]
     Kernel {

@@ -105,7 +105,7 @@ pub use cuda::CudaDevice;
 pub use device::{Device, DeviceKind};
 pub use error::RuntimeError;
 pub use host_alloc::HOST_ALIGN;
-pub use module::{Function, LaunchConfig, Module, ModuleSource};
+pub use module::{pick_cubin, Function, LaunchConfig, Module, ModuleSource};
 pub use stream::Stream;
 /// The emulator's work counters: [`last_launch_stats`] reads those of the last `Emu` launch
 /// the calling thread made, [`record_launches`] those of every launch a closure makes;

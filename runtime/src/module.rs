@@ -14,8 +14,13 @@ use trident_simt::{HostKernel, ParamType};
 
 use crate::{Arg, Device, Result, RuntimeError, Stream};
 
-/// What a module is built from: the PTX for `Cuda` and the host entries for `Emu`, both
-/// produced from the same kernel source.
+/// What a module is built from: the PTX (and, where `ptxas` assembled it at build time, a
+/// cubin per architecture) for `Cuda`, and the host entries for `Emu`, all produced from the
+/// same kernel source.
+///
+/// On `Cuda` [`Device::load_module`] loads the cubin that runs on the device's compute
+/// capability ([`pick_cubin`]); only where there is none does the driver JIT-compile the PTX,
+/// and the runtime says so on standard error, once per module and device.
 ///
 /// The PTX may be borrowed (a `&'static str` that `include_str!` embeds) or owned (PTX read
 /// or generated at run time); loading copies what it needs, so the source may be dropped
@@ -46,6 +51,9 @@ pub struct ModuleSource<'a> {
     pub ptx: Cow<'a, str>,
     /// The host entries, grouped as the kernel source files group them.
     pub host_kernels: &'static [&'static [HostKernel]],
+    /// `(architecture, cubin)` pairs, `("sm_80", image)`: each image an ELF cubin as `ptxas`
+    /// writes it, or that cubin zlib-compressed (as `trident-ptx-builder` embeds them).
+    pub cubins: &'static [(&'static str, &'static [u8])],
 }
 
 impl<'a> ModuleSource<'a> {
@@ -56,8 +64,61 @@ impl<'a> ModuleSource<'a> {
         ptx: impl Into<Cow<'a, str>>,
         host_kernels: &'static [&'static [HostKernel]],
     ) -> Self {
-        ModuleSource { name: name.into(), ptx: ptx.into(), host_kernels }
+        ModuleSource { name: name.into(), ptx: ptx.into(), host_kernels, cubins: &[] }
     }
+
+    /// The same source with machine code: `(architecture, cubin)` pairs (see
+    /// [`ModuleSource::cubins`]).
+    ///
+    /// ```
+    /// use trident_runtime::ModuleSource;
+    ///
+    /// static CUBINS: &[(&str, &[u8])] = &[("sm_80", b"\x7fELF...")];
+    /// let source = ModuleSource::from_static("mine", "", &[]).with_cubins(CUBINS);
+    /// assert_eq!(source.cubins[0].0, "sm_80");
+    /// ```
+    pub fn with_cubins(mut self, cubins: &'static [(&'static str, &'static [u8])]) -> Self {
+        self.cubins = cubins;
+        self
+    }
+}
+
+/// The cubin among `cubins` that runs on a device of compute capability `cc`, by NVIDIA's
+/// binary compatibility rule (CUDA C++ Programming Guide, "Binary Compatibility"): a cubin for
+/// X.y runs on X.z for z >= y, never across major versions; of those, the highest y. An
+/// architecture-specific cubin (`sm_90a`) runs only on its own capability and is preferred
+/// there. `None` where no cubin fits, or `cubins` names no architecture this can read.
+///
+/// ```
+/// use trident_runtime::pick_cubin;
+///
+/// let cubins: &[(&str, &[u8])] = &[("sm_80", b"a"), ("sm_86", b"b"), ("sm_89", b"c"), ("sm_90", b"d")];
+/// assert_eq!(pick_cubin((8, 0), cubins).map(|c| c.0), Some("sm_80")); // A100
+/// assert_eq!(pick_cubin((8, 7), cubins).map(|c| c.0), Some("sm_86")); // Jetson Orin
+/// assert_eq!(pick_cubin((8, 9), cubins).map(|c| c.0), Some("sm_89")); // L40S
+/// assert_eq!(pick_cubin((9, 0), cubins).map(|c| c.0), Some("sm_90")); // H100
+/// assert_eq!(pick_cubin((10, 0), cubins), None); // B200: the PTX is JIT-compiled
+/// assert_eq!(pick_cubin((7, 5), cubins), None); // T4: nothing runs there
+/// ```
+pub fn pick_cubin<'c>(cc: (i32, i32), cubins: &'c [(&'c str, &'c [u8])]) -> Option<(&'c str, &'c [u8])> {
+    let parse = |arch: &str| -> Option<(i32, i32, bool)> {
+        let digits = arch.strip_prefix("sm_")?;
+        let (digits, specific) = match digits.strip_suffix('a') {
+            Some(d) => (d, true),
+            None => (digits, false),
+        };
+        let n: i32 = digits.parse().ok()?;
+        Some((n / 10, n % 10, specific))
+    };
+    cubins
+        .iter()
+        .filter_map(|&(arch, image)| {
+            let (major, minor, specific) = parse(arch)?;
+            let fits = major == cc.0 && if specific { minor == cc.1 } else { minor <= cc.1 };
+            fits.then_some(((minor, specific), (arch, image)))
+        })
+        .max_by_key(|(rank, _)| *rank)
+        .map(|(_, c)| c)
 }
 
 impl ModuleSource<'static> {
@@ -74,7 +135,7 @@ impl ModuleSource<'static> {
         ptx: &'static str,
         host_kernels: &'static [&'static [HostKernel]],
     ) -> Self {
-        ModuleSource { name: Cow::Borrowed(name), ptx: Cow::Borrowed(ptx), host_kernels }
+        ModuleSource { name: Cow::Borrowed(name), ptx: Cow::Borrowed(ptx), host_kernels, cubins: &[] }
     }
 }
 
@@ -143,16 +204,18 @@ impl std::fmt::Debug for Function {
 }
 
 impl Device {
-    /// Loads a module: its PTX on `Cuda`, its host table on `Emu`.
+    /// Loads a module: on `Cuda` the cubin of the device's compute capability, or else its PTX
+    /// through the driver's JIT compiler; its host table on `Emu`.
     ///
     /// # Errors
-    /// [`RuntimeError::NoKernels`] on `Cpu`, which runs no kernels; on `Cuda` the driver's
-    /// error where it refuses the PTX.
+    /// [`RuntimeError::NoKernels`] on `Cpu`, which runs no kernels; on `Cuda`
+    /// [`RuntimeError::ModuleLoad`], naming the device, its compute capability, what was tried
+    /// and the JIT compiler's log.
     pub fn load_module(&self, source: &ModuleSource<'_>) -> Result<Module> {
         let cuda = match self {
             Device::Cpu => return Err(RuntimeError::NoKernels(self.kind())),
             Device::Emu => None,
-            Device::Cuda(d) => Some(d.load_module(&source.ptx)?),
+            Device::Cuda(d) => Some(d.load_module(source)?),
         };
         Ok(Module {
             name: source.name.as_ref().into(),

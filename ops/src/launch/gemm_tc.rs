@@ -431,6 +431,11 @@ fn launch_gemm_tc<O: GemmTcOutput>(
     // grid's partial tiles and counters, the counters 0 (zeroed when it was made, and reset
     // by every launch's last blocks).
     unsafe { k.launch(name, &cfg, &args)? };
+    if own.is_some() {
+        // The workspace made here is freed on the default stream when `own` drops: that free
+        // must wait for the launch, which may be on another stream.
+        k.before_default_stream()?;
+    }
     Ok(())
 }
 

@@ -151,6 +151,15 @@ impl Kernels {
         Ok(())
     }
 
+    /// Makes the default stream's later work (a scratch buffer's free, say) wait for the work
+    /// queued on the kernels' stream so far; nothing to do when it is the default stream.
+    pub(super) fn before_default_stream(&self) -> Result<()> {
+        if !self.stream.is_default() {
+            self.device().default_stream().wait_for(&self.stream)?;
+        }
+        Ok(())
+    }
+
     /// Fails unless `device` is the one the kernels are loaded on.
     ///
     /// # Errors
