@@ -169,12 +169,7 @@ impl SharedMemory {
     }
 
     /// Bytes of the static arrays the block has declared so far (with their alignment padding,
-    /// without the dynamic window).
-    pub fn static_bytes(&self) -> u32 {
-        self.static_bytes
-    }
-
-    /// [`SharedMemory::static_bytes`] once the static array `key` of `bytes` bytes is declared
+    /// without the dynamic window) once the static array `key` of `bytes` bytes is declared
     /// (the same when it already is).
     pub fn static_bytes_with(&self, key: &'static str, bytes: u32) -> u64 {
         if self.statics.iter().any(|a| a.key == key) {
@@ -381,7 +376,7 @@ mod tests {
         assert!(m.static_array("a", 8, 1024).is_err());
         assert!(m.static_array("c", 2000, 1024).is_err());
         assert_eq!(m.describe(34), ("static shared array `b`".to_string(), 2));
-        assert_eq!(m.static_bytes(), 16 + 4);
+        assert_eq!(m.static_bytes, 16 + 4);
         assert_eq!((m.static_bytes_with("a", 6), m.static_bytes_with("d", 1)), (20, 33));
         assert_eq!(m.read::<u8>(20), POISON_BYTE);
     }
