@@ -162,6 +162,10 @@ fn parse_registers(module: &str, tsv: &str) -> Result<HashMap<String, u32>> {
     Ok(registers)
 }
 
+/// A kernel's `MAX_DYNAMIC_SHARED_SIZE_BYTES` as the runtime has set it (0: never set), shared
+/// by every [`Function`] of the kernel loaded from one module.
+type OptIn = Arc<Mutex<u32>>;
+
 /// A module loaded on a device.
 #[derive(Clone)]
 pub struct Module {
@@ -173,7 +177,7 @@ pub struct Module {
     registers: Option<Arc<HashMap<String, u32>>>,
     /// The dynamic shared memory each kernel has opted in to, shared by every [`Function`]
     /// made for it from this module (they are one `CUfunction` to the driver).
-    opt_ins: Arc<Mutex<HashMap<&'static str, Arc<Mutex<u32>>>>>,
+    opt_ins: Arc<Mutex<HashMap<&'static str, OptIn>>>,
 }
 
 impl std::fmt::Debug for Module {
@@ -223,7 +227,7 @@ pub struct Function {
     registers: Option<u32>,
     /// The kernel's `MAX_DYNAMIC_SHARED_SIZE_BYTES` as set so far (0: never set), shared with
     /// every other `Function` of the same kernel and module.
-    opt_in: Arc<Mutex<u32>>,
+    opt_in: OptIn,
 }
 
 impl std::fmt::Debug for Function {
