@@ -70,9 +70,12 @@ pub fn cubin(arch: &str) -> Option<Vec<u8>> {
 }
 
 /// Every kernel, for [`trident_runtime::Device::load_module`]: [`PTX`] (empty where it is
-/// absent), [`CUBINS`] and the host entries. [`load`] checks for the PTX first.
+/// absent), [`CUBINS`], the host entries and [`RESOURCES`] (with which `Emu` refuses a block
+/// that needs more registers than an SM has, as a GPU does). [`load`] checks for the PTX first.
 pub fn module_source() -> ModuleSource<'static> {
-    ModuleSource::new("trident", PTX.unwrap_or_default(), trident_kernels::HOST_KERNELS).with_cubins(CUBINS)
+    ModuleSource::new("trident", PTX.unwrap_or_default(), trident_kernels::HOST_KERNELS)
+        .with_cubins(CUBINS)
+        .with_resources(RESOURCES)
 }
 
 /// Loads every kernel on `device`: the host entries on `Emu`, the PTX on `Cuda`.

@@ -161,6 +161,17 @@ pub enum RuntimeError {
         /// Its alignment.
         align: usize,
     },
+    /// A module's resource table ([`ModuleSource::with_resources`](crate::ModuleSource::with_resources))
+    /// has a line that is not `kernel<TAB>arch<TAB>registers<TAB>static_smem`.
+    #[error("module `{module}`: resource table line {line}: {problem}")]
+    Resources {
+        /// The module's name.
+        module: String,
+        /// The line, counted from 1.
+        line: usize,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 impl From<trident_simt::EmuError> for RuntimeError {

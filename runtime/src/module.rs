@@ -7,10 +7,11 @@
 //! kernel's parameter types.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaFunction, CudaModule};
-use trident_simt::{HostKernel, ParamType};
+use trident_simt::{HostKernel, KernelAttributes, ParamType};
 
 use crate::{Arg, Device, Result, RuntimeError, Stream};
 
@@ -54,6 +55,13 @@ pub struct ModuleSource<'a> {
     /// `(architecture, cubin)` pairs, `("sm_80", image)`: each image an ELF cubin as `ptxas`
     /// writes it, or that cubin zlib-compressed (as `trident-ptx-builder` embeds them).
     pub cubins: &'static [(&'static str, &'static [u8])],
+    /// The kernels' resources as `ptxas -v` reports them, one
+    /// `kernel<TAB>arch<TAB>registers<TAB>static_smem_bytes` line per kernel and architecture
+    /// (`#` starts a comment line), or `None`. With a table, `Emu` refuses a launch whose block
+    /// needs more registers than an SM has, at the most registers the kernel uses on any
+    /// architecture listed (the module must launch on each); without one, or for a kernel the
+    /// table does not list, registers are not checked. See [`ModuleSource::with_resources`].
+    pub resources: Option<Cow<'a, str>>,
 }
 
 impl<'a> ModuleSource<'a> {
@@ -64,7 +72,32 @@ impl<'a> ModuleSource<'a> {
         ptx: impl Into<Cow<'a, str>>,
         host_kernels: &'static [&'static [HostKernel]],
     ) -> Self {
-        ModuleSource { name: name.into(), ptx: ptx.into(), host_kernels, cubins: &[] }
+        ModuleSource { name: name.into(), ptx: ptx.into(), host_kernels, resources: None, cubins: &[] }
+    }
+
+    /// The source with the kernels' resource table (the format of [`ModuleSource::resources`]),
+    /// so that `Emu` checks the registers a launch's block needs:
+    ///
+    /// ```
+    /// use trident_runtime::{Device, HostKernel, LaunchConfig, ModuleSource};
+    ///
+    /// # fn main() -> trident_runtime::Result<()> {
+    /// fn body(_words: &[u64]) {}
+    /// static KERNELS: &[&[HostKernel]] = &[&[HostKernel { name: "big", params: &[], param_names: &[], entry: body }]];
+    ///
+    /// let table = "# kernel\tarch\tregisters\tstatic smem\nbig\tsm_80\t96\t0\nbig\tsm_90\t128\t0\n";
+    /// let module = Device::Emu.load_module(&ModuleSource::new("mine", "", KERNELS).with_resources(table))?;
+    /// let big = module.function("big")?;
+    /// // SAFETY: the kernel takes no arguments and touches no memory.
+    /// unsafe { big.launch(&LaunchConfig::for_items(512, 512, 1), &[]) }?;
+    /// // 1024 threads at 128 registers need 131072 registers: more than an SM has.
+    /// let error = unsafe { big.launch(&LaunchConfig::for_items(1024, 1024, 1), &[]) }.unwrap_err();
+    /// assert!(error.to_string().contains("registers per block"), "{error}");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_resources(self, tsv: impl Into<Cow<'a, str>>) -> Self {
+        ModuleSource { resources: Some(tsv.into()), ..self }
     }
 
     /// The same source with machine code: `(architecture, cubin)` pairs (see
@@ -135,9 +168,65 @@ impl ModuleSource<'static> {
         ptx: &'static str,
         host_kernels: &'static [&'static [HostKernel]],
     ) -> Self {
-        ModuleSource { name: Cow::Borrowed(name), ptx: Cow::Borrowed(ptx), host_kernels, cubins: &[] }
+        ModuleSource { name: Cow::Borrowed(name), ptx: Cow::Borrowed(ptx), host_kernels, resources: None, cubins: &[] }
+    }
+
+    /// [`ModuleSource::from_static`] with the kernels' resource table
+    /// ([`ModuleSource::with_resources`]), usable in a `const`:
+    ///
+    /// ```
+    /// use trident_runtime::ModuleSource;
+    ///
+    /// const SOURCE: ModuleSource<'static> =
+    ///     ModuleSource::from_static_with_resources("none", "", &[], "# no kernels\n");
+    /// assert_eq!(SOURCE.resources.as_deref(), Some("# no kernels\n"));
+    /// ```
+    pub const fn from_static_with_resources(
+        name: &'static str,
+        ptx: &'static str,
+        host_kernels: &'static [&'static [HostKernel]],
+        resources: &'static str,
+    ) -> Self {
+        ModuleSource {
+            name: Cow::Borrowed(name),
+            ptx: Cow::Borrowed(ptx),
+            host_kernels,
+            resources: Some(Cow::Borrowed(resources)),
+            cubins: &[],
+        }
     }
 }
+
+/// Registers per thread of each kernel a resource table lists: the most over its
+/// architectures. Errors name the line.
+fn parse_registers(module: &str, tsv: &str) -> Result<HashMap<String, u32>> {
+    let mut registers = HashMap::new();
+    for (i, line) in tsv.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad =
+            |problem: String| RuntimeError::Resources { module: module.to_string(), line: i + 1, problem };
+        let fields: Vec<&str> = line.split('\t').collect();
+        let [kernel, _arch, regs, smem] = fields[..] else {
+            return Err(bad(format!(
+                "expected 4 tab-separated fields (kernel, arch, registers, static smem), found {}: {line:?}",
+                fields.len()
+            )));
+        };
+        let regs: u32 =
+            regs.trim().parse().map_err(|_| bad(format!("registers {regs:?} is not a number")))?;
+        smem.trim().parse::<u32>().map_err(|_| bad(format!("static smem {smem:?} is not a number")))?;
+        let entry = registers.entry(kernel.trim().to_string()).or_insert(0);
+        *entry = (*entry).max(regs);
+    }
+    Ok(registers)
+}
+
+/// A kernel's `MAX_DYNAMIC_SHARED_SIZE_BYTES` as the runtime has set it (0: never set), shared
+/// by every [`Function`] of the kernel loaded from one module.
+type OptIn = Arc<Mutex<u32>>;
 
 /// A module loaded on a device.
 #[derive(Clone)]
@@ -146,6 +235,11 @@ pub struct Module {
     host_kernels: &'static [&'static [HostKernel]],
     device: Device,
     cuda: Option<Arc<CudaModule>>,
+    /// Registers per thread by kernel, where the source had a resource table.
+    registers: Option<Arc<HashMap<String, u32>>>,
+    /// The dynamic shared memory each kernel has opted in to, shared by every [`Function`]
+    /// made for it from this module (they are one `CUfunction` to the driver).
+    opt_ins: Arc<Mutex<HashMap<&'static str, OptIn>>>,
 }
 
 impl std::fmt::Debug for Module {
@@ -166,8 +260,8 @@ pub struct LaunchConfig {
     pub grid: [u32; 3],
     /// Threads per block along x, y and z (each at least 1, at most 1024 in all).
     pub block: [u32; 3],
-    /// Bytes of dynamic shared memory per block (`simt::dynamic_shared` hands them out); above
-    /// 48 KiB the launch raises the kernel's limit first on `Cuda`.
+    /// Bytes of dynamic shared memory per block (`simt::dynamic_shared` hands them out). A
+    /// launch with any opts the kernel in first (see [`Function::launch_on`]).
     pub dynamic_smem_bytes: u32,
 }
 
@@ -191,6 +285,11 @@ pub struct Function {
     device: Device,
     host: &'static HostKernel,
     cuda: Option<CudaFunction>,
+    /// Registers per thread, where the module's resource table lists the kernel.
+    registers: Option<u32>,
+    /// The kernel's `MAX_DYNAMIC_SHARED_SIZE_BYTES` as set so far (0: never set), shared with
+    /// every other `Function` of the same kernel and module.
+    opt_in: OptIn,
 }
 
 impl std::fmt::Debug for Function {
@@ -212,16 +311,24 @@ impl Device {
     /// [`RuntimeError::ModuleLoad`], naming the device, its compute capability, what was tried
     /// and the JIT compiler's log.
     pub fn load_module(&self, source: &ModuleSource<'_>) -> Result<Module> {
+        if matches!(self, Device::Cpu) {
+            return Err(RuntimeError::NoKernels(self.kind()));
+        }
+        let registers = match &source.resources {
+            Some(tsv) => Some(Arc::new(parse_registers(&source.name, tsv)?)),
+            None => None,
+        };
         let cuda = match self {
-            Device::Cpu => return Err(RuntimeError::NoKernels(self.kind())),
-            Device::Emu => None,
             Device::Cuda(d) => Some(d.load_module(source)?),
+            _ => None,
         };
         Ok(Module {
             name: source.name.as_ref().into(),
             host_kernels: source.host_kernels,
             device: self.clone(),
             cuda,
+            registers,
+            opt_ins: Arc::default(),
         })
     }
 }
@@ -251,7 +358,12 @@ impl Module {
             Some(m) => Some(m.load_function(name)?),
             None => None,
         };
-        Ok(Function { device: self.device.clone(), host, cuda })
+        let registers = self.registers.as_ref().and_then(|table| table.get(host.name).copied());
+        let opt_in = {
+            let mut opt_ins = self.opt_ins.lock().unwrap_or_else(|e| e.into_inner());
+            Arc::clone(opt_ins.entry(host.name).or_default())
+        };
+        Ok(Function { device: self.device.clone(), host, cuda, registers, opt_in })
     }
 }
 
@@ -294,33 +406,48 @@ impl Function {
     /// work on another stream that `stream` has not been made to wait for
     /// ([`Stream::wait_for`]), nor be used, copied or freed by other streams before they wait
     /// for this one.
+    ///
+    /// A launch with dynamic shared memory first opts the kernel in to it: it sets the kernel's
+    /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` to the most dynamic shared memory any
+    /// launch of it has asked for so far (a driver call only when that grows). Without the
+    /// opt-in a block may use only 48 KiB of static plus dynamic shared memory, so a kernel
+    /// with static arrays fails to launch with less than 48 KiB of dynamic shared memory
+    /// already. `Emu` runs the launch under the same opt-in and refuses what the driver would.
     pub unsafe fn launch_on(&self, stream: &Stream, cfg: &LaunchConfig, args: &[Arg]) -> Result<()> {
         self.device.expect_same(stream.device())?;
         self.check_args(args)?;
         let words: Vec<u64> = args.iter().map(Arg::word).collect();
-        match (&self.device, &self.cuda, stream.cuda()) {
-            (Device::Cuda(d), Some(f), Some(s)) => {
-                if cfg.dynamic_smem_bytes > 48 * 1024 {
-                    d.set_max_dynamic_smem(f, cfg.dynamic_smem_bytes)?;
-                }
+        let cuda = match (&self.device, &self.cuda, stream.cuda()) {
+            (Device::Cuda(d), Some(f), Some(s)) => Some((d, f, s)),
+            _ => None,
+        };
+        let max_dynamic_smem_bytes = self.opt_in(cfg.dynamic_smem_bytes, |bytes| match cuda {
+            Some((d, f, _)) => d.set_max_dynamic_smem(f, bytes),
+            None => Ok(()),
+        })?;
+        match cuda {
+            Some((d, f, s)) => {
                 // SAFETY: the words match the parameters in number and type (checked above);
                 // the caller vouches for the extents the kernel accesses.
                 unsafe { d.launch(self.host.name, s, f, cfg.grid, cfg.block, cfg.dynamic_smem_bytes, &words) }
             }
-            _ => {
+            None => {
                 let emu = trident_simt::LaunchConfig {
                     grid: cfg.grid,
                     block: cfg.block,
                     dynamic_smem_bytes: cfg.dynamic_smem_bytes,
                 };
+                let attributes =
+                    KernelAttributes { max_dynamic_smem_bytes, registers_per_thread: self.registers };
                 // Pointer arguments are bounded by the views they came from.
                 let extents: Vec<_> = args.iter().map(Arg::extent).collect();
                 // SAFETY: one word of the right type per parameter (checked above), and the
                 // caller vouches that every address is valid for the kernel's accesses.
                 let result = unsafe {
-                    trident_simt::launch_with(
+                    trident_simt::launch_with_attributes(
                         self.host,
                         &emu,
+                        &attributes,
                         &words,
                         &extents,
                         trident_simt::current_sample(),
@@ -330,6 +457,28 @@ impl Function {
                 Ok(())
             }
         }
+    }
+
+    /// Opts the kernel in to `dynamic_bytes` of dynamic shared memory where it has not yet
+    /// opted in to as much, calling `set` (the driver) with the new value, and returns the
+    /// kernel's `MAX_DYNAMIC_SHARED_SIZE_BYTES` as the launch will run under it (`None`: never
+    /// set, the driver's default).
+    ///
+    /// CUDA Driver API, `cuFuncSetAttribute`: `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`
+    /// bounds the dynamic shared memory of a launch; by default it is 48 KiB minus the
+    /// kernel's static shared memory. The CUDA C++ Programming Guide ("Shared Memory" for
+    /// compute capabilities 8.x and 9.0) requires the explicit opt-in above 48 KiB per block,
+    /// static included; opting in to exactly what launches ask for is always allowed where the
+    /// launch fits the device, so the policy opts in for every launch with dynamic shared
+    /// memory. The value only grows, and the lock is held over the driver call, so a launch
+    /// never runs under a smaller value set by a concurrent one.
+    fn opt_in(&self, dynamic_bytes: u32, set: impl FnOnce(u32) -> Result<()>) -> Result<Option<u32>> {
+        let mut current = self.opt_in.lock().unwrap_or_else(|e| e.into_inner());
+        if dynamic_bytes > *current {
+            set(dynamic_bytes)?;
+            *current = dynamic_bytes;
+        }
+        Ok((*current > 0).then_some(*current))
     }
 
     /// Checks `args` against the kernel's parameters, in number and then one by one.

@@ -9,7 +9,7 @@ use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use crate::async_copy::AsyncCopies;
-use crate::config::{HostKernel, LaunchConfig};
+use crate::config::{HostKernel, KernelAttributes, LaunchConfig};
 use crate::context;
 use crate::error::{Access, AccessKind, Dim3, EmuError, Fault, Site};
 use crate::global::{self, BlockSpan, LaunchMemory, Record, SyncPoint, SyncTags};
@@ -220,6 +220,8 @@ pub(crate) struct BlockState {
     pub block_dim: [u32; 3],
     pub block_idx: [u32; 3],
     pub threads: u32,
+    /// The kernel attributes the launch runs under (the shared-memory opt-in).
+    pub attributes: KernelAttributes,
     pub inner: RefCell<BlockInner>,
     /// Instructions each thread executed, by class.
     pub lane_counts: Vec<[Cell<u64>; CLASSES]>,
@@ -392,7 +394,12 @@ pub(crate) struct BlockRunner {
 }
 
 impl BlockRunner {
-    pub fn new(kernel: &HostKernel, cfg: &LaunchConfig, memory: &LaunchMemory) -> Self {
+    pub fn new(
+        kernel: &HostKernel,
+        cfg: &LaunchConfig,
+        attributes: KernelAttributes,
+        memory: &LaunchMemory,
+    ) -> Self {
         let threads = cfg.block_threads();
         let warps = threads.div_ceil(WARP_SIZE) as usize;
         let inner = BlockInner {
@@ -417,6 +424,7 @@ impl BlockRunner {
                 block_dim: cfg.block,
                 block_idx: [0; 3],
                 threads,
+                attributes,
                 inner: RefCell::new(inner),
                 lane_counts: (0..threads).map(|_| std::array::from_fn(|_| Cell::new(0))).collect(),
                 memory,

@@ -39,6 +39,8 @@ pub fn grid_dim() -> [u32; 3] {
 }
 
 /// `bar.sync 0` at `site`: waits until every thread of the block reaches the same barrier.
+/// `bar.sync` is `barrier.sync.aligned` (PTX ISA, "barrier"): every thread must execute the same
+/// barrier instruction, so threads waiting at different sites fail the block.
 pub fn sync_threads(site: Site) {
     let (block, thread) = context::current();
     block.count(thread, Class::Barrier);

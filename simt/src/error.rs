@@ -161,7 +161,11 @@ pub enum Fault {
         /// Where that thread is instead (ended, at a collective).
         missing_state: String,
     },
-    #[error("divergent barrier: this thread waits at {site} while thread {other} waits at {other_site}")]
+    #[error(
+        "divergent barrier: this thread waits at {site} while thread {other} waits at {other_site}; \
+         bar.sync is barrier.sync.aligned, which every thread of the block must execute as the \
+         same instruction (PTX ISA, \"barrier\": the .aligned modifier)"
+    )]
     /// Threads of one block wait at different barriers.
     DivergentBarrier {
         /// This thread's barrier.

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::thread;
 
 use crate::block::BlockRunner;
-use crate::config::{HostKernel, LaunchConfig};
+use crate::config::{HostKernel, KernelAttributes, LaunchConfig};
 use crate::error::EmuError;
 use crate::global::{ArgExtent, LaunchMemory};
 use crate::stats::{LaunchStats, WeightedSums};
@@ -187,7 +187,42 @@ pub unsafe fn launch_with(
     extents: &[Option<ArgExtent>],
     sample: BlockSample,
 ) -> Result<LaunchStats, EmuError> {
+    // SAFETY: forwarded from the caller.
+    unsafe { launch_with_attributes(kernel, cfg, &KernelAttributes::default(), args, extents, sample) }
+}
+
+/// [`launch_with`] for a kernel with `attributes`: the dynamic shared memory the host opted
+/// in to and the registers per thread, which the launch is checked against as a GPU would
+/// (see [`KernelAttributes`]). [`launch`] and [`launch_with`] use the defaults: no opt-in, so
+/// a block may use 48 KiB of shared memory, and no register check.
+///
+/// ```
+/// use trident_simt::{launch_with_attributes, BlockSample, HostKernel, KernelAttributes, LaunchConfig};
+///
+/// fn body(_words: &[u64]) {}
+/// let kernel = HostKernel { name: "nothing", params: &[], param_names: &[], entry: body };
+/// let cfg = LaunchConfig { dynamic_smem_bytes: 64 * 1024, ..LaunchConfig::linear(1, 32) };
+/// let run = |attributes: KernelAttributes| {
+///     // SAFETY: the kernel takes no arguments and touches no memory.
+///     unsafe { launch_with_attributes(&kernel, &cfg, &attributes, &[], &[], BlockSample::All) }
+/// };
+/// let error = run(KernelAttributes::default()).unwrap_err();
+/// assert!(error.to_string().contains("without opting in"), "{error}");
+/// run(KernelAttributes { max_dynamic_smem_bytes: Some(64 * 1024), ..Default::default() }).unwrap();
+/// ```
+///
+/// # Safety
+/// As for [`launch`].
+pub unsafe fn launch_with_attributes(
+    kernel: &HostKernel,
+    cfg: &LaunchConfig,
+    attributes: &KernelAttributes,
+    args: &[u64],
+    extents: &[Option<ArgExtent>],
+    sample: BlockSample,
+) -> Result<LaunchStats, EmuError> {
     cfg.validate(kernel.name)?;
+    attributes.validate(kernel.name, cfg)?;
     let mut blocks = blocks_to_run(cfg.grid, sample);
     reorder(&mut blocks, ORDER.with(|o| *o.borrow()));
     let cores = thread::available_parallelism().map_or(1, |n| n.get());
@@ -207,6 +242,7 @@ pub unsafe fn launch_with(
     let grid = Grid {
         kernel,
         cfg,
+        attributes,
         args,
         blocks: &blocks,
         memory: &memory,
@@ -287,6 +323,7 @@ fn blocks_to_run(grid: [u32; 3], sample: BlockSample) -> Vec<(u64, f64)> {
 struct Grid<'a> {
     kernel: &'a HostKernel,
     cfg: &'a LaunchConfig,
+    attributes: &'a KernelAttributes,
     args: &'a [u64],
     /// Block numbers to run and their weights.
     blocks: &'a [(u64, f64)],
@@ -300,7 +337,7 @@ struct Grid<'a> {
 impl Grid<'_> {
     /// Runs blocks until none are left or one has failed.
     fn work(&self) {
-        let mut runner = BlockRunner::new(self.kernel, self.cfg, self.memory);
+        let mut runner = BlockRunner::new(self.kernel, self.cfg, *self.attributes, self.memory);
         let mut local = WeightedSums::default();
         while !self.stop.load(Ordering::Relaxed) {
             let Some(&(block, weight)) = self.blocks.get(self.next.fetch_add(1, Ordering::Relaxed)) else {

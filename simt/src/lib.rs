@@ -11,12 +11,23 @@
 //! - a shared-memory data race: two threads touch the same byte between two barriers and one
 //!   of them writes (atomics only race with plain accesses; a full-warp `sync_warp` orders the
 //!   accesses of its lanes);
-//! - a barrier reached by only part of the block, or at different call sites;
+//! - a launch the driver would refuse ([`EmuError::InvalidLaunch`]): a grid or block out of
+//!   range; more than 48 KiB of shared memory per block (static plus dynamic) without the
+//!   kernel's opt-in (`cuFuncSetAttribute` `MAX_DYNAMIC_SHARED_SIZE_BYTES`, passed as
+//!   [`KernelAttributes::max_dynamic_smem_bytes`]), or more dynamic shared memory than it
+//!   opted in to; a block needing more than [`REGISTERS_PER_BLOCK`] registers at the kernel's
+//!   [`KernelAttributes::registers_per_thread`] (only where that is known). Static shared
+//!   arrays are allocated when a block first declares them, so their part of the shared-memory
+//!   rule is checked then;
+//! - a barrier reached by only part of the block, or at different call sites (`bar.sync` is
+//!   `.aligned`);
 //! - a warp collective (shuffle, vote, `sync_warp`, `mma`, `ldmatrix`) whose member lanes do
 //!   not all arrive with the same operation and mask, that leaves out the calling lane, or,
-//!   for `mma`/`ldmatrix`, that is not executed by a full warp;
-//! - a shared-memory access out of range (static or dynamic) or misaligned, and a read of a
-//!   `cp.async` destination before the copy was waited for;
+//!   for `mma`/`ldmatrix`, that is not executed by a full warp from one call site (they are
+//!   `.aligned`);
+//! - a shared-memory access out of range (static or dynamic) or misaligned for the width of
+//!   the instruction that makes it (`ld.shared.v4.b32` needs 16 bytes even for a `[u32; 4]`),
+//!   and a read of a `cp.async` destination before the copy was waited for;
 //! - a panic in kernel code;
 //! - global memory, as compute-sanitizer's memcheck, racecheck and initcheck would (kernels
 //!   reach it only through `Global`/`GlobalMut` pointers; see [`register`]):
@@ -64,12 +75,15 @@ mod warp;
 mod watchdog;
 
 pub use arg::{KernelArg, ParamType};
-pub use config::{HostKernel, LaunchConfig, MAX_BLOCK_THREADS, MAX_SHARED_BYTES};
+pub use config::{
+    block_registers, HostKernel, KernelAttributes, LaunchConfig, DEFAULT_SHARED_BYTES, MAX_BLOCK_THREADS,
+    MAX_REGISTERS_PER_THREAD, MAX_SHARED_BYTES, REGISTERS_PER_BLOCK, REGISTER_ALLOCATION_UNIT,
+};
 pub use error::{Access, AccessKind, Dim3, EmuError, Fault, Site};
 pub use global::{is_registered, mark_initialized, register, ArgExtent, Registration, NO_ARG};
 pub use launch::{
-    current_sample, last_launch_stats, launch, launch_with, record_launches, set_block_order,
-    set_block_sample, BlockOrder, BlockSample,
+    current_sample, last_launch_stats, launch, launch_with, launch_with_attributes, record_launches,
+    set_block_order, set_block_sample, BlockOrder, BlockSample,
 };
 pub use shared::Shared;
 pub use stacks::THREAD_STACK_BYTES;

@@ -56,15 +56,16 @@ impl<T: Copy> Shared<T> {
     #[track_caller]
     pub fn cast<U: Copy>(self) -> Shared<U> {
         let bytes = self.len as usize * size_of::<T>();
-        if size_of::<U>() == 0 || self.offset as usize % align_of::<U>() != 0 || bytes % size_of::<U>() != 0 {
+        let align = access_align::<U>();
+        if size_of::<U>() == 0 || self.offset as usize % align != 0 || bytes % size_of::<U>() != 0 {
             let (block, thread) = context::current();
             let detail = format!(
-                "cannot view {bytes} bytes at shared byte {} as {}: need alignment {} and a \
-                 multiple of {} bytes",
+                "cannot view {bytes} bytes at shared byte {} as {}: need alignment {align} and a \
+                 multiple of {} bytes{}",
                 self.offset,
                 std::any::type_name::<U>(),
-                align_of::<U>(),
-                size_of::<U>()
+                size_of::<U>(),
+                width_rule::<U>()
             );
             fail(block, thread, Fault::BadOperand { site: Location::caller(), detail });
         }
@@ -98,11 +99,28 @@ impl<T: Copy> Shared<T> {
         self.offset + (i * size_of::<T>()) as u32
     }
 
+    /// Fails the thread when element offset `offset` is not aligned to the width of the
+    /// instruction that accesses a `T` (see [`access_align`]).
+    fn check_aligned(block: &BlockState, thread: u32, offset: u32, store: bool, site: Site) {
+        let align = access_align::<T>();
+        if offset as usize % align != 0 {
+            let instruction = shared_instruction(size_of::<T>(), store);
+            let detail = format!(
+                "{instruction} of a {} at shared byte {offset}, which is not {align}-byte \
+                 aligned{}",
+                std::any::type_name::<T>(),
+                width_rule::<T>()
+            );
+            fail(block, thread, Fault::BadOperand { site, detail });
+        }
+    }
+
     /// Reads element `i`.
     #[track_caller]
     pub fn load(self, i: usize) -> T {
         let (block, thread) = context::current();
         let offset = self.byte_offset_of(block, thread, i, 1, Location::caller());
+        Self::check_aligned(block, thread, offset, false, Location::caller());
         let result = {
             let mut inner = block.inner.borrow_mut();
             track(block, &mut inner, thread, offset, size_of::<T>(), AccessKind::Read)
@@ -116,6 +134,7 @@ impl<T: Copy> Shared<T> {
     pub fn store(self, i: usize, value: T) {
         let (block, thread) = context::current();
         let offset = self.byte_offset_of(block, thread, i, 1, Location::caller());
+        Self::check_aligned(block, thread, offset, true, Location::caller());
         let result = {
             let mut inner = block.inner.borrow_mut();
             track(block, &mut inner, thread, offset, size_of::<T>(), AccessKind::Write)
@@ -152,6 +171,50 @@ impl Shared<u16> {
             fail(block, thread, Fault::BadOperand { site, detail });
         }
         offset
+    }
+}
+
+/// Alignment the GPU needs for one access of a `T` in shared memory: `Shared::load` and
+/// `Shared::store` compile elements of 2, 4, 8 and 16 bytes to `ld/st.shared.b16`, `.b32`,
+/// `.b64` and `.v4.b32`, which need an address aligned to their width whatever `T`'s own
+/// alignment (`[u32; 4]` has alignment 4 but is read with one 16-byte `ld.shared.v4.b32`);
+/// other sizes go through a generic pointer to `T` and need `align_of::<T>()`.
+///
+/// PTX ISA, "Addresses as Operands": the address must be naturally aligned to a multiple of
+/// the access size, otherwise the behaviour is undefined; "Vectors": a vector access is
+/// aligned to its whole size (vector length times element size).
+pub(crate) fn access_align<T>() -> usize {
+    match size_of::<T>() {
+        width @ (2 | 4 | 8 | 16) => width.max(align_of::<T>()),
+        _ => align_of::<T>(),
+    }
+}
+
+/// The instruction that accesses one element of `size` bytes in shared memory.
+fn shared_instruction(size: usize, store: bool) -> String {
+    let op = if store { "st" } else { "ld" };
+    match size {
+        2 => format!("{op}.shared.b16"),
+        4 => format!("{op}.shared.b32"),
+        8 => format!("{op}.shared.b64"),
+        16 => format!("{op}.shared.v4.b32"),
+        _ => format!("{op} through a generic pointer"),
+    }
+}
+
+/// The rule a misaligned view or access of `T` breaks, for messages ("" where only `T`'s own
+/// alignment is involved).
+fn width_rule<T>() -> String {
+    if access_align::<T>() > align_of::<T>() {
+        format!(
+            " (shared-memory accesses of {} bytes are {}/{}, which need an address aligned to \
+             their width: PTX ISA, \"Addresses as Operands\")",
+            size_of::<T>(),
+            shared_instruction(size_of::<T>(), false),
+            shared_instruction(size_of::<T>(), true)
+        )
+    } else {
+        String::new()
     }
 }
 
@@ -203,11 +266,12 @@ pub(crate) fn dynamic_shared<T: Copy>(byte_offset: usize, len: usize, site: Site
     let dynamic_bytes = block.inner.borrow().smem.dynamic_bytes();
     let end = len.checked_mul(size_of::<T>()).and_then(|bytes| bytes.checked_add(byte_offset));
     let type_name = std::any::type_name::<T>();
-    if byte_offset % align_of::<T>() != 0 {
+    let align = access_align::<T>();
+    if byte_offset % align != 0 {
         let detail = format!(
             "dynamic_shared::<{type_name}> at byte offset {byte_offset}, which is not a multiple of \
-             its alignment {}",
-            align_of::<T>()
+             its alignment {align}{}",
+            width_rule::<T>()
         );
         fail(block, thread, Fault::BadOperand { site, detail });
     }
@@ -226,12 +290,28 @@ pub(crate) fn dynamic_shared<T: Copy>(byte_offset: usize, len: usize, site: Site
 pub(crate) fn static_shared<T: Copy>(key: &'static str, len: usize, site: Site) -> Shared<T> {
     let (block, thread) = context::current();
     let bytes = len.checked_mul(size_of::<T>()).filter(|&b| b <= MAX_SHARED_BYTES as usize);
+    if let Some(bytes) = bytes {
+        // The static arrays' total counts against the 48 KiB default or the opt-in, as the
+        // kernel's `.shared` declarations would when the driver launches it.
+        let checked = {
+            let inner = block.inner.borrow();
+            let static_bytes = inner.smem.static_bytes_with(key, bytes as u32);
+            let static_bytes = u32::try_from(static_bytes).unwrap_or(u32::MAX);
+            block.attributes.check_shared(static_bytes, inner.smem.dynamic_bytes())
+        };
+        if let Err(problem) = checked {
+            let problem =
+                format!("{problem}; found when the block declared static shared array `{key}` at {site}");
+            fail_with(block, thread, EmuError::InvalidLaunch { kernel: block.kernel, problem });
+        }
+    }
     let offset = match bytes {
         Some(bytes) => block.inner.borrow_mut().smem.static_array(key, bytes as u32, MAX_SHARED_BYTES),
         None => Err(format!("static shared array `{key}` of {len} elements is larger than shared memory")),
     };
-    match offset {
-        Ok(offset) => Shared { offset, len: len as u32, _element: PhantomData },
+    let offset = match offset {
+        Ok(offset) => offset,
         Err(detail) => fail(block, thread, Fault::SharedOutOfRange { site, detail }),
-    }
+    };
+    Shared { offset, len: len as u32, _element: PhantomData }
 }

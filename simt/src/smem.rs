@@ -107,6 +107,9 @@ pub(crate) struct SharedMemory {
     sites: SiteTable,
     dynamic_bytes: u32,
     statics: Vec<StaticArray>,
+    /// Size of the static arrays declared so far, laid out as `.shared` declarations are
+    /// (each at a multiple of [`STATIC_ALIGN`]).
+    static_bytes: u32,
 }
 
 impl SharedMemory {
@@ -118,6 +121,7 @@ impl SharedMemory {
             sites: SiteTable::new(),
             dynamic_bytes: 0,
             statics: Vec::new(),
+            static_bytes: 0,
         }
     }
 
@@ -128,6 +132,7 @@ impl SharedMemory {
         self.grow_shadow();
         self.dynamic_bytes = dynamic_bytes;
         self.statics.clear();
+        self.static_bytes = 0;
         self.barrier();
     }
 
@@ -163,6 +168,17 @@ impl SharedMemory {
         self.dynamic_bytes
     }
 
+    /// Bytes of the static arrays the block has declared so far (with their alignment padding,
+    /// without the dynamic window) once the static array `key` of `bytes` bytes is declared
+    /// (the same when it already is).
+    pub fn static_bytes_with(&self, key: &'static str, bytes: u32) -> u64 {
+        if self.statics.iter().any(|a| a.key == key) {
+            u64::from(self.static_bytes)
+        } else {
+            u64::from(self.static_bytes.next_multiple_of(STATIC_ALIGN)) + u64::from(bytes)
+        }
+    }
+
     /// Total bytes in use (dynamic plus static).
     pub fn used_bytes(&self) -> u32 {
         self.bytes.len() as u32
@@ -192,6 +208,7 @@ impl SharedMemory {
         self.bytes.resize(end as usize, POISON_BYTE);
         self.grow_shadow();
         self.statics.push(StaticArray { key, offset, bytes });
+        self.static_bytes = self.static_bytes.next_multiple_of(STATIC_ALIGN) + bytes;
         Ok(offset)
     }
 
@@ -359,6 +376,8 @@ mod tests {
         assert!(m.static_array("a", 8, 1024).is_err());
         assert!(m.static_array("c", 2000, 1024).is_err());
         assert_eq!(m.describe(34), ("static shared array `b`".to_string(), 2));
+        assert_eq!(m.static_bytes, 16 + 4);
+        assert_eq!((m.static_bytes_with("a", 6), m.static_bytes_with("d", 1)), (20, 33));
         assert_eq!(m.read::<u8>(20), POISON_BYTE);
     }
 }

@@ -57,6 +57,16 @@ impl Op {
     fn needs_full_warp(self) -> bool {
         matches!(self, Op::Mma(_) | Op::Ldmatrix { .. })
     }
+
+    /// Whether the instruction carries `.aligned`, so every lane must execute the same
+    /// instruction (one call site). PTX ISA, "mma" and "ldmatrix" (Warp Level Matrix
+    /// Multiply-Accumulate Instructions): with the mandatory `.aligned` qualifier all threads of
+    /// the warp must execute the same instruction, and in conditional code only where every
+    /// thread takes the same branch; anything else is undefined. `shfl.sync`, `vote.sync` and
+    /// `bar.warp.sync` carry no `.aligned`.
+    fn is_aligned(self) -> bool {
+        matches!(self, Op::Mma(_) | Op::Ldmatrix { .. })
+    }
 }
 
 impl fmt::Display for Op {
@@ -162,7 +172,20 @@ pub(crate) fn arrive(
     }
     let pending = &mut inner.warps[warp as usize].pending;
     let joins = |p: &Pending| p.members & bit != 0 && p.arrived & bit == 0;
-    // On sm_70 and later, lanes may meet at one collective from different call sites.
+    // On sm_70 and later, lanes may meet at one non-`.aligned` collective (shfl.sync,
+    // vote.sync, bar.warp.sync) from different call sites; an `.aligned` one must be the same
+    // instruction in every lane.
+    if op.is_aligned() {
+        if let Some(p) = pending.iter().find(|p| joins(p) && p.op == op && p.mask == mask && p.site != site) {
+            return Err(fault(format!(
+                "this lane reaches {op} here, but lanes {:#010x} of its warp wait at {op} at {}: \
+                 .aligned warp instructions must be executed by every lane from the same \
+                 instruction, not from different call sites (PTX ISA, \"mma\" and \"ldmatrix\": \
+                 the .aligned qualifier)",
+                p.arrived, p.site
+            )));
+        }
+    }
     let index = match pending.iter().position(|p| joins(p) && p.op == op && p.mask == mask) {
         Some(i) => i,
         None => {

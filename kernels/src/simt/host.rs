@@ -160,12 +160,13 @@ pub fn vote_ballot(mask: u32, pred: bool) -> u32 {
 
 /// A window of `len` elements of `T` at `byte_offset` into the launch's dynamic shared memory.
 /// On the host, a window that does not fit the launch's dynamic shared memory or is misaligned
-/// for `T` faults the thread.
+/// for the accesses of a `T` faults the thread.
 ///
 /// # Safety
 ///
 /// On the GPU nothing is checked: the window must lie within the launch's dynamic shared
-/// memory, `byte_offset` must be aligned for `T`, and windows of different types that overlap
+/// memory, `byte_offset` must be aligned for `T` and, for elements of 2, 4, 8 or 16 bytes, to
+/// their size (`Shared::load`/`store` access them with one instruction of that width), and windows of different types that overlap
 /// must not be used between the same two barriers.
 #[track_caller]
 pub unsafe fn dynamic_shared<T: Copy>(byte_offset: usize, len: usize) -> Shared<T> {

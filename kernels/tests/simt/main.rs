@@ -4,6 +4,7 @@
 mod collectives;
 mod faults;
 mod global;
+mod launch_rules;
 mod memory;
 mod rng;
 mod selftest;
