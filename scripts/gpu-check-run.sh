@@ -59,6 +59,8 @@ record() {
     printf 'phase %-8s %s%s\n' "$1" "$2" "${4:+: $4}"
 }
 now() { date +%s.%N; }
+# first_error LOG: the line of a log that says what went wrong (an error or a panic), else its last.
+first_error() { grep -m1 -iE 'error|panicked' "$1" 2>/dev/null || tail -1 "$1" 2>/dev/null; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # run_test NAME SECONDS [VAR=VALUE...]: one test binary; a line of logs/tests.tsv; returns 0 on pass.
@@ -135,7 +137,7 @@ else
     case $rc in
         0) record bench pass "$(since "$start")" "" ;;
         124) record bench TIMEOUT "$(since "$start")" "over ${budget_bench}s; see logs/bench.err" ;;
-        *) record bench FAIL "$(since "$start")" "exit $rc: $(tail -1 logs/bench.err)" ;;
+        *) record bench FAIL "$(since "$start")" "exit $rc: $(first_error logs/bench.err)" ;;
     esac
 fi
 
@@ -153,7 +155,7 @@ else
     case $rc in
         0) record train pass "$(since "$start")" "50 iterations" ;;
         124) record train TIMEOUT "$(since "$start")" "over ${budget_train}s; see logs/train.log" ;;
-        *) record train FAIL "$(since "$start")" "exit $rc: $(tail -1 logs/train.log)" ;;
+        *) record train FAIL "$(since "$start")" "exit $rc: $(first_error logs/train.log)" ;;
     esac
 fi
 

@@ -150,7 +150,7 @@ for f in "$out"/bin/* "$out"/tests/*; do
     done < <(objdump -T "$f" | awk '{ for (i = 1; i <= NF; i++) if (match($i, /GLIBC_[0-9][0-9.]*/)) print substr($i, RSTART, RLENGTH), $NF }' | sort -u)
 done
 [ $bad = 0 ] || exit 1
-echo "  $(ls "$out/bin" "$out/tests" | wc -l) binaries; the newest version any of them needs: GLIBC_$newest"
+echo "  $(find "$out/bin" "$out/tests" -type f | wc -l) binaries; the newest version any of them needs: GLIBC_$newest"
 
 # --- data ---------------------------------------------------------------------------------
 cp -r tests/data/. "$out/data/tests/"
