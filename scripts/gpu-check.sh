@@ -2,32 +2,69 @@
 # Builds, on a machine without a GPU, the bundle that checks Trident on one H100/H200 in under
 # ten minutes, with no Rust toolchain on the GPU machine:
 #
-#   scripts/gpu-check.sh [OUT]     # build; OUT defaults to target/gpu-check; also OUT.tar.xz
+#   scripts/gpu-check.sh [OUT]     # build; OUT defaults to <cargo target dir>/gpu-check; also OUT.tar.xz
 #   OUT/run.sh                     # on the GPU machine
 #
-# The bundle holds the release `trident` and `trident-coll` binaries, every test binary of the
-# workspace (`cargo test --release --no-run`, found through cargo's JSON messages), the time
-# model's predictions for H100 SXM and H200 (`trident bench kernels --device emu`), and a text
-# corpus for a short training run. run.sh runs:
-#   1. every test binary with TRIDENT_REQUIRE_CUDA=1 (a test that finds no GPU fails);
-#   2. `trident bench kernels --device cuda`, the predictions beside the measurements;
-#   3. 50 iterations of the gpt2-124m shape on --device cuda (tokens/s, MFU);
-# and writes summary.json and summary.md (predicted beside measured for every kernel).
+# The bundle holds the release `trident` and `trident-coll` binaries (bin/), every test binary
+# of the workspace that can run away from this machine (tests/), the tests' data and a text
+# corpus (data/), the time model's predictions for H100 SXM and H200 (`trident bench kernels
+# --device emu`), and run.sh, which runs, each phase within its own time limit:
+#   a. the instruction self-test (`simt_selftest`) with TRIDENT_CUDA_SYNC=1 (synchronous
+#      launches, so a fault names its kernel);
+#   b. every other test binary with TRIDENT_REQUIRE_CUDA=1 (a test that finds no GPU fails);
+#   c. `trident bench kernels --device cuda`, the predictions beside the measurements;
+#   d. 50 iterations of GPT-2 124M in bf16 on --device cuda (tokens/s, MFU);
+# and writes summary.json and summary.md whatever happened: each phase's status, and measured
+# beside predicted for every kernel. Where no CUDA driver is found every phase says it skipped
+# and why, and run.sh exits with status 2 (0: all passed; 1: something failed).
 #
-# GPU_CHECK_SKIP_PREDICT=1 leaves the predictions out (they take the emulator a few minutes).
+# glibc floor: every binary starts on glibc 2.28 and newer (Rocky/RHEL 8, Debian 10, Ubuntu
+# 20.04). cargo-zigbuild links for the target `x86_64-unknown-linux-gnu.2.28` with `zig cc`
+# against glibc 2.28's symbol versions (the build host's newer glibc is never linked); the
+# script then reads every binary's dynamic symbol versions (`objdump -T`) and fails, naming the
+# binary and the symbol, on any GLIBC_2.x newer than 2.28. It installs cargo-zigbuild (`cargo
+# install`) and zig (the `ziglang` Python package) when they are missing, and says so. Build
+# scripts and the kernels' PTX (a nested nightly cargo for nvptx64, which sees none of
+# cargo-zigbuild's CARGO_* settings) are built for this machine as usual.
+#
+# Tests find what they need through variables run.sh sets to the bundle's own directories, so
+# no path of this machine is needed there: TRIDENT_BIN_DIR (the `trident` and `trident-coll`
+# they start) and TRIDENT_TEST_DATA (tests/data).
+#
+# GPU_CHECK_SKIP_PREDICT=1 leaves the predictions out (they take the emulator a few minutes);
+# GPU_CHECK_NO_TARBALL=1 skips OUT.tar.xz. The artifacts are taken from wherever cargo puts
+# them (CARGO_TARGET_DIR is respected).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
-out=${1:-target/gpu-check}
-rm -rf "$out" "$out.tar.xz"
-mkdir -p "$out/tests" "$out/tree/target/release" "$out/tree/target/tmp" "$out/data"
 export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
+glibc_floor=2.28
+target=x86_64-unknown-linux-gnu
+zig_target=$target.$glibc_floor
 
-echo "building the release binaries"
-cargo build --release --bins >"$out/build-bins.log" 2>&1 || { tail -30 "$out/build-bins.log"; exit 1; }
+target_dir=$(cargo metadata --format-version 1 --no-deps |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+out=${1:-$target_dir/gpu-check}
+case "$out" in /*) ;; *) out=$(pwd)/$out ;; esac
+rm -rf "$out" "$out.tar.xz"
+mkdir -p "$out/bin" "$out/tests" "$out/data/tests" "$out/logs-build"
+blog=$out/logs-build
 
-echo "building every test binary (release)"
-cargo test --workspace --release --no-run --message-format=json 2>"$out/build-tests.log" |
+# --- the tools: cargo-zigbuild and zig ----------------------------------------------------
+if ! cargo-zigbuild --version >/dev/null 2>&1; then
+    echo "cargo-zigbuild is missing: installing it (cargo install cargo-zigbuild --locked)"
+    cargo install cargo-zigbuild --locked >"$blog/install-cargo-zigbuild.log" 2>&1 ||
+        { tail -20 "$blog/install-cargo-zigbuild.log"; echo "error: could not install cargo-zigbuild" >&2; exit 1; }
+fi
+if ! command -v zig >/dev/null 2>&1 && ! python3 -m ziglang version >/dev/null 2>&1; then
+    echo "zig is missing: installing it (python3 -m pip install ziglang; cargo-zigbuild runs python3 -m ziglang)"
+    python3 -m pip install ziglang >"$blog/install-ziglang.log" 2>&1 ||
+        python3 -m pip install --user ziglang >>"$blog/install-ziglang.log" 2>&1 ||
+        { tail -20 "$blog/install-ziglang.log"; echo "error: could not install ziglang (pip)" >&2; exit 1; }
+fi
+echo "$(cargo-zigbuild --version), zig $(zig version 2>/dev/null || python3 -m ziglang version)"
+
+# Lists what cargo built, from its JSON messages: kind, package, target, executable.
+artifacts() {
     python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -35,126 +72,124 @@ for line in sys.stdin:
         m = json.loads(line)
     except ValueError:
         continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
-        print(m["package_id"].split("#")[0].rstrip("/").split("/")[-1] + "\t" + m["target"]["name"] + "\t" + m["executable"])
-' >"$out/test-binaries.tsv" || { tail -30 "$out/build-tests.log"; exit 1; }
-while IFS=$'\t' read -r package name exe; do
-    # Unit-test binaries of several crates share target names (`lib`): prefix the package.
-    dest="$out/tests/$name"
-    [ -e "$dest" ] && dest="$out/tests/$package-$name"
-    cp "$exe" "$dest"
-    strip --strip-all "$dest" 2>/dev/null || true
-done <"$out/test-binaries.tsv"
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        # path+file:///dir/ops#trident-ops@0.1.0, or path+file:///dir/name#0.1.0
+        url, _, frag = m["package_id"].partition("#")
+        pkg = frag.split("@")[0] if "@" in frag else url.rstrip("/").split("/")[-1]
+        test = "test" if m["profile"]["test"] else "run"
+        print("\t".join([test, m["target"]["kind"][0], pkg, m["target"]["name"], m["executable"]]))
+'
+}
 
-# Tests find the binaries they start and their data at this checkout's paths (compiled in):
-# the bundle carries a copy of those paths, and run.sh links the build path to it.
+# --- the release binaries -----------------------------------------------------------------
+echo "building the release binaries for $zig_target (cargo zigbuild; log: $blog/build-bins.log)"
+cargo zigbuild --release --target "$zig_target" -p trident -p trident-collectives --bins \
+    --message-format=json 2>"$blog/build-bins.log" | artifacts >"$blog/bins.tsv" ||
+    { tail -30 "$blog/build-bins.log"; exit 1; }
 for bin in trident trident-coll; do
-    cp "target/release/$bin" "$out/tree/target/release/"
-    strip --strip-all "$out/tree/target/release/$bin" 2>/dev/null || true
+    exe=$(awk -F'\t' -v b="$bin" '$1 == "run" && $2 == "bin" && $4 == b {print $5}' "$blog/bins.tsv" | tail -1)
+    [ -n "$exe" ] || { echo "error: cargo built no \`$bin\` binary (see $blog/build-bins.log)" >&2; exit 1; }
+    cp "$exe" "$out/bin/$bin"
+    strip --strip-all "$out/bin/$bin" 2>/dev/null || true
 done
-mkdir -p "$out/tree/tests" "$out/tree/perfmodel"
-cp -r tests/data "$out/tree/tests/"
-cp perfmodel/resources.tsv "$out/tree/perfmodel/"
-mkdir -p "$out/bin"
-ln -s ../tree/target/release/trident "$out/bin/trident"
-printf '%s\n' "$root" >"$out/build-root"
 
-# A corpus for the training run: this checkout's Rust and Markdown text, about 4 MB, GPT-2
-# tokenised by the binary itself.
-find src kernels runtime simt collectives perfmodel hardware docs -name '*.rs' -o -name '*.md' 2>/dev/null |
-    sort | xargs cat | head -c 4000000 >"$out/data/corpus.txt"
+# --- the test binaries --------------------------------------------------------------------
+# `cargo zigbuild --tests` is `cargo test --no-run` under zig's linker: each test target's
+# executable is in the JSON messages. trident-ptx-builder's tests are left out at the build
+# (see the filter below).
+echo "building every test binary for $zig_target (release; log: $blog/build-tests.log)"
+cargo zigbuild --release --target "$zig_target" --workspace --exclude trident-ptx-builder --tests \
+    --message-format=json 2>"$blog/build-tests.log" | artifacts >"$blog/tests-all.tsv" ||
+    { tail -30 "$blog/build-tests.log"; exit 1; }
 
-if [ "${GPU_CHECK_SKIP_PREDICT:-0}" != 1 ]; then
-    echo "predicting every kernel on H100 SXM and H200 (emulator counters)"
-    target/release/trident bench kernels --device emu --gpu h100-sxm,h200 --json "$out/predicted.json" \
-        >"$out/predicted.md"
-fi
-
-cat >"$out/run.sh" <<'RUN'
-#!/usr/bin/env bash
-# Runs the GPU check: tests, kernel benchmarks, a short gpt2-124m training run; writes
-# summary.json and summary.md here. Each step has a time limit, so the whole run stays
-# under ten minutes.
-set -uo pipefail
-cd "$(dirname "$0")"
-here=$(pwd)
-build_root=$(cat build-root)
-if [ ! -e "$build_root/target/release/trident" ]; then
-    # The tests look for binaries and data at the build machine's checkout path.
-    mkdir -p "$(dirname "$build_root")" && ln -sfn "$here/tree" "$build_root" ||
-        echo "warning: cannot link $build_root to the bundle: tests that start binaries will fail"
-fi
-export TRIDENT_REQUIRE_CUDA=1
-mkdir -p logs
-threads=$(nproc 2>/dev/null || echo 8)
-: >logs/tests.tsv
-fail=0
-# Time limits (seconds): tests 300 in all, bench 120, training 150: under ten minutes.
-tests_end=$(($(date +%s) + 300))
-for t in tests/*; do
-    name=$(basename "$t")
-    left=$((tests_end - $(date +%s)))
-    if [ "$left" -le 5 ]; then
-        printf '%s	NOT RUN (time)	0	0	0\n' "$name" >>logs/tests.tsv
-        fail=1
+# Tests that need this build machine, not a GPU, stay here; they run under `cargo test` on it:
+# - trident-ptx-builder: drives rustup and the pinned nightly (one test fails on any machine
+#   without rustup);
+# - ptx, kernel_resources, gemm_tc_sass, memory_kernels_sass (trident) and ptxas
+#   (custom-kernel): they run ptxas/cuobjdump, whose output is pinned to the CUDA toolkit
+#   version installed here, and compare with files of this checkout.
+excluded() {
+    case "$1/$2" in
+        trident-ptx-builder/*) return 0 ;;
+        trident/ptx | trident/kernel_resources | trident/gemm_tc_sass | trident/memory_kernels_sass) return 0 ;;
+        custom-kernel/ptxas) return 0 ;;
+    esac
+    return 1
+}
+: >"$out/tests.tsv"
+while IFS=$'\t' read -r test kind package name exe; do
+    [ "$test" = test ] || continue
+    if excluded "$package" "$name"; then
+        echo "  left out (needs the build machine): $package/$name"
         continue
     fi
-    start=$(date +%s.%N)
-    if timeout "$left" "$t" --test-threads "$threads" >"logs/test-$name.log" 2>&1; then status=pass; else status=FAIL; fail=1; fi
-    end=$(date +%s.%N)
-    passed=$(grep -ho '[0-9]* passed' "logs/test-$name.log" | awk '{s += $1} END {print s + 0}')
-    failed=$(grep -ho '[0-9]* failed' "logs/test-$name.log" | awk '{s += $1} END {print s + 0}')
-    printf '%s\t%s\t%s\t%s\t%.1f\n' "$name" "$status" "$passed" "$failed" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" >>logs/tests.tsv
-    printf '%-40s %s\n' "$name" "$status"
+    # Integration tests keep their target name; unit tests (lib, bin) are named by package.
+    case "$kind" in
+        test) dest=$name ;;
+        *) dest=$package-$kind-$name ;;
+    esac
+    [ -e "$out/tests/$dest" ] && dest=$package-$dest
+    cp "$exe" "$out/tests/$dest"
+    strip --strip-all "$out/tests/$dest" 2>/dev/null || true
+    printf '%s\t%s\t%s\t%s\n' "$dest" "$package" "$kind" "$name" >>"$out/tests.tsv"
+done <"$blog/tests-all.tsv"
+[ -e "$out/tests/simt_selftest" ] || { echo "error: no simt_selftest test binary was built" >&2; exit 1; }
+
+# --- glibc 2.28: every binary's symbol versions --------------------------------------------
+echo "checking symbol versions: nothing newer than GLIBC_$glibc_floor"
+bad=0
+newest=0
+for f in "$out"/bin/* "$out"/tests/*; do
+    while read -r version symbol; do
+        v=${version#GLIBC_}
+        [ "$(printf '%s\n%s\n' "$v" "$newest" | sort -V | tail -1)" = "$v" ] && newest=$v
+        if [ "$(printf '%s\n%s\n' "$v" "$glibc_floor" | sort -V | tail -1)" != "$glibc_floor" ]; then
+            echo "error: ${f#"$out"/}: symbol $symbol needs GLIBC_$v (newer than $glibc_floor)" >&2
+            bad=1
+        fi
+    done < <(objdump -T "$f" | awk '{ for (i = 1; i <= NF; i++) if (match($i, /GLIBC_[0-9][0-9.]*/)) print substr($i, RSTART, RLENGTH), $NF }' | sort -u)
 done
+[ $bad = 0 ] || exit 1
+echo "  $(find "$out/bin" "$out/tests" -type f | wc -l) binaries; the newest version any of them needs: GLIBC_$newest"
 
-gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-pred_args=()
-[ -f predicted.json ] && pred_args=(--predictions predicted.json)
-echo "trident bench kernels --device cuda on ${gpu_name:-an unnamed GPU}"
-timeout 120 bin/trident bench kernels --device cuda --min-time-ms 100 "${pred_args[@]}" --json logs/bench.json \
-    >logs/bench.md 2>logs/bench.err || { fail=1; echo "bench kernels failed: see logs/bench.err"; }
-cat logs/bench.md
+# --- data ---------------------------------------------------------------------------------
+cp -r tests/data/. "$out/data/tests/"
+# A corpus for the training run: this checkout's Rust and Markdown text, about 4 MB, GPT-2
+# tokenised by the binary itself.
+find src kernels runtime simt collectives perfmodel hardware docs \( -name '*.rs' -o -name '*.md' \) 2>/dev/null |
+    sort | xargs cat | head -c 4000000 >"$out/data/corpus.txt"
 
-echo "50 iterations of gpt2-124m on cuda"
-timeout 150 bin/trident train --model gpt2-124m --data data/corpus.txt --tokenizer gpt2 \
-    --micro-batch-size 8 --seq-length 1024 --train-iters 50 --eval-iters 1 --device cuda \
-    --metrics-file logs/train.jsonl >logs/train.log 2>&1 || { fail=1; echo "training failed: see logs/train.log"; }
-tail -2 logs/train.log
-
-python3 - "$gpu_name" "$fail" <<'PY' || echo "python3 missing or failed: the raw results are in logs/"
-import json, os, sys
-gpu, fail = sys.argv[1], sys.argv[2] == "1"
-tests = []
-for line in open("logs/tests.tsv"):
-    name, status, passed, failed, secs = line.rstrip("\n").split("\t")
-    tests.append({"binary": name, "status": status, "passed": int(passed), "failed": int(failed), "seconds": float(secs)})
-bench = json.load(open("logs/bench.json")) if os.path.exists("logs/bench.json") else None
-train = open("logs/train.log").read().strip().splitlines()[-1:] if os.path.exists("logs/train.log") else []
-summary = {"gpu": gpu, "all_passed": not fail, "tests": tests, "bench": bench, "train": train}
-json.dump(summary, open("summary.json", "w"), indent=1)
-md = [f"# Trident GPU check on {gpu}", "", "## Tests (TRIDENT_REQUIRE_CUDA=1)", "",
-      "| binary | result | passed | failed | seconds |", "|---|---|---|---|---|"]
-md += [f"| {t['binary']} | {t['status']} | {t['passed']} | {t['failed']} | {t['seconds']:.1f} |" for t in tests]
-if bench:
-    md += ["", "## Kernels: measured beside predicted", "", f"ceilings: {bench['ceilings']}", "",
-           "| case | measured ms | rate | of ceiling | predicted ms | predicted / measured | predicted bound |",
-           "|---|---|---|---|---|---|---|"]
-    for r in bench["rows"]:
-        p = r.get("predicted_s")
-        m = r["measured_s"]
-        md.append(f"| {r['case']} | {m * 1e3:.3f} | {r['rate']:.1f} {r['rate_unit']} | {100 * r['fraction_of_ceiling']:.1f}% | "
-                  + (f"{p * 1e3:.3f} | {p / m:.2f} | {r.get('predicted_bound')} |" if p else "- | - | - |"))
-md += ["", "## gpt2-124m, 50 iterations", ""] + train
-open("summary.md", "w").write("\n".join(md) + "\n")
-print("\n".join(md))
+# The cases `trident bench kernels` times, and their predictions (case, kernel, GPU, predicted
+# ms, bound) for the summary, which lists every case even where nothing was measured.
+"$out/bin/trident" bench kernels --list >"$out/data/cases.txt"
+if [ "${GPU_CHECK_SKIP_PREDICT:-0}" != 1 ]; then
+    echo "predicting every kernel on H100 SXM and H200 (emulator counters; log: $blog/predict.log)"
+    "$out/bin/trident" bench kernels --device emu --gpu h100-sxm,h200 --json "$out/data/predicted.json" \
+        >"$out/data/predicted.md" 2>"$blog/predict.log" || { tail -20 "$blog/predict.log"; exit 1; }
+    python3 - "$out/data/predicted.json" >"$out/data/predicted.tsv" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["rows"]:
+    p = r.get("predicted_s")
+    print("\t".join([r["case"], r.get("kernel", ""), r.get("gpu") or "", "%.4f" % (p * 1e3) if p else "-",
+                     r.get("predicted_bound") or "-"]))
 PY
-[ $fail = 0 ] && echo "all passed" || { echo "failures: see $here/logs"; exit 1; }
-RUN
+else
+    echo "GPU_CHECK_SKIP_PREDICT=1: no predictions in this bundle"
+    : >"$out/data/predicted.tsv"
+fi
+{
+    echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
+    echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) for $zig_target; newest symbol version needed: GLIBC_$newest"
+} >"$out/BUILD"
+
+cp scripts/gpu-check-run.sh "$out/run.sh"
 chmod +x "$out/run.sh"
 
-# One xz stream with a 64 MiB dictionary: the test binaries share most of their code.
-tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -9 -T1 >"$out.tar.xz"
-echo "collected $(ls "$out/tests" | wc -l) test binaries in $out"
-echo "bundle: $(du -sh "$out" | cut -f1) unpacked, $(du -h "$out.tar.xz" | cut -f1) as $out.tar.xz"
+if [ "${GPU_CHECK_NO_TARBALL:-0}" != 1 ]; then
+    echo "packing $out.tar.xz"
+    # One xz stream with a 64 MiB dictionary: the test binaries share most of their code.
+    tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -9 -T1 >"$out.tar.xz"
+fi
+echo "collected $(wc -l <"$out/tests.tsv") test binaries in $out"
+echo "bundle: $(du -sh "$out" | cut -f1) unpacked$([ -e "$out.tar.xz" ] && echo ", $(du -h "$out.tar.xz" | cut -f1) as $out.tar.xz")"
 echo "on the GPU machine: tar xJf $(basename "$out").tar.xz && $(basename "$out")/run.sh"

@@ -48,7 +48,8 @@ fn args(grid: &[&str], iters: &str, metrics: &Path) -> Vec<String> {
 
 #[test]
 fn sigterm_saves_at_a_step_boundary_and_the_run_resumes_exactly() {
-    let exe = env!("CARGO_BIN_EXE_trident");
+    let exe_path = common::trident_exe();
+    let exe = exe_path.to_str().expect("the `trident` path is UTF-8");
     for grid in [&[][..], &["--world-size", "2", "--tensor-model-parallel-size", "2"][..]] {
         let dir = tempfile::tempdir().unwrap();
         let (save, metrics) = (dir.path().join("ck"), dir.path().join("m.jsonl"));

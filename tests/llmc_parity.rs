@@ -3,8 +3,9 @@
 //! one llm.c's reference CPU trainer printed (recorded in `tests/data/llmc_losses.json`, which
 //! says how) within float32 summation-order noise.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::Deserialize;
 use trident::llmc::{train_like_llmc, write_workdir, WorkdirSpec};
@@ -33,9 +34,9 @@ fn rel(ours: f32, theirs: f32) -> f64 {
 
 #[test]
 fn losses_match_llmc_reference_trainer() {
-    let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/llmc_losses.json"))
-            .expect("the fixture is in the repository");
+    let fixture_path = common::test_data("llmc_losses.json");
+    let text = std::fs::read_to_string(&fixture_path)
+        .unwrap_or_else(|e| panic!("{}: {e} (the fixture is in the repository)", fixture_path.display()));
     let fixture: Fixture = serde_json::from_str(&text).expect("the fixture parses");
     let spec = WorkdirSpec::default();
     let dir = tempfile::tempdir().unwrap();

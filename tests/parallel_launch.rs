@@ -9,7 +9,8 @@ use common::metric_losses as losses;
 
 #[test]
 fn launched_processes_match_threads() {
-    let exe = env!("CARGO_BIN_EXE_trident");
+    let exe_path = common::trident_exe();
+    let exe = exe_path.to_str().expect("the `trident` path is UTF-8");
     let dir = tempfile::tempdir().unwrap();
     let train = |metrics: &std::path::Path| -> Vec<String> {
         [
@@ -63,7 +64,8 @@ fn launched_processes_match_threads() {
 /// Ranks started with different training flags are refused at start, naming the flag.
 #[test]
 fn launched_ranks_with_different_flags_are_refused_naming_the_flag() {
-    let exe = env!("CARGO_BIN_EXE_trident");
+    let exe_path = common::trident_exe();
+    let exe = exe_path.to_str().expect("the `trident` path is UTF-8");
     let base = "train --device cpu --num-layers 2 --hidden-size 32 --num-attention-heads 2 \
                 --seq-length 16 --micro-batch-size 2 --train-iters 3";
     // Data-parallel ranks with another --lr each; tensor-parallel ranks with another --seed.
@@ -116,7 +118,8 @@ fn bucket_paths(stderr: &[u8]) -> Vec<(usize, u64, u64)> {
 /// both give the same losses.
 #[test]
 fn launched_data_parallel_buckets_take_the_registered_path() {
-    let exe = env!("CARGO_BIN_EXE_trident");
+    let exe_path = common::trident_exe();
+    let exe = exe_path.to_str().expect("the `trident` path is UTF-8");
     let dir = tempfile::tempdir().unwrap();
     let train = |metrics: &std::path::Path| -> Vec<String> {
         [

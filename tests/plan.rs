@@ -1,9 +1,11 @@
 //! `trident plan` and `trident train --dry-run` as a user runs them.
 
+mod common;
+
 use std::process::{Command, Output};
 
 fn trident(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trident")).args(args).output().expect("running trident")
+    Command::new(common::trident_exe()).args(args).output().expect("running trident")
 }
 
 fn text(o: &Output) -> String {

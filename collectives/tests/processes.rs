@@ -9,7 +9,21 @@ use trident_collectives::store::StoreClient;
 use trident_collectives::token::JobToken;
 use trident_collectives::transport::tcp::{group_id, Hello, HELLO_LEN};
 
-const BIN: &str = env!("CARGO_BIN_EXE_trident-coll");
+/// The `trident-coll` binary: `$TRIDENT_BIN_DIR/trident-coll` when `TRIDENT_BIN_DIR` is set (a
+/// test binary run away from its build tree, as in the bundle `scripts/gpu-check.sh` builds),
+/// else the one cargo built beside this test.
+fn bin() -> std::path::PathBuf {
+    match std::env::var_os("TRIDENT_BIN_DIR") {
+        Some(dir) => {
+            assert!(!dir.is_empty(), "TRIDENT_BIN_DIR is set but empty: unset it or name a directory");
+            let dir = std::path::Path::new(&dir);
+            let exe = dir.join("trident-coll");
+            assert!(exe.is_file(), "TRIDENT_BIN_DIR={}: no `trident-coll` binary there", dir.display());
+            exe
+        }
+        None => env!("CARGO_BIN_EXE_trident-coll").into(),
+    }
+}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -42,7 +56,7 @@ impl Job {
         ranks
             .iter()
             .map(|&rank| {
-                Command::new(BIN)
+                Command::new(bin())
                     .args(args)
                     .env("RANK", rank.to_string())
                     .env("WORLD_SIZE", world.to_string())
@@ -175,7 +189,7 @@ fn foreign_launcher_environments() {
         let dir = std::env::temp_dir().join(format!("trident-secret-{}-{port}", std::process::id()));
         let secret = dir.join("job-secret");
         let spawn = |rank: usize, secret: Option<&std::path::Path>| {
-            let mut cmd = Command::new(BIN);
+            let mut cmd = Command::new(bin());
             cmd.args(["check", "--lens", "1,1021"])
                 .env_clear()
                 .env(rank_var, rank.to_string())
@@ -212,7 +226,7 @@ fn foreign_launcher_environments() {
 fn launcher_returns_the_first_failure_and_stops_the_rest() {
     let script = "if [ \"$RANK\" = 1 ]; then exit 7; fi; exec sleep 30";
     let out = wait_all(
-        vec![Command::new(BIN)
+        vec![Command::new(bin())
             .args(["launch", "--nproc-per-node", "3", "--", "sh", "-c", script])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -223,7 +237,7 @@ fn launcher_returns_the_first_failure_and_stops_the_rest() {
     assert_eq!(out[0].status.code(), Some(7), "{}", text(&out[0]));
     assert!(String::from_utf8_lossy(&out[0].stderr).contains("rank 1 exited with code 7"));
 
-    let ok = Command::new(BIN)
+    let ok = Command::new(bin())
         .args(["launch", "--nproc-per-node", "2", "--", "sh", "-c", "echo hello from $RANK of $WORLD_SIZE"])
         .output()
         .unwrap();
@@ -491,7 +505,7 @@ fn shm_stopped_rank_is_named_by_every_survivor() {
 fn launcher_ends_a_stopped_rank_without_waiting_out_the_grace() {
     let script = "if [ \"$RANK\" = 0 ]; then kill -STOP $$; sleep 30; fi; sleep 0.3; exit 7";
     let out = wait_all(
-        vec![Command::new(BIN)
+        vec![Command::new(bin())
             .args(["launch", "--nproc-per-node", "2", "--", "sh", "-c", script])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
