@@ -118,7 +118,10 @@ fn the_build_assembled_every_kernel_for_every_architecture_from_sm80() {
         std::fs::write(&cubin, trident::kernels::cubin(arch).expect("an embedded cubin inflates")).unwrap();
         let out = Command::new(&cuobjdump).arg("-lelf").arg(&cubin).output().unwrap();
         let listing = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success() && listing.contains(&format!(".{arch}.cubin")), "cuobjdump -lelf: {listing}");
+        assert!(
+            out.status.success() && listing.contains(&format!(".{arch}.cubin")),
+            "cuobjdump -lelf: {listing}"
+        );
     }
     check_tensor_core_sass(&dir.join("trident.sm_90.cubin"));
 }
@@ -139,7 +142,8 @@ fn find_cuobjdump() -> Option<PathBuf> {
 #[test]
 fn the_ptx_targets_sm80_so_that_every_later_gpu_can_jit_it() {
     let ptx = trident::kernels::PTX.expect("built with the `cuda` feature");
-    let header: Vec<&str> = ptx.lines().filter(|l| l.starts_with(".target") || l.starts_with(".version")).collect();
+    let header: Vec<&str> =
+        ptx.lines().filter(|l| l.starts_with(".target") || l.starts_with(".version")).collect();
     assert_eq!(header, [".version 7.8", ".target sm_80"]);
 }
 

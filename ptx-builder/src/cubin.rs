@@ -81,7 +81,11 @@ pub fn assemble(ptx: &Path, archs: &[String], out_dir: &Path) -> Result<Assemble
         let cached = cache.as_ref().map(|c| c.join(format!("{key:016x}-{arch}")));
         if let Some(c) = &cached {
             let (z, r) = (c.with_extension("cubin.z"), c.with_extension("ptxas.txt"));
-            if z.is_file() && r.is_file() && copy(&z, &cubin.compressed).is_ok() && copy(&r, &cubin.report).is_ok() {
+            if z.is_file()
+                && r.is_file()
+                && copy(&z, &cubin.compressed).is_ok()
+                && copy(&r, &cubin.report).is_ok()
+            {
                 cubins.push(cubin);
                 continue;
             }
@@ -106,7 +110,8 @@ pub fn assemble(ptx: &Path, archs: &[String], out_dir: &Path) -> Result<Assemble
         if !out.status.success() {
             return Err(Error::Ptxas { arch: cubin.arch.clone(), log: describe(&out) });
         }
-        let report = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+        let report =
+            String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
         let bytes = std::fs::read(&raw).map_err(|source| Error::Read { path: raw.clone(), source })?;
         let z = miniz_oxide::deflate::compress_to_vec_zlib(&bytes, 6);
         write(&cubin.compressed, &z)?;
@@ -174,8 +179,13 @@ pub fn include_source(assembled: &Assembled, out_dir: &Path) -> Result<String, E
                     table += &row;
                     table.push('\n');
                 }
-                cubins += &format!("    ({:?}, include_bytes!({:?})),\n", c.arch, c.compressed.display().to_string());
-                reports += &format!("    ({:?}, include_str!({:?})),\n", c.arch, c.report.display().to_string());
+                cubins += &format!(
+                    "    ({:?}, include_bytes!({:?})),\n",
+                    c.arch,
+                    c.compressed.display().to_string()
+                );
+                reports +=
+                    &format!("    ({:?}, include_str!({:?})),\n", c.arch, c.report.display().to_string());
             }
             "None".to_string()
         }

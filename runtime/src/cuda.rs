@@ -120,8 +120,9 @@ impl CudaDevice {
         }
         cudarc::driver::result::init()
             .map_err(|e| RuntimeError::CudaUnavailable { why: format!("cuInit failed with {e}") })?;
-        let n = cudarc::driver::result::device::get_count()
-            .map_err(|e| RuntimeError::CudaUnavailable { why: format!("cuDeviceGetCount failed with {e}") })?;
+        let n = cudarc::driver::result::device::get_count().map_err(|e| RuntimeError::CudaUnavailable {
+            why: format!("cuDeviceGetCount failed with {e}"),
+        })?;
         Ok(n.max(0) as usize)
     }
 
@@ -217,8 +218,6 @@ impl CudaDevice {
         self.bind()?;
         self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(|e| self.error(e))
     }
-
-
 
     /// Zeroes `bytes` bytes at `dst`, queued on `stream`.
     ///
@@ -323,7 +322,10 @@ impl CudaDevice {
                 tried.push(if have.is_empty() {
                     "machine code, of which the module has none".to_string()
                 } else {
-                    format!("machine code for {arch}, of which the module has none (it has {})", have.join(", "))
+                    format!(
+                        "machine code for {arch}, of which the module has none (it has {})",
+                        have.join(", ")
+                    )
                 });
             }
         }
@@ -457,11 +459,10 @@ fn jit_log(ptx: &str) -> String {
         return "the PTX holds a NUL byte".into();
     };
     let mut log = vec![0u8; 64 << 10];
-    let mut options = [
-        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
-        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-    ];
-    let mut values: [*mut std::ffi::c_void; 2] = [log.as_mut_ptr().cast(), log.len() as *mut std::ffi::c_void];
+    let mut options =
+        [sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER, sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
+    let mut values: [*mut std::ffi::c_void; 2] =
+        [log.as_mut_ptr().cast(), log.len() as *mut std::ffi::c_void];
     let mut module = std::ptr::null_mut();
     // SAFETY: the options are the error log buffer and its size, both valid for the call; the
     // image is a NUL-terminated PTX text; the caller has bound the context.

@@ -168,7 +168,13 @@ impl ModuleSource<'static> {
         ptx: &'static str,
         host_kernels: &'static [&'static [HostKernel]],
     ) -> Self {
-        ModuleSource { name: Cow::Borrowed(name), ptx: Cow::Borrowed(ptx), host_kernels, resources: None, cubins: &[] }
+        ModuleSource {
+            name: Cow::Borrowed(name),
+            ptx: Cow::Borrowed(ptx),
+            host_kernels,
+            resources: None,
+            cubins: &[],
+        }
     }
 
     /// [`ModuleSource::from_static`] with the kernels' resource table
