@@ -105,13 +105,13 @@ cargo zigbuild --release --target "$zig_target" --workspace --exclude trident-pt
 # Tests that need this build machine, not a GPU, stay here; they run under `cargo test` on it:
 # - trident-ptx-builder: drives rustup and the pinned nightly (one test fails on any machine
 #   without rustup);
-# - ptx, kernel_resources, gemm_tc_sass, memory_kernels_sass (trident) and ptxas
+# - ptx, kernel_resources, gemm_tc_sass, memory_kernels_sass, ptx_collectives (trident) and ptxas
 #   (custom-kernel): they run ptxas/cuobjdump, whose output is pinned to the CUDA toolkit
 #   version installed here, and compare with files of this checkout.
 excluded() {
     case "$1/$2" in
         trident-ptx-builder/*) return 0 ;;
-        trident/ptx | trident/kernel_resources | trident/gemm_tc_sass | trident/memory_kernels_sass) return 0 ;;
+        trident/ptx | trident/kernel_resources | trident/gemm_tc_sass | trident/memory_kernels_sass | trident/ptx_collectives) return 0 ;;
         custom-kernel/ptxas) return 0 ;;
     esac
     return 1

@@ -364,3 +364,37 @@ fn calibrating_a_model_this_machine_cannot_hold_is_refused_before_it_runs() {
     assert!(!o.status.success(), "{out}");
     assert!(out.contains("the trainer needs") && out.contains("on its largest rank"), "{out}");
 }
+
+#[test]
+fn bad_sizes_and_figures_are_refused_naming_the_flag() {
+    for (args, flag) in [
+        (&["--reserve-gib=-5"][..], "--reserve-gib"),
+        (&["--reserve-gib", "nan"], "--reserve-gib"),
+        (&["--train-tokens", "inf"], "--train-tokens"),
+        (&["--amortize-years", "0"], "--amortize-years"),
+        (&["--global-batch-size", "0"], "--global-batch-size"),
+        (&["--micro-batch-size", "18446744073709551615"], "--micro-batch-size"),
+        (&["--vocab-size", "18446744073709551615"], "--vocab-size"),
+        (&["--nodes", "18446744073709551615"], "--nodes"),
+        (&["--nodes", "-1"], "--nodes"),
+        (&["--nodes", "4096", "--gpus-per-node", "8192"], "--nodes"),
+    ] {
+        let mut all = vec!["plan", "--model", "gpt2-124m"];
+        all.extend_from_slice(args);
+        let o = trident(&all);
+        let t = text(&o);
+        assert!(!o.status.success(), "{args:?} was accepted:\n{t}");
+        assert!(t.contains(flag), "{args:?}: the refusal does not name {flag}:\n{t}");
+        assert!(!t.contains("panicked"), "{args:?} panicked:\n{t}");
+    }
+}
+
+#[test]
+fn a_hardware_file_with_a_negative_peak_is_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hw.toml");
+    std::fs::write(&file, "[[gpu]]\nname = \"a100-80gb\"\nbf16_tflops = -312.0\n").unwrap();
+    let o = trident(&["plan", "--model", "gpt2-124m", "--hardware", file.to_str().unwrap()]);
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains("bf16_tflops"), "{t}");
+}

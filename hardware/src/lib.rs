@@ -347,6 +347,27 @@ fn check_gpu(g: &Gpu) -> Result<(), String> {
             return Err(format!("[[gpu]] {}: {field} must be a positive number, not {v}", g.name));
         }
     }
+    let optional = [
+        ("boost_clock_mhz", g.boost_clock_mhz),
+        ("tf32_tflops", g.tf32_tflops),
+        ("bf16_tflops", g.bf16_tflops),
+        ("fp16_tflops", g.fp16_tflops),
+        ("fp8_tflops", g.fp8_tflops),
+        ("l2_tb_s", g.l2_tb_s),
+    ];
+    for (field, v) in optional {
+        if let Some(v) = v.filter(|v| !(v.is_finite() && *v > 0.0)) {
+            return Err(format!(
+                "[[gpu]] {}: {field} must be a positive number where given, not {v}",
+                g.name
+            ));
+        }
+    }
+    for (field, v) in [("l2_mib", g.l2_mib), ("smem_per_sm_kib", g.smem_per_sm_kib)] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(format!("[[gpu]] {}: {field} must be a number >= 0, not {v}", g.name));
+        }
+    }
     for (field, v) in [
         ("gemm_efficiency", g.gemm_efficiency),
         ("attention_efficiency", g.attention_efficiency),

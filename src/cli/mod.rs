@@ -37,6 +37,8 @@ pub enum Command {
     /// Benchmarks: `trident bench collectives --transport shm --world-size 2`.
     Bench(bench::BenchArgs),
     /// Plan a training run: memory, time and cost per layout; `--search` ranks the layouts.
+    // Negative numbers parse, so that `--nodes -1` is refused naming its flag.
+    #[command(allow_negative_numbers = true)]
     Plan(plan::PlanArgs),
 }
 

@@ -193,15 +193,67 @@ impl PlanArgs {
     }
 }
 
+/// The most any size flag may be: far above every real run, far below where the planner's
+/// products of sizes (elements, bytes, FLOPs) could overflow.
+const MAX_SIZE: usize = 1 << 24;
+
+/// Refuses flags no run can have, naming the flag: sizes of 0 or past [`MAX_SIZE`], a cluster
+/// whose GPU count overflows, and floats that are negative, zero where they divide, NaN or
+/// infinite.
+fn validate(args: &PlanArgs) -> anyhow::Result<()> {
+    let sizes = [
+        ("--num-layers", args.num_layers),
+        ("--hidden-size", args.hidden_size),
+        ("--num-attention-heads", args.num_attention_heads),
+        ("--vocab-size", args.vocab_size),
+        ("--seq-length", args.seq_length),
+        ("--global-batch-size", args.global_batch_size),
+        ("--micro-batch-size", args.micro_batch_size),
+        ("--tensor-model-parallel-size", args.tensor_model_parallel_size),
+        ("--pipeline-model-parallel-size", args.pipeline_model_parallel_size),
+        ("--num-layers-per-virtual-pipeline-stage", args.num_layers_per_virtual_pipeline_stage),
+        ("--gpus-per-node", Some(args.gpus_per_node)),
+        ("--nodes", Some(args.nodes)),
+    ];
+    for (flag, value) in sizes {
+        match value {
+            Some(0) => bail!("{flag} must be at least 1"),
+            Some(v) if v > MAX_SIZE => bail!("{flag} {v} is larger than the planner takes ({MAX_SIZE})"),
+            _ => {}
+        }
+    }
+    if args.gpus_per_node.checked_mul(args.nodes).is_none_or(|g| g > MAX_SIZE) {
+        bail!(
+            "--nodes {} x --gpus-per-node {} is more GPUs than the planner takes ({MAX_SIZE})",
+            args.nodes,
+            args.gpus_per_node
+        );
+    }
+    let floats = [
+        ("--reserve-gib", Some(args.reserve_gib), true),
+        ("--train-tokens", Some(args.train_tokens), false),
+        ("--price-per-gpu-hour", args.price_per_gpu_hour, true),
+        ("--amortize-years", Some(args.amortize_years), false),
+    ];
+    for (flag, value, zero_ok) in floats {
+        if let Some(v) = value {
+            let ok = v.is_finite() && (v > 0.0 || (zero_ok && v == 0.0));
+            if !ok {
+                let what = if zero_ok { "a finite number >= 0" } else { "a finite number > 0" };
+                bail!("{flag} must be {what}, not {v}");
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Builds the problem from the flags (and the measured machine with --calibrate).
 pub fn problem(args: &PlanArgs) -> anyhow::Result<(Problem, Option<calibrate::Measured>)> {
     let mut hw = match &args.hardware {
         Some(path) => Hardware::with_user_file(path)?,
         None => Hardware::builtin(),
     };
-    if args.gpus_per_node == 0 || args.nodes == 0 {
-        bail!("--gpus-per-node and --nodes must be at least 1");
-    }
+    validate(args)?;
     let model = args.model()?;
     let mut measured = None;
     let gpu_name = if args.calibrate {

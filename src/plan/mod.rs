@@ -655,13 +655,16 @@ pub fn evaluate(problem: &Problem, l: &Layout, cache: &mut PipelineCache) -> Res
         total: makespan + exposed_reduce + gather + embedding + optimizer,
     };
 
-    // Narayanan et al. 2021, eq. (3): 72 B s l h^2 (1 + s / 6h + V / 16 l h) without
-    // recomputation, 96 with full recomputation; selective adds the attention core's forward.
+    // Narayanan et al. 2021, eq. (3), with full recomputation: 96 B s l h^2 (1 + s / 6h +
+    // V / 16 l h). Without recomputation the layers' 96 becomes 72 while the LM head's
+    // 6 B s h V (forward and backward, never recomputed) stays, so its term is V / 12 l h there
+    // (72 / 12 = 96 / 16 = 6): 72 B s l h^2 (1 + s / 6h + V / 12 l h), the model FLOPs Megatron-LM's
+    // `num_floating_point_operations` counts. Selective recomputation adds the attention core's
+    // forward.
     let (bg, ll) = (problem.global_batch as f64, model.layers as f64);
-    let bracket = 1.0 + s / (6.0 * h) + vpad / (16.0 * ll * h);
-    let model_flops = 72.0 * bg * s * ll * h * h * bracket;
+    let model_flops = 72.0 * bg * s * ll * h * h * (1.0 + s / (6.0 * h) + vpad / (12.0 * ll * h));
     let hardware_flops = match l.recompute {
-        Recompute::Full => 96.0 * bg * s * ll * h * h * bracket,
+        Recompute::Full => 96.0 * bg * s * ll * h * h * (1.0 + s / (6.0 * h) + vpad / (16.0 * ll * h)),
         Recompute::Selective => model_flops + 4.0 * bg * s * s * h * ll,
         Recompute::None => model_flops,
     };

@@ -581,3 +581,29 @@ fn the_shared_core_simulation_slows_work_that_oversubscribes_the_cores() {
     let one = local::Competition { autogroups: false, others: 1.0 };
     assert_eq!(local::unloaded(Work { seconds: 2.0, cores: 1.0 }, one, 2), Work { seconds: 2.0, cores: 1.0 });
 }
+
+/// Model FLOPs as Megatron-LM counts them: 72 B s l h^2 (1 + s / 6h + V / 12 l h) whatever the
+/// recomputation (the LM head's 6 B s h V once, forward and backward), and full recomputation
+/// adding exactly one more forward of the layers, not of the head.
+#[test]
+fn model_flops_count_the_lm_head_once_and_recomputation_only_the_layers() {
+    let p = problem("megatron-1.7b", "a100-80gb", 32, 64, Precision::Fp16, false);
+    let m = preset("megatron-1.7b").unwrap();
+    let mut cache = PipelineCache::default();
+    let none = evaluate(&p, &layout(1, 1, 32, 1, Recompute::None, false, 1), &mut cache).unwrap();
+    let full = evaluate(&p, &layout(1, 1, 32, 1, Recompute::Full, false, 1), &mut cache).unwrap();
+    let (b, s, l, h) = (64.0, m.seq_len as f64, m.layers as f64, m.hidden as f64);
+    let layers = 72.0 * b * s * l * h * h * (1.0 + s / (6.0 * h));
+    let head = none.model_flops - layers;
+    // The head's forward and backward: 6 B s h V, V the padded vocabulary (at least V).
+    let v = head / (6.0 * b * s * h);
+    let v = v.round();
+    assert!(v >= m.vocab as f64 && v < m.vocab as f64 + 1024.0, "vocabulary in the head term: {v}");
+    assert_eq!(none.model_flops, none.hardware_flops);
+    assert!((full.model_flops / none.model_flops - 1.0).abs() < 1e-12);
+    let recomputed = full.hardware_flops - full.model_flops;
+    assert!(
+        (recomputed / (layers / 3.0) - 1.0).abs() < 1e-9,
+        "full recomputation adds one forward of the layers"
+    );
+}
