@@ -231,7 +231,7 @@ fn validate(args: &PlanArgs) -> anyhow::Result<()> {
     }
     let floats = [
         ("--reserve-gib", Some(args.reserve_gib), true),
-        ("--train-tokens", Some(args.train_tokens), false),
+        ("--train-tokens", Some(args.train_tokens), true),
         ("--price-per-gpu-hour", args.price_per_gpu_hour, true),
         ("--amortize-years", Some(args.amortize_years), false),
     ];
