@@ -4,7 +4,7 @@ use crate::agree;
 use crate::algo::{self, broadcast, direct, doubling, op_header, ring, scratch_as, Link, Recv};
 use crate::config::{CommConfig, LargeAllReduce};
 use crate::element::{Combine, DType, Element, HostCombine, ReduceOp};
-use crate::error::{CommError, Result};
+use crate::error::{CommError, PeerNames, Result};
 use crate::frame::OpKind;
 use crate::grid::{GridCoords, RankGrid};
 use crate::shared_buffer::SharedBuffer;
@@ -82,7 +82,7 @@ impl Communicator {
             return Err(CommError::InvalidArgument(format!("rank {rank} is not in a world of {size}")));
         }
         let members: Vec<usize> = (0..size).collect();
-        Self::connect(fabric, "world".into(), members, rank, config)
+        Self::connect(fabric, "world".into(), members, rank, config, None)
     }
 
     /// `size` in-process ranks, one communicator each, to be moved into their threads.
@@ -103,11 +103,12 @@ impl Communicator {
         members: Vec<usize>,
         index: usize,
         config: CommConfig,
+        names: Option<Arc<PeerNames>>,
     ) -> Result<Self> {
         let size = members.len();
         let transport = fabric.connect(&key, &members, index, config.timeout)?;
         Ok(Communicator {
-            link: Link { transport, rank: index, size, timeout: config.timeout, broken: None },
+            link: Link { transport, rank: index, size, timeout: config.timeout, broken: None, names },
             fabric,
             key,
             members,
@@ -169,7 +170,18 @@ impl Communicator {
     /// Carves a sub-group out of this communicator. `members` are ranks of this
     /// communicator in the new group's order and must include this rank; every member calls
     /// this with the same `label` and `members` (other ranks need not call it).
+    ///
+    /// Errors of the new group name peers by world rank, with their role in the group: the
+    /// role they have in this communicator when it is itself a sub-group (a pair of pipeline
+    /// stages keeps "pipeline stage 1 of group [1, 5]"), else "member 1 of group "label"
+    /// [2, 3]".
     pub fn new_group(&mut self, label: &str, members: &[usize]) -> Result<Communicator> {
+        self.new_group_as(label, members, None)
+    }
+
+    /// [`Communicator::new_group`] whose members' roles are `role` and their index ("pipeline
+    /// stage" gives "pipeline stage 1 of group [1, 5]").
+    fn new_group_as(&mut self, label: &str, members: &[usize], role: Option<&str>) -> Result<Communicator> {
         let index = members.iter().position(|&m| m == self.rank()).ok_or_else(|| {
             CommError::InvalidArgument(format!(
                 "rank {} creates group {label:?} {members:?} without being in it",
@@ -191,7 +203,17 @@ impl Communicator {
         *generation += 1;
         let key = format!("{}/{name}#{generation}", self.key);
         let world: Vec<usize> = members.iter().map(|&m| self.members[m]).collect();
-        Self::connect(self.fabric.clone(), key, world, index, self.config.clone())
+        let roles = members
+            .iter()
+            .enumerate()
+            .map(|(i, &m)| match (role, &self.link.names) {
+                (Some(role), _) => format!("{role} {i} of group {world:?}"),
+                (None, Some(parent)) => parent.roles[m].clone(),
+                (None, None) => format!("member {i} of group {label:?} {world:?}"),
+            })
+            .collect();
+        let names = Some(Arc::new(PeerNames { world: world.clone(), roles }));
+        Self::connect(self.fabric.clone(), key, world, index, self.config.clone(), names)
     }
 
     /// Checks that every member passed the same `settings` (name, value) pairs, and fails on
@@ -269,9 +291,9 @@ impl Communicator {
         let r = self.rank();
         Ok(ParallelGroups {
             coords: grid.coords(r),
-            tp: self.new_group("tp", &grid.tp_group(r))?,
-            pp: self.new_group("pp", &grid.pp_group(r))?,
-            dp: self.new_group("dp", &grid.dp_group(r))?,
+            tp: self.new_group_as("tp", &grid.tp_group(r), Some("tensor-parallel rank"))?,
+            pp: self.new_group_as("pp", &grid.pp_group(r), Some("pipeline stage"))?,
+            dp: self.new_group_as("dp", &grid.dp_group(r), Some("data-parallel rank"))?,
         })
     }
 

@@ -85,6 +85,15 @@ pub enum CommError {
     /// The communicator failed before; every later call fails with this.
     #[error("this communicator is broken by an earlier failure ({0}); create a new one")]
     Broken(String),
+    /// An error of a sub-group (tensor-parallel, pipeline, data-parallel, ...) whose peers
+    /// are named by world rank, with the blamed peer's role in the group.
+    #[error("{error} ({role})")]
+    InGroup {
+        /// The error, its ranks world ranks.
+        error: Box<CommError>,
+        /// Who the blamed peer is: "world rank 3 is tensor-parallel rank 1 of group [2, 3]".
+        role: String,
+    },
     /// An operating-system call failed.
     #[error("{context}: {source}")]
     Io {
@@ -102,9 +111,19 @@ impl CommError {
         CommError::Io { context: context.into(), source }
     }
 
-    /// The rank this error blames, if it blames one.
+    /// The error without the group context of [`CommError::InGroup`]: the one to match on.
+    pub fn root(&self) -> &CommError {
+        match self {
+            CommError::InGroup { error, .. } => error.root(),
+            e => e,
+        }
+    }
+
+    /// The rank this error blames, if it blames one (a world rank for [`CommError::InGroup`],
+    /// else a rank of the communicator that failed).
     pub fn culprit(&self) -> Option<usize> {
         match self {
+            CommError::InGroup { error, .. } => error.culprit(),
             CommError::Timeout { peer, .. }
             | CommError::PeerLost { peer, .. }
             | CommError::Mismatch { peer, .. }
@@ -141,6 +160,7 @@ impl AbortReason {
             CommError::Timeout { .. } => AbortReason::Timeout,
             CommError::Malformed { .. } => AbortReason::Malformed,
             CommError::PeerFailed { reason, .. } => *reason,
+            CommError::InGroup { error, .. } => AbortReason::of(error),
             _ => AbortReason::Failed,
         }
     }
@@ -166,6 +186,47 @@ impl std::fmt::Display for AbortReason {
             AbortReason::Malformed => "it sent a malformed message",
             AbortReason::Failed => "an error on the reporting rank",
         })
+    }
+}
+
+/// How the members of a sub-group are named in its errors: by world rank, with their role.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerNames {
+    /// World rank of each member, by index in the group.
+    pub world: Vec<usize>,
+    /// Role of each member, by index in the group ("tensor-parallel rank 1 of group [2, 3]").
+    pub roles: Vec<String>,
+}
+
+impl PeerNames {
+    /// Rewrites `err`, whose ranks are indices in this group, to name world ranks, and wraps
+    /// it in [`CommError::InGroup`] with the blamed peer's role. Errors that name no peer
+    /// come back unchanged.
+    pub fn name(&self, err: CommError) -> CommError {
+        let w = |p: usize| self.world.get(p).copied().unwrap_or(p);
+        let (named, blamed) = match err {
+            CommError::Timeout { op, peer, waited } => {
+                (CommError::Timeout { op, peer: w(peer), waited }, peer)
+            }
+            CommError::PeerLost { op, peer, detail } => {
+                (CommError::PeerLost { op, peer: w(peer), detail }, peer)
+            }
+            CommError::PeerFailed { op, culprit, reporter, reason } => {
+                (CommError::PeerFailed { op, culprit: w(culprit), reporter: w(reporter), reason }, culprit)
+            }
+            CommError::Mismatch { peer, local, remote } => {
+                (CommError::Mismatch { peer: w(peer), local, remote }, peer)
+            }
+            CommError::Malformed { op, peer, detail } => {
+                (CommError::Malformed { op, peer: w(peer), detail }, peer)
+            }
+            other => return other,
+        };
+        let role = match self.roles.get(blamed) {
+            Some(role) => format!("world rank {} is {role}", w(blamed)),
+            None => format!("rank {blamed} of a group of {}", self.world.len()),
+        };
+        CommError::InGroup { error: Box::new(named), role }
     }
 }
 

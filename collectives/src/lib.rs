@@ -28,7 +28,7 @@ pub mod wait;
 pub use communicator::{Communicator, ParallelGroups};
 pub use config::{CommConfig, LargeAllReduce};
 pub use element::{Combine, DType, Element, HostCombine, ReduceOp};
-pub use error::{AbortReason, CommError, Result};
+pub use error::{AbortReason, CommError, PeerNames, Result};
 pub use grid::{GridCoords, RankGrid};
 pub use shared_buffer::SharedBuffer;
 pub use transport::inproc::InprocFabric;

@@ -305,3 +305,35 @@ fn ranks_asking_for_different_grids_fail_naming_the_size() {
         );
     }
 }
+
+/// In sub-groups, survivors name a stopped peer by its world rank and its role in the group,
+/// not by its index in the group.
+#[test]
+fn sub_group_errors_name_world_ranks_and_roles() {
+    let config = CommConfig { timeout: std::time::Duration::from_secs(5), ..CommConfig::default() };
+    // TP 2 x PP 2: TP groups [0, 1], [2, 3]; pipeline groups [0, 2], [1, 3].
+    let outs = run(4, config, |mut world| {
+        let grid = RankGrid::new(2, 2, 1, 4)?;
+        let mut g = world.parallel_groups(&grid)?;
+        if world.rank() == 3 {
+            return Ok(()); // stops before its groups' first collective
+        }
+        let mut buf = vec![1.0f32; 64];
+        g.tp.all_reduce(&mut buf, ReduceOp::Sum)?;
+        g.pp.all_reduce(&mut buf, ReduceOp::Sum)
+    });
+    let expect = [
+        (0, 2, "world rank 2 is pipeline stage 1 of group [0, 2]"),
+        (1, 3, "world rank 3 is pipeline stage 1 of group [1, 3]"),
+        (2, 3, "world rank 3 is tensor-parallel rank 1 of group [2, 3]"),
+    ];
+    for (rank, culprit, role) in expect {
+        let err = outs[rank].as_ref().expect_err("a survivor must fail");
+        let text = err.to_string();
+        assert_eq!(err.culprit(), Some(culprit), "rank {rank}: {text}");
+        assert!(text.contains(role), "rank {rank}: {text}");
+        assert!(text.contains(&format!("rank {culprit}")), "rank {rank}: {text}");
+        assert!(matches!(err, CommError::InGroup { .. }), "rank {rank}: {text}");
+    }
+    outs[3].as_ref().expect("the stopped rank returns Ok");
+}

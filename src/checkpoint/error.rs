@@ -8,6 +8,14 @@ use crate::model::ConfigError;
 /// `source()`: a report that prints the chain (`{:#}`) would otherwise say it twice.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
+    /// Another live run holds the `--save` directory's lock.
+    #[error("--save {dir}: another run is saving checkpoints there ({holder}); give this run its own directory, or stop that one first")]
+    SaveDirInUse {
+        /// The `--save` directory.
+        dir: PathBuf,
+        /// The holder as its lock file names it: "pid 1234 on host".
+        holder: String,
+    },
     /// A file could not be read or written.
     #[error("{path}: {cause}")]
     Io {

@@ -5,6 +5,7 @@ mod atomic;
 mod error;
 pub mod hf;
 pub mod llmc;
+mod lock;
 mod state;
 mod tensors;
 
@@ -12,5 +13,6 @@ pub use atomic::{check_writable_dir, clean_stale_temporaries, sync_dir, write_fi
 pub use error::CheckpointError;
 pub use hf::{export_hf, export_hf_as};
 pub use llmc::{read_llmc_model, write_llmc_model};
+pub use lock::{lock_save_dir, SaveDirLock, LOCK_FILE};
 pub use state::{latest_checkpoint, list_checkpoints, prune_checkpoints, step_dir, AdamWMoments, Checkpoint};
 pub use tensors::checksum;

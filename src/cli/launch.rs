@@ -2,6 +2,7 @@
 
 use anyhow::Context;
 use clap::Args;
+use std::time::Duration;
 use trident_collectives::launch::{self, LaunchOptions};
 
 /// `trident launch`: the ranks of this node and the rendezvous, as torchrun's flags name
@@ -24,6 +25,11 @@ pub struct LaunchArgs {
     /// Rendezvous port (default: a free one; a multi-node launch must give it).
     #[arg(long)]
     pub master_port: Option<u16>,
+    /// On SIGTERM or SIGINT the launcher forwards the signal to every rank and waits this
+    /// many seconds for them to exit (save a checkpoint under `--exit-signal-handler`) before
+    /// it sends SIGKILL; a second signal sends SIGKILL at once.
+    #[arg(long, default_value_t = 30.0)]
+    pub signal_grace_s: f64,
     /// The command each rank runs, after `--`.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -31,11 +37,15 @@ pub struct LaunchArgs {
 
 /// Runs the ranks and returns the exit code of the first that failed (0 when all succeed).
 pub fn run(args: LaunchArgs) -> anyhow::Result<i32> {
+    let signal_grace = Duration::try_from_secs_f64(args.signal_grace_s).map_err(|_| {
+        anyhow::anyhow!("--signal-grace-s {} is not a number of seconds >= 0", args.signal_grace_s)
+    })?;
     let opts = LaunchOptions {
         nnodes: args.nnodes,
         node_rank: args.node_rank,
         master_addr: args.master_addr,
         master_port: args.master_port,
+        signal_grace,
         ..LaunchOptions::default()
     };
     launch::run(args.nproc_per_node, &args.command, &opts)

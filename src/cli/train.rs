@@ -295,6 +295,12 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             )
         })?;
     }
+    // One directory, one run: the process of rank 0 (the writer) holds the directory's lock
+    // until it exits, so a second run there is refused here instead of overwriting this one.
+    let _save_lock = match &args.save {
+        Some(dir) if super::train_run::is_rank_zero() => Some(crate::checkpoint::lock_save_dir(dir)?),
+        _ => None,
+    };
     super::train_run::run(&args, device, config, &dataset, settings, train_iters, start.as_ref())
 }
 

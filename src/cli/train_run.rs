@@ -32,6 +32,14 @@ pub fn launched() -> bool {
     ["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"].iter().any(|v| std::env::var(v).is_ok())
 }
 
+/// Whether this process runs rank 0: it is not launched, or its launcher says rank 0.
+pub fn is_rank_zero() -> bool {
+    ["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok())
+        .is_none_or(|r| r.trim() == "0")
+}
+
 /// Trains `config` on `dataset` for `iters` iterations with the flags' parallel layout:
 /// derives DP from `--world-size` (or the launcher's world), checks the layout and the
 /// memory the run needs, resumes or starts from `start`, then trains every rank and reports
@@ -206,7 +214,10 @@ pub fn run(
     }
     // Every iteration's metrics so far (a resumed run's metrics file included), for the loss
     // curve drawn beside the checkpoints.
+    // Only rank 0 writes them: under a launcher the other processes leave the file alone (a
+    // resumed rank rewriting it would race with rank 0's new lines).
     let (metrics, history) = match &args.metrics_file {
+        Some(_) if !is_rank_zero() => (None, Vec::new()),
         Some(path) if start_iter > 0 => {
             let (writer, kept) = MetricsWriter::resume(path, start_iter)?;
             (Some(Mutex::new(writer)), kept)

@@ -15,7 +15,7 @@ pub trait PeerEcho {
 
 impl PeerEcho for ParallelError {
     fn is_peer_echo(&self) -> bool {
-        matches!(self, ParallelError::Comm(c) if matches!(**c,
+        matches!(self, ParallelError::Comm(c) if matches!(c.root(),
             CommError::PeerFailed { .. } | CommError::PeerLost { .. } | CommError::Timeout { .. } | CommError::Broken(_)))
     }
 }

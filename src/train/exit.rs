@@ -4,7 +4,9 @@
 //!
 //! The signal handler only records which signal came (an atomic store, which is
 //! async-signal-safe); the training loop looks at the record after each step. It is installed
-//! with `SA_RESETHAND`, so a second Ctrl-C ends the process at once, as without the handler.
+//! with `SA_RESETHAND`, so a second Ctrl-C ends the process at once, as without the handler;
+//! except under `trident launch`, which forwards one signal, may deliver a copy of one the
+//! whole job got, and sends SIGKILL itself on a second signal or after its grace period.
 
 use std::fmt;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -18,13 +20,17 @@ extern "C" fn record(signal: libc::c_int) {
 
 /// Makes SIGTERM and SIGINT ask the run to stop at the next step boundary.
 pub fn install_signal_handler() -> std::io::Result<()> {
+    let under_launcher = trident_collectives::launch::parent_is_launcher();
     for signal in [libc::SIGTERM, libc::SIGINT] {
         // SAFETY: `sigaction` is given a zeroed, then filled, struct that outlives the call;
         // the handler only stores to an atomic, which is async-signal-safe.
         let rc = unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = record as extern "C" fn(libc::c_int) as usize;
-            action.sa_flags = libc::SA_RESETHAND;
+            // Under `trident launch` a second signal is often the same stop twice (a
+            // scheduler signals the whole job and the launcher forwards its copy); the
+            // launcher sends SIGKILL when the stop must be hurried.
+            action.sa_flags = if under_launcher { 0 } else { libc::SA_RESETHAND };
             libc::sigemptyset(&mut action.sa_mask);
             libc::sigaction(signal, &action, std::ptr::null_mut())
         };

@@ -6,7 +6,7 @@ pub mod doubling;
 pub mod ring;
 
 use crate::element::{DType, Element, ReduceOp};
-use crate::error::{AbortReason, CommError, Result};
+use crate::error::{AbortReason, CommError, PeerNames, Result};
 use crate::frame::{FrameType, Header, OpKind};
 use crate::sink::Sink;
 use crate::transport::{Incoming, Outgoing, Transport};
@@ -26,6 +26,8 @@ pub struct Link {
     pub timeout: Duration,
     /// Why the communicator broke, once it has: every later call fails with it.
     pub broken: Option<String>,
+    /// In a sub-group: the world ranks and roles its errors name peers by.
+    pub names: Option<std::sync::Arc<PeerNames>>,
 }
 
 /// What one side of a step receives: from `peer`, `len` bytes, into `sink`.
@@ -101,10 +103,15 @@ impl Link {
         self.transport.exchange(outgoing, incoming, self.timeout).map_err(|err| self.fail(op, err))
     }
 
-    /// Breaks the communicator over `err`, raised during `op`, and tells the peers.
+    /// Breaks the communicator over `err`, raised during `op`, and tells the peers. In a
+    /// sub-group the error comes back naming world ranks and the blamed peer's role.
     pub fn fail(&mut self, op: &Header, err: CommError) -> CommError {
         let culprit = err.culprit().unwrap_or(self.rank);
         self.transport.abort(op, culprit, AbortReason::of(&err));
+        let err = match &self.names {
+            Some(names) => names.name(err),
+            None => err,
+        };
         self.broken = Some(err.to_string());
         err
     }
