@@ -1,7 +1,8 @@
 //! Keeps `perfmodel/resources.tsv` — every kernel's registers and static shared memory per
 //! `ptxas` target, which the time model reads — in step with the embedded machine code. Reads
-//! the table `build.rs` made from its `ptxas -v` reports (`trident::kernels::RESOURCES`), for each target the model predicts (sm_80 for A100,
-//! sm_86 for the RTX A6000, sm_90 for H100/H200) and fails when the checked-in table differs.
+//! the table `build.rs` made from its `ptxas -v` reports (`trident::kernels::RESOURCES`) for
+//! each target the model predicts (sm_80 for A100, sm_86 for the RTX A6000, sm_90 for
+//! H100/H200) and fails when the checked-in table differs.
 //! `TRIDENT_UPDATE_RESOURCES=1` rewrites the table instead.
 //!
 //! Where `ptxas` was missing at build time the test says it skipped, except under `CI`.
