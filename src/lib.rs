@@ -16,6 +16,7 @@
 //! feature.
 
 pub use trident_collectives as collectives;
+pub use trident_data as data;
 pub use trident_ops as ops;
 pub use trident_ops::{kernels, launch};
 
@@ -28,7 +29,6 @@ pub use trident_runtime as runtime;
 pub mod checkpoint;
 #[cfg(feature = "cli")]
 pub mod cli;
-pub mod data;
 pub mod device_collectives;
 pub mod kernel_bench;
 pub mod llmc;

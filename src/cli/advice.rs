@@ -4,8 +4,8 @@
 use trident_hardware::HardwareError;
 
 use crate::checkpoint::CheckpointError;
-use crate::data::DataError;
 use crate::ops::OpsError;
+use trident_data::DataError;
 
 /// An error and the advice the command line gives with it; it prints as the error's whole
 /// chain (`{:#}`) followed by the advice.

@@ -7,9 +7,9 @@ use clap::Args;
 
 use super::common::{checkpoint_dir, open_device, DeviceArg};
 use crate::checkpoint::Checkpoint;
-use crate::data::{DataSpec, Tokenizer, TokenizerKind};
 use crate::model::{generate, init::NormalRng, Gpt, SamplingParams};
 use crate::ops::OpsContext;
+use trident_data::{DataSpec, Tokenizer, TokenizerKind};
 
 /// `trident sample`: the checkpoint to load and how to sample from it.
 #[derive(Args, Debug)]
@@ -59,7 +59,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     let params = SamplingParams { temperature: args.temperature, top_k: args.top_k };
 
     let task = match ck.state.get("data").and_then(|v| v.as_str()).map(|s| DataSpec::parse(s, None)) {
-        Some(Ok(DataSpec::Addition { digits })) => Some(crate::data::AdditionTask::new(digits)?),
+        Some(Ok(DataSpec::Addition { digits })) => Some(trident_data::AdditionTask::new(digits)?),
         _ => None,
     };
     let prompt = match (&args.prompt, &task) {

@@ -214,7 +214,7 @@ fn an_llmc_model_file_trains_like_the_reference_run() {
 fn builtin_data_trains_on_one_problem_per_sequence_by_default() {
     use super::common::Preset;
     use super::train::{batch_shape, DataDefaults};
-    use crate::data::AdditionTask;
+    use trident_data::AdditionTask;
     let args = |flags: &[&str]| {
         let argv = [&["trident", "train"][..], flags].concat();
         match Cli::try_parse_from(argv).unwrap().command {

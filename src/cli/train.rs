@@ -7,11 +7,11 @@ use clap::{Args, ValueEnum};
 
 use super::common::{data_spec, flag, open_device, DeviceArg, Preset, Start};
 use crate::checkpoint::check_writable_dir;
-use crate::data::{AdditionTask, DataOrder, DataSpec, TokenizerKind, DEFAULT_VAL_FRACTION};
 use crate::model::{GptConfig, Precision};
 use crate::optim::AdamWConfig;
 use crate::train::exit::{self, ExitPolicy};
 use crate::train::{DecayStyle, LossScaleConfig, LrSchedule, TrainSettings};
+use trident_data::{AdditionTask, DataOrder, DataSpec, TokenizerKind, DEFAULT_VAL_FRACTION};
 
 /// Sequences per micro-batch on text and shards, when --micro-batch-size is not given.
 const DEFAULT_MICRO_BATCH: usize = 8;

@@ -14,7 +14,6 @@ use serde_json::json;
 use super::common::{data_spec, Start};
 use super::train::TrainArgs;
 use crate::checkpoint::step_dir;
-use crate::data::Dataset;
 use crate::metrics::{IterMetrics, MetricsWriter};
 use crate::model::{
     generate, gpt2_init, init::NormalRng, Gpt, GptConfig, ModelError, ParamLayout, SamplingParams,
@@ -26,6 +25,7 @@ use crate::progress::Progress;
 use crate::train::checkpoint::{self, SavePlan};
 use crate::train::run::{assemble, train_rank, RankData, RankResult, RunSpec};
 use crate::train::{peak_flops, train_flops_per_token, TrainError, TrainSettings, Trainer};
+use trident_data::Dataset;
 
 /// Whether a launcher started this process as one rank of a job.
 pub fn launched() -> bool {

@@ -235,7 +235,7 @@ impl AdditionTask {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{Tokenizer, TokenizerKind};
+    use crate::{Tokenizer, TokenizerKind};
 
     #[test]
     fn lines_read_as_documented() {

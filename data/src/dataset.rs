@@ -334,7 +334,7 @@ fn split_point(len: usize, val_fraction: f64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::write_shard;
+    use crate::write_shard;
 
     #[test]
     fn text_file_splits_off_the_tail() {
@@ -405,8 +405,8 @@ mod tests {
 
     #[test]
     fn addition_windows_are_whole_sequences() {
-        use crate::data::addition::NEWLINE;
-        use crate::data::DataLoader;
+        use crate::addition::NEWLINE;
+        use crate::DataLoader;
         let seed = 0xa11;
         let task = AdditionTask::new(3).unwrap();
         for seq_len in [13, 30] {

@@ -169,7 +169,7 @@ pub fn write_shards(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::SplitMix64;
+    use crate::SplitMix64;
 
     fn tokens(seed: u64, n: usize, vocab: u64) -> Vec<u16> {
         let mut rng = SplitMix64::new(seed);

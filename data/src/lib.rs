@@ -1,5 +1,8 @@
 //! Training data: the built-in addition task, UTF-8 text files, llm.c token shards, and the
 //! loader that cuts them into batches of `B x T` inputs and next-token targets.
+//!
+//! Feature `tokenizer` (on by default): GPT-2's BPE, from `tiktoken-rs`; without it, what needs
+//! the BPE returns [`DataError::MissingFeature`] naming it.
 
 pub mod addition;
 pub mod dataset;

@@ -439,7 +439,7 @@ impl DataLoader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{write_shard, Dataset, TokenizerKind};
+    use crate::{write_shard, Dataset, TokenizerKind};
 
     /// Tokens equal to their position, so a window shows where it came from.
     fn counting_set(n: usize) -> TokenSet {
