@@ -15,6 +15,7 @@
 pub mod calibrate;
 pub mod compare;
 pub mod local;
+pub mod local_search;
 pub mod picture;
 pub mod presets;
 pub mod rank_memory;
@@ -97,6 +98,17 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// The link between nodes a cluster of `gpu` has unless told otherwise: InfiniBand HDR
+    /// for the V100, A100 and MI250X generation, NDR for newer parts, and the in-process link
+    /// for this machine measured as `local-cpu`.
+    pub fn default_inter_link(gpu: &str) -> &'static str {
+        match gpu {
+            "v100" | "a100-40gb" | "a100-80gb" | "mi250x" => "ib-hdr",
+            "local-cpu" => "local-inproc",
+            _ => "ib-ndr",
+        }
+    }
+
     /// GPUs in all: `gpus_per_node x nodes`.
     pub fn world(&self) -> usize {
         self.gpus_per_node * self.nodes

@@ -222,3 +222,31 @@ pub fn explain(ranked: &Ranked) -> Vec<String> {
     }
     lines
 }
+
+/// The source guide's rules of thumb, checked on the winner of `ranked` (which must have one
+/// fitting layout; none gives no lines): TP = GPUs per node (and, when that loses, the fastest
+/// layout that has it and what it loses by), and PP at most a quarter of the layers.
+pub fn recommendations(problem: &Problem, ranked: &Ranked) -> Vec<String> {
+    let Some(best) = ranked.fitting.first() else { return Vec::new() };
+    let (l, gpn, layers) = (best.layout, problem.cluster.gpus_per_node, problem.model.layers);
+    let tp = if l.tp == gpn {
+        format!("TP = GPUs per node ({gpn}): yes")
+    } else {
+        match ranked.fitting.iter().find(|p| p.layout.tp == gpn) {
+            Some(other) => {
+                format!("TP = GPUs per node ({gpn}): no, TP {} wins: {}", l.tp, difference(best, other))
+            }
+            None => format!("TP = GPUs per node ({gpn}): no layout with TP {gpn} fits or divides the model"),
+        }
+    };
+    let pp = if l.pp * 4 <= layers {
+        format!("PP at most a quarter of the layers ({}): yes, PP {}", layers / 4, l.pp)
+    } else {
+        format!(
+            "PP at most a quarter of the layers ({}): no, PP {} (fewer stages do not fit or are slower)",
+            layers / 4,
+            l.pp
+        )
+    };
+    vec![tp, pp]
+}

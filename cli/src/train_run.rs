@@ -11,20 +11,20 @@ use trident_runtime::{Device, DeviceKind};
 
 use serde_json::json;
 
-use super::common::{data_spec, Start};
-use super::train::TrainArgs;
-use crate::checkpoint::step_dir;
-use crate::metrics::{IterMetrics, MetricsWriter};
-use crate::model::{
+use crate::common::{data_spec, Start};
+use crate::progress::Progress;
+use crate::train_args::TrainArgs;
+use trident::checkpoint::step_dir;
+use trident::metrics::{IterMetrics, MetricsWriter};
+use trident::model::{
     generate, gpt2_init, init::NormalRng, Gpt, GptConfig, ModelError, ParamLayout, SamplingParams,
 };
-use crate::ops::OpsContext;
-use crate::parallel::{run_ranks, Interleaved, ModelShape, ParallelConfig};
-use crate::plot::plot_metrics;
-use crate::progress::Progress;
-use crate::train::checkpoint::{self, SavePlan};
-use crate::train::run::{assemble, train_rank, RankData, RankResult, RunSpec};
-use crate::train::{peak_flops, train_flops_per_token, TrainError, TrainSettings, Trainer};
+use trident::ops::OpsContext;
+use trident::parallel::{run_ranks, Interleaved, ModelShape, ParallelConfig};
+use trident::plot::plot_metrics;
+use trident::train::checkpoint::{self, SavePlan};
+use trident::train::run::{assemble, train_rank, RankData, RankResult, RunSpec};
+use trident::train::{peak_flops, train_flops_per_token, TrainError, TrainSettings, Trainer};
 use trident_data::Dataset;
 
 /// Whether a launcher started this process as one rank of a job.
@@ -100,7 +100,7 @@ pub fn run(
     let micro_batches = par.validate(shape, settings.micro_batch, global_batch)?;
     let settings = TrainSettings { global_batch, ..settings };
     if device.is_host() {
-        let storage = crate::train::Storage::of(&device, settings.precision);
+        let storage = trident::train::Storage::of(&device, settings.precision);
         let mut need = if world_size == 1 {
             // One rank on the Cpu splits each micro-batch into one share of rows per core.
             let lanes = if device.kind() == trident_runtime::DeviceKind::Cpu {
@@ -110,9 +110,9 @@ pub fn run(
             };
             let saves = args.save.is_some();
             let (b, t) = (settings.micro_batch, settings.seq_len);
-            crate::train::MemoryNeed::single(&config, b, t, lanes, saves, storage)?
+            trident::train::MemoryNeed::single(&config, b, t, lanes, saves, storage)?
         } else {
-            crate::train::MemoryNeed::parallel_rank(
+            trident::train::MemoryNeed::parallel_rank(
                 &config,
                 par.tp,
                 par.pp,
@@ -131,7 +131,7 @@ pub fn run(
         } else {
             world_size as u64
         };
-        if let Some((available, source)) = crate::train::available_memory() {
+        if let Some((available, source)) = trident::train::available_memory() {
             need.check(local_ranks, available, source, world_size > 1)?;
         }
     }
@@ -200,14 +200,14 @@ pub fn run(
         if par.sequence_parallel && par.tp > 1 { ", sequence parallel" } else { "" },
         if par.virtual_stages > 1 { format!(", interleaved over {} chunks per stage", par.virtual_stages) } else { String::new() },
         match par.recompute {
-            crate::parallel::Recompute::None => "",
-            crate::parallel::Recompute::Full => ", full recomputation",
-            crate::parallel::Recompute::Selective => ", selective recomputation",
+            trident::parallel::Recompute::None => "",
+            trident::parallel::Recompute::Full => ", full recomputation",
+            trident::parallel::Recompute::Selective => ", selective recomputation",
         },
         );
         if settings.precision.format().is_some() && !matches!(device, Device::Cpu) {
             let hs = config.channels / config.num_heads;
-            let path = crate::ops::mixed::flash_attention_refusal(&device, settings.precision.format(), hs)
+            let path = trident::ops::mixed::flash_attention_refusal(&device, settings.precision.format(), hs)
                 .map_or("flash attention".to_string(), |why| format!("the f32 kernel ({why})"));
             eprintln!("trident train: linear layers on the tensor-core GEMM, attention on {path}");
         }
@@ -266,7 +266,7 @@ pub fn run(
             );
             last.set(Instant::now());
         };
-        let mut on_step = |t: &Trainer, s: &crate::train::StepStats, val_loss: Option<f32>| {
+        let mut on_step = |t: &Trainer, s: &trident::train::StepStats, val_loss: Option<f32>| {
             let Some(p) = progress.as_mut() else { return };
             let now = Instant::now();
             let tokens_per_s = tokens_per_step / now.duration_since(last.get()).as_secs_f64().max(1e-9);
@@ -329,20 +329,20 @@ pub fn run(
     };
     let elapsed = started.elapsed().as_secs_f64();
     report(&results, &schedule, tokens_per_step, elapsed, (&config, settings.seq_len), &device);
-    crate::plan::compare::print_summary(device.kind(), &spec, &results, elapsed);
+    trident::plan::compare::print_summary(device.kind(), &spec, &results, elapsed);
     let steps = results.first().map_or(0, |r| r.steps.len());
     if device.kind() != DeviceKind::Cpu
-        && settings.precision == crate::model::Precision::Bf16
+        && settings.precision == trident::model::Precision::Bf16
         && world_size == 1
         && steps > 0
     {
-        let shape = crate::kernel_bench::step::StepShape {
+        let shape = trident_bench::step::StepShape {
             config,
             micro_batch: settings.micro_batch,
             seq_len: settings.seq_len,
             micro_batches: settings.accumulation_steps()?,
         };
-        for line in crate::kernel_bench::step::run_summary(&device, &shape, Some(elapsed / steps as f64)) {
+        for line in trident_bench::step::run_summary(&device, &shape, Some(elapsed / steps as f64)) {
             println!("{line}");
         }
     }
@@ -473,7 +473,10 @@ fn training_flags(
             "--data (tokens)",
             format!("{} training, {} validation", dataset.train.total_tokens(), dataset.val.total_tokens()),
         ),
-        ("the initial weights (--load, --seed)", format!("CRC-32 {:08x}", crate::checkpoint::checksum(init))),
+        (
+            "the initial weights (--load, --seed)",
+            format!("CRC-32 {:08x}", trident::checkpoint::checksum(init)),
+        ),
     ];
     pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
 }

@@ -1,12 +1,22 @@
-//! The `trident` command line.
+//! The `trident` command line: `train`, `sample`, `launch`, `bench` and `plan`, each a module
+//! of its flags and the code that runs them (the binary is `src/main.rs`).
+//!
+//! The commands import the library (`trident`) and [`common`], never each other; `train`'s
+//! flags ([`train_args`]) are shared by the run ([`train_run`]) and the dry run ([`dry_run`]).
+//!
+//! Features, all on by default and forwarded to `trident`: `cuda` (the kernels' PTX),
+//! `tokenizer` (GPT-2's BPE), `plots` (PNG pictures).
 
 mod advice;
 pub mod bench;
 pub mod common;
+pub mod dry_run;
 pub mod launch;
 pub mod plan;
+pub mod progress;
 pub mod sample;
 pub mod train;
+pub mod train_args;
 pub mod train_run;
 
 use clap::{Parser, Subcommand};
@@ -29,7 +39,7 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum Command {
     /// Train a GPT-2 model (Megatron-LM flag names).
-    Train(train::TrainArgs),
+    Train(train_args::TrainArgs),
     /// Generate text from a checkpoint; on the built-in data set, also score the task.
     Sample(sample::SampleArgs),
     /// Start local ranks of a command, as torchrun does: `trident launch --nproc-per-node N -- CMD...`.

@@ -5,7 +5,7 @@
 use trident_kernels::designs::sgemm::{SMEM_TILE, TILED_1D, TILED_2D};
 use trident_runtime::{Arg, Device, LaunchConfig, Module, View, ViewMut};
 
-use crate::launch::LaunchError;
+use trident::launch::LaunchError;
 
 /// One of the SGEMM worklog's designs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

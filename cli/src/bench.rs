@@ -100,9 +100,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<i32> {
 }
 
 fn kernels(a: KernelsArgs) -> anyhow::Result<i32> {
-    use crate::kernel_bench::{self as kb, Ceilings, Row};
-    use crate::runtime::Device;
     use anyhow::Context;
+    use trident::runtime::Device;
+    use trident_bench::{self as kb, Ceilings, Row};
     use trident_perfmodel::Target;
 
     let cases: Vec<kb::Case> = kb::suite()

@@ -8,10 +8,10 @@
 //! scaled), predicts it for a GPU with the time model and sums, times how often the step
 //! makes it. The model FLOPs over that time is the step's predicted MFU.
 //!
-//! The list is written out by hand, so a test (`tests/step_prediction.rs`) holds it to the
+//! The list is written out by hand, so a test (`bench/tests/step_prediction.rs`) holds it to the
 //! trainer: for small models it must name the same kernels with the same grids, blocks and
 //! shared memory, launch for launch, as the emulator records for a real step of
-//! [`crate::train::Trainer`]. A change of the trainer's launches fails that test until the
+//! [`trident::train::Trainer`]. A change of the trainer's launches fails that test until the
 //! list follows.
 //!
 //! The tensor-core GEMM cases run without their bias and residual operands (the suite's
@@ -25,10 +25,10 @@ use trident_runtime::{record_launches, set_block_sample, BlockSample, Buffer, De
 
 use super::memory::VecOp;
 use super::{filled, filled_bf16, predict_launches, Bench, Case, FlashStep, Op, TcOut};
-use crate::launch::{self, EncoderShape, FlashAttentionShape, GemmTc, HalfType};
-use crate::model::{GptConfig, ShardLayout, ShardPlace};
-use crate::ops::{HalfFormat, OpsContext};
-use crate::optim::{AdamW, AdamWConfig};
+use trident::launch::{self, EncoderShape, FlashAttentionShape, GemmTc, HalfType};
+use trident::model::{GptConfig, ShardLayout, ShardPlace};
+use trident::ops::{HalfFormat, OpsContext};
+use trident::optim::{AdamW, AdamWConfig};
 
 /// The step a prediction is for: a model, its micro-batch and how many micro-batches a step
 /// accumulates (one rank: no tensor, pipeline or data parallelism).
@@ -82,8 +82,8 @@ impl StepShape {
     /// Model FLOPs of the step: the trainer's count (`6 N` per token plus attention's
     /// `12 L C T`, see `train::flops`).
     pub fn model_flops(&self) -> f64 {
-        let params = crate::model::ParamLayout::new(self.config).len();
-        crate::train::train_flops_per_token(&self.config, params, self.seq_len) * self.tokens() as f64
+        let params = trident::model::ParamLayout::new(self.config).len();
+        trident::train::train_flops_per_token(&self.config, params, self.seq_len) * self.tokens() as f64
     }
 }
 
@@ -310,7 +310,7 @@ impl Extra {
             }
             Extra::GradNorm { layout } => {
                 let grads = filled(dev, layout.len(), 1)?;
-                let ranges = crate::train::norm_ranges(layout, 0..layout.len());
+                let ranges = trident::train::norm_ranges(layout, 0..layout.len());
                 counted(|| launch::sum_squares_ranges(k, &grads.view(..)?, &ranges).map(drop))?
             }
             Extra::AdamW { layout } => {

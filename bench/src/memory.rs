@@ -6,7 +6,7 @@ use trident_perfmodel::Workload;
 use trident_runtime::{Buffer, Device};
 
 use super::{filled, filled_bf16, Bench, Op, GPT2_C, GPT2_TC_ROWS, GPT2_V, GPT2_VP};
-use crate::launch::{self, AdamW, HalfFormat, Kernels, LaunchError};
+use trident::launch::{self, AdamW, HalfFormat, Kernels, LaunchError};
 
 /// GPT-2 small's parameters, as the AdamW case counts them.
 const GPT2_PARAMS: usize = 124_475_904;

@@ -1,6 +1,7 @@
 //! `trident plan`: memory, time and throughput of a training layout on a cluster, and a search
-//! over the layouts (the model is in `crate::plan` and docs/PLAN.md).
+//! over the layouts (the model is in `trident::plan` and docs/PLAN.md).
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -9,11 +10,12 @@ use clap::Args;
 use serde_json::json;
 use trident_hardware::{Hardware, GIB};
 
-use crate::parallel::{ParallelConfig, Recompute};
-use crate::plan::local::{self, LocalRun};
-use crate::plan::report::{detail, plan_json, problem_json, table, Costing};
-use crate::plan::search::{explain, search, Space};
-use crate::plan::{
+use trident::parallel::Recompute;
+use trident::plan::local;
+use trident::plan::local_search::{local_run, time_layouts, trainer_bytes, SEARCH_BUDGET};
+use trident::plan::report::{detail, plan_json, problem_json, table, Costing};
+use trident::plan::search::{explain, recommendations, search, Space};
+use trident::plan::{
     calibrate, evaluate, implied_efficiency, picture, preset, training_flops, Cluster, Layout, ModelShape,
     Options, PipelineCache, Plan, Precision, Problem,
 };
@@ -156,7 +158,7 @@ impl PlanArgs {
                 else {
                     bail!(
                         "give --model (one of: {}) or all of --num-layers, --hidden-size and --num-attention-heads",
-                        crate::plan::preset_names().join(", ")
+                        trident::plan::preset_names().join(", ")
                     );
                 };
                 ModelShape {
@@ -291,11 +293,7 @@ pub fn problem(args: &PlanArgs) -> anyhow::Result<(Problem, Option<calibrate::Me
         .link(args.intra_node_link.as_deref().unwrap_or(&gpu.gpu_link))
         .context("--intra-node-link")?
         .clone();
-    let default_inter = match gpu.name.as_str() {
-        "v100" | "a100-40gb" | "a100-80gb" | "mi250x" => "ib-hdr",
-        "local-cpu" => "local-inproc",
-        _ => "ib-ndr",
-    };
+    let default_inter = Cluster::default_inter_link(&gpu.name);
     let inter = hw
         .link(args.inter_node_link.as_deref().unwrap_or(default_inter))
         .context("--inter-node-link")?
@@ -348,164 +346,14 @@ fn virtual_stages(args: &PlanArgs, model: &ModelShape, pp: usize) -> anyhow::Res
     Ok(Some(per_stage / per))
 }
 
-/// The source document's rules of thumb, checked on the winner; when TP = GPUs per node loses,
-/// the fastest layout that has it and what it loses by.
-fn recommendations(problem: &Problem, ranked: &crate::plan::search::Ranked) -> Vec<String> {
-    let best = &ranked.fitting[0];
-    let (l, gpn, layers) = (best.layout, problem.cluster.gpus_per_node, problem.model.layers);
-    let tp = if l.tp == gpn {
-        format!("TP = GPUs per node ({gpn}): yes")
-    } else {
-        match ranked.fitting.iter().find(|p| p.layout.tp == gpn) {
-            Some(other) => format!(
-                "TP = GPUs per node ({gpn}): no, TP {} wins: {}",
-                l.tp,
-                crate::plan::search::difference(best, other)
-            ),
-            None => format!("TP = GPUs per node ({gpn}): no layout with TP {gpn} fits or divides the model"),
-        }
-    };
-    let pp = if l.pp * 4 <= layers {
-        format!("PP at most a quarter of the layers ({}): yes, PP {}", layers / 4, l.pp)
-    } else {
-        format!(
-            "PP at most a quarter of the layers ({}): no, PP {} (fewer stages do not fit or are slower)",
-            layers / 4,
-            l.pp
-        )
-    };
-    vec![tp, pp]
-}
-
 /// Prints the plan of one layout (memory per GPU, step time, throughput; PREDICTED by the
 /// planner's model), or with `--search` the layouts ranked.
 pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     run_with(args, None)
 }
 
-/// How long `--calibrate --search` measures each layout: one round of 3 repetitions (one
-/// layout's `--calibrate` takes 3 rounds of 5), so that a search of a hundred small layouts
-/// takes seconds, not minutes.
-const SEARCH_BUDGET: local::Budget = local::Budget { reps: 3, rounds: 1 };
-
-/// The bytes the trainer holds on `run`'s largest rank (every buffer it allocates, counted in
-/// closed form: [`crate::plan::rank_memory::rank_bytes`]), so that a layout is refused before
-/// its ops are timed rather than by a failed allocation.
-fn trainer_bytes(run: &LocalRun) -> anyhow::Result<f64> {
-    let mut most = 0usize;
-    for stage in 0..run.par.pp {
-        let bytes = crate::plan::rank_memory::rank_bytes(run, 0, stage, 0).map_err(anyhow::Error::msg)?;
-        most = most.max(bytes.total());
-    }
-    Ok(most as f64)
-}
-
-/// `--calibrate --search`: every layout whose trainer fits this machine's share per rank
-/// ([`trainer_bytes`]), its real ops timed here and its step simulated (as [`local::measure`]
-/// and [`local::predict`] do for one layout), then ranked again by the simulated iteration;
-/// layouts the local trainer cannot run are left out. Returns how many were timed.
-fn time_layouts(
-    problem: &Problem,
-    ranked: &mut crate::plan::search::Ranked,
-    config: Option<crate::model::GptConfig>,
-) -> anyhow::Result<usize> {
-    use std::io::IsTerminal;
-    // The rate model's memory counts a GPU's reserved bytes; the trainer's own count decides.
-    let mut candidates = std::mem::take(&mut ranked.fitting);
-    candidates.append(&mut ranked.too_big);
-    let (mut runnable, mut least) = (Vec::with_capacity(candidates.len()), None::<(f64, f64)>);
-    for plan in candidates {
-        let run = local_run(problem, &plan.layout, config)?;
-        if run.validate().is_err() {
-            continue;
-        }
-        let need = trainer_bytes(&run)?;
-        if need <= plan.memory_limit {
-            runnable.push((plan, run));
-        } else if least.is_none_or(|(n, _)| need < n) {
-            least = Some((need, plan.memory_limit));
-        }
-    }
-    let n = runnable.len();
-    if n == 0 {
-        return Err(match least {
-            Some((need, limit)) => anyhow::anyhow!(
-                "--calibrate --search: no layout of {} fits this machine's trainer: the least needs {:.2} GiB on \
-                 its largest rank, and each of the --gpus-per-node ranks gets {:.2} GiB; pick a smaller model",
-                problem.model.name,
-                need / GIB,
-                limit / GIB
-            ),
-            None => anyhow::anyhow!(
-                "--calibrate --search: the local trainer runs none of the layouts of {} (their layers, batch and \
-                 sequence do not split over the ranks)",
-                problem.model.name
-            ),
-        });
-    }
-    // Progress on a terminal only, so that a log keeps the plan alone.
-    let progress = std::io::stderr().is_terminal();
-    let mut timed = Vec::with_capacity(n);
-    for (k, (plan, run)) in runnable.into_iter().enumerate() {
-        if progress {
-            eprint!("\rtiming layout {} of {n}: {:<40}", k + 1, plan.layout.label());
-        }
-        let costs = local::measure(&run, SEARCH_BUDGET)?;
-        let prediction = local::predict(&run, &costs).map_err(anyhow::Error::msg)?;
-        let mut plan = plan;
-        local::apply(&mut plan, &run, &prediction);
-        timed.push(plan);
-    }
-    if progress {
-        eprintln!();
-    }
-    timed.sort_by(|a, b| a.time.total.total_cmp(&b.time.total));
-    let count = timed.len();
-    let (fitting, too_big): (Vec<_>, Vec<_>) = timed.into_iter().partition(|p| p.fits);
-    ranked.fitting = fitting;
-    ranked.too_big.extend(too_big);
-    Ok(count)
-}
-
-/// The local run `--calibrate` times for one layout: `config` when the caller has the
-/// trainer's own (`trident train --dry-run`), else the flags' shape; the vocabulary padded as
-/// `trident train` pads it for the layout's TP (a multiple of 128 x TP).
-fn local_run(
-    problem: &Problem,
-    layout: &Layout,
-    config: Option<crate::model::GptConfig>,
-) -> anyhow::Result<LocalRun> {
-    let m = &problem.model;
-    let config = match config {
-        Some(c) => c,
-        None => crate::model::GptConfig::new(m.seq_len, m.vocab, m.layers, m.heads, m.hidden, 128)?,
-    };
-    let config = crate::model::GptConfig {
-        padded_vocab_size: crate::train::checkpoint::padded_vocab_for(&config, layout.tp),
-        ..config
-    };
-    let precision = match problem.options.precision {
-        Precision::Fp32 => crate::model::Precision::Fp32,
-        Precision::Bf16 => crate::model::Precision::Bf16,
-        Precision::Fp16 => crate::model::Precision::Fp16,
-        Precision::Tf32 => {
-            bail!("--calibrate times Trident's trainer, which has no tf32: use --bf16, --fp16 or neither")
-        }
-    };
-    let par = ParallelConfig {
-        tp: layout.tp,
-        pp: layout.pp,
-        dp: layout.dp,
-        distributed_optimizer: layout.distributed_optimizer,
-        recompute: layout.recompute,
-        sequence_parallel: layout.sequence_parallel,
-        virtual_stages: layout.virtual_stages,
-    };
-    Ok(LocalRun::new(config, par, layout.micro_batch, m.seq_len, problem.global_batch, precision))
-}
-
 /// `run`, with the trainer's model configuration when the caller has it.
-fn run_with(args: PlanArgs, config: Option<crate::model::GptConfig>) -> anyhow::Result<()> {
+pub(crate) fn run_with(args: PlanArgs, config: Option<trident::model::GptConfig>) -> anyhow::Result<()> {
     let (problem, measured) = problem(&args)?;
     let costing = costing(&args)?;
     let world = problem.cluster.world();
@@ -575,7 +423,16 @@ fn run_with(args: PlanArgs, config: Option<crate::model::GptConfig>) -> anyhow::
     } else {
         let mut ranked = search(&problem, &space).map_err(anyhow::Error::msg)?;
         if args.calibrate && ranked.considered > 0 {
-            let timed = time_layouts(&problem, &mut ranked, config)?;
+            // Progress on a terminal only, so that a log keeps the plan alone.
+            let terminal = std::io::stderr().is_terminal();
+            let timed = time_layouts(&problem, &mut ranked, config, |k, n, layout| {
+                if terminal {
+                    eprint!("\rtiming layout {k} of {n}: {:<40}", layout.label());
+                }
+            })?;
+            if terminal {
+                eprintln!();
+            }
             calibrated_search = Some(timed);
         }
         if ranked.considered == 0 {
@@ -655,8 +512,8 @@ fn run_with(args: PlanArgs, config: Option<crate::model::GptConfig>) -> anyhow::
         c.nodes,
         c.gpus_per_node,
         c.gpu.name,
-        crate::plan::report::size(c.gpu.memory_bytes()),
-        crate::plan::report::rate(peak),
+        trident::plan::report::size(c.gpu.memory_bytes()),
+        trident::plan::report::rate(peak),
         c.intra.name,
         c.inter.name
     );
@@ -715,7 +572,7 @@ fn run_with(args: PlanArgs, config: Option<crate::model::GptConfig>) -> anyhow::
                 1e3 * c.optimizer.seconds,
                 1e3 * (c.dp_reduce.seconds + c.dp_gather.seconds),
                 100.0 * p.times.idle_fraction(r),
-                crate::plan::report::size(p.memory[r].total() as f64)
+                trident::plan::report::size(p.memory[r].total() as f64)
             );
         }
     } else if let Some(timed) = calibrated_search {
@@ -790,56 +647,4 @@ fn draw(dir: &Path, problem: &Problem, shown: &[Plan]) -> anyhow::Result<(String
     let tl = dir.join("timeline.png");
     picture::timeline_picture(problem, &shown[0]).map_err(anyhow::Error::msg)?.write_png(&tl)?;
     Ok((mem.display().to_string(), tl.display().to_string()))
-}
-
-/// `trident train --dry-run`: the plan of the configured run on this machine (calibrated),
-/// its `--world-size` ranks as one node, with the run's model (`config`), batch, grid,
-/// interleaving and precision.
-pub fn dry_run(
-    train: &super::train::TrainArgs,
-    config: &crate::model::GptConfig,
-    seq_len: usize,
-    micro_batch: usize,
-    global_batch: usize,
-    precision: crate::model::Precision,
-) -> anyhow::Result<()> {
-    let args = PlanArgs {
-        model: None,
-        num_layers: Some(config.num_layers),
-        hidden_size: Some(config.channels),
-        num_attention_heads: Some(config.num_heads),
-        vocab_size: Some(config.vocab_size),
-        seq_length: Some(seq_len),
-        global_batch_size: Some(global_batch),
-        micro_batch_size: Some(micro_batch),
-        tensor_model_parallel_size: Some(train.tensor_model_parallel_size),
-        pipeline_model_parallel_size: Some(train.pipeline_model_parallel_size),
-        num_layers_per_virtual_pipeline_stage: train.num_layers_per_virtual_pipeline_stage,
-        use_distributed_optimizer: train.use_distributed_optimizer,
-        recompute_granularity: train.recompute_granularity,
-        sequence_parallel: train.sequence_parallel,
-        overlap_grad_reduce: false,
-        bf16: precision == crate::model::Precision::Bf16,
-        fp16: precision == crate::model::Precision::Fp16,
-        tf32: false,
-        unfused_attention: false,
-        gpu: "local-cpu".into(),
-        gpus_per_node: train.world_size.max(1),
-        nodes: 1,
-        intra_node_link: None,
-        inter_node_link: None,
-        hardware: None,
-        reserve_gib: 0.0,
-        search: false,
-        top: 1,
-        train_tokens: 0.0,
-        price_per_gpu_hour: None,
-        node_price: Vec::new(),
-        amortize_years: 3.0,
-        json: false,
-        plots: PathBuf::from("plan"),
-        no_plots: true,
-        calibrate: true,
-    };
-    run_with(args, Some(*config))
 }

@@ -4,11 +4,12 @@
 //! GFLOP/s, and the designs must rank as published. Also checks that the designs compute
 //! `C = alpha A B + beta C` (they are test kernels, but a wrong kernel would validate nothing).
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
-use trident::kernel_bench::designs::SgemmDesign;
-use trident::kernel_bench::Bench;
 use trident::runtime::{Buffer, Device};
+use trident_bench::designs::SgemmDesign;
+use trident_bench::Bench;
 use trident_perfmodel::Target;
 
 /// The designs' predictions on the A6000 at 4096^3: (design, predicted GFLOP/s, bound).

@@ -6,9 +6,9 @@ use anyhow::Context;
 use clap::Args;
 
 use super::common::{checkpoint_dir, open_device, DeviceArg};
-use crate::checkpoint::Checkpoint;
-use crate::model::{generate, init::NormalRng, Gpt, SamplingParams};
-use crate::ops::OpsContext;
+use trident::checkpoint::Checkpoint;
+use trident::model::{generate, init::NormalRng, Gpt, SamplingParams};
+use trident::ops::OpsContext;
 use trident_data::{DataSpec, Tokenizer, TokenizerKind};
 
 /// `trident sample`: the checkpoint to load and how to sample from it.

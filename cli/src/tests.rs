@@ -159,7 +159,7 @@ fn train_runs_tensor_pipeline_and_data_parallel_as_threads() {
 #[test]
 fn an_llmc_model_file_trains_like_the_reference_run() {
     let dir = tempfile::tempdir().unwrap();
-    let files = crate::llmc::write_workdir(dir.path(), &crate::llmc::WorkdirSpec::default()).unwrap();
+    let files = trident::llmc::write_workdir(dir.path(), &trident::llmc::WorkdirSpec::default()).unwrap();
     let data = format!("{},{}", files.train.display(), files.val.display());
     let metrics = dir.path().join("metrics.jsonl");
     let model = files.model.to_str().unwrap();
@@ -196,7 +196,7 @@ fn an_llmc_model_file_trains_like_the_reference_run() {
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["loss"].as_f64().unwrap())
         .collect();
-    let reference = crate::llmc::train_like_llmc(&files, &trident_runtime::Device::Cpu).unwrap();
+    let reference = trident::llmc::train_like_llmc(&files, &trident_runtime::Device::Cpu).unwrap();
     assert_eq!(cli_losses.len(), 3);
     for (step, (&cli, &lib)) in cli_losses.iter().zip(&reference.train).enumerate() {
         let rel = (cli - lib as f64).abs() / lib as f64;
@@ -436,7 +436,7 @@ fn zero_train_iters_with_save_writes_the_initial_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let save = dir.path().join("ck");
     train(&[&SMALL[..], &["--train-iters", "0", "--save", save.to_str().unwrap()]].concat()).unwrap();
-    let ck = crate::checkpoint::Checkpoint::<serde_json::Value>::load(&save.join("step_00000000")).unwrap();
+    let ck = trident::checkpoint::Checkpoint::<serde_json::Value>::load(&save.join("step_00000000")).unwrap();
     assert_eq!(ck.step, 0);
     assert!(ck.params.iter().any(|&p| p != 0.0));
 }

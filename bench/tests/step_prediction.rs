@@ -1,4 +1,4 @@
-//! The step prediction's launch list (`kernel_bench::step`) against the trainer: for small
+//! The step prediction's launch list (`trident_bench::step`) against the trainer: for small
 //! models under `--bf16` on `Emu`, one real optimizer step of `train::Trainer` records its
 //! launches, and the list, each entry counted at its shapes and repeated its count, must make
 //! the same launches — kernel, grid size, block size and shared memory, as many times each.
@@ -8,11 +8,11 @@
 use std::collections::BTreeMap;
 
 use trident::data::{Batch, DataError};
-use trident::kernel_bench::step::{predict_step, step_launches, StepShape};
-use trident::kernel_bench::Bench;
 use trident::model::{gpt2_init, GptConfig, ParamLayout, Precision};
 use trident::optim::AdamWConfig;
 use trident::train::{BatchSource, DecayStyle, LrSchedule, TrainSettings, Trainer};
+use trident_bench::step::{predict_step, step_launches, StepShape};
+use trident_bench::Bench;
 use trident_perfmodel::{Target, Workload};
 use trident_runtime::Device;
 

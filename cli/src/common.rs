@@ -6,9 +6,9 @@ use anyhow::{bail, Context};
 use clap::ValueEnum;
 use trident_runtime::Device;
 
-use crate::checkpoint::llmc::MODEL_MAGIC;
-use crate::checkpoint::{latest_checkpoint, read_llmc_model, Checkpoint};
-use crate::model::GptConfig;
+use trident::checkpoint::llmc::MODEL_MAGIC;
+use trident::checkpoint::{latest_checkpoint, read_llmc_model, Checkpoint};
+use trident::model::GptConfig;
 
 /// `--device`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,7 +116,7 @@ pub enum Start {
         path: PathBuf,
         /// The shape its header gives.
         config: GptConfig,
-        /// Every parameter, in llm.c order ([`ParamLayout`](crate::model::ParamLayout)).
+        /// Every parameter, in llm.c order ([`ParamLayout`](trident::model::ParamLayout)).
         params: Vec<f32>,
     },
 }

@@ -1,10 +1,10 @@
-//! The `trident` command: `train`, `sample`, `launch`, `bench` and `plan` (see [`trident::cli`]).
+//! The `trident` command: `train`, `sample`, `launch`, `bench` and `plan` (see [`trident_cli`]).
 
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    let cli = trident::cli::Cli::parse();
-    match trident::cli::run(cli) {
+    let cli = trident_cli::Cli::parse();
+    match trident_cli::run(cli) {
         Ok(code) => std::process::ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -3,8 +3,8 @@
 
 use trident_hardware::HardwareError;
 
-use crate::checkpoint::CheckpointError;
-use crate::ops::OpsError;
+use trident::checkpoint::CheckpointError;
+use trident::ops::OpsError;
 use trident_data::DataError;
 
 /// An error and the advice the command line gives with it; it prints as the error's whole
@@ -34,10 +34,10 @@ pub(super) fn advise(error: anyhow::Error) -> anyhow::Error {
 /// The error a transparent wrapper holds. `#[error(transparent)]` hands `source()` on to the
 /// wrapped error's own source, so the wrapped error itself never appears in a chain.
 fn wrapped<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a (dyn std::error::Error + 'static)> {
-    use crate::llmc::LlmcError;
-    use crate::model::ModelError;
-    use crate::parallel::ParallelError;
-    use crate::train::TrainError;
+    use trident::llmc::LlmcError;
+    use trident::model::ModelError;
+    use trident::parallel::ParallelError;
+    use trident::train::TrainError;
     if let Some(e) = e.downcast_ref::<TrainError>() {
         return match e {
             TrainError::Model(e) => Some(&**e),
@@ -75,7 +75,8 @@ fn advice(e: &(dyn std::error::Error + 'static)) -> Option<String> {
     if let Some(inner) = wrapped(e) {
         return advice(inner);
     }
-    if let Some(crate::train::TrainError::NonFinite { .. }) = e.downcast_ref::<crate::train::TrainError>() {
+    if let Some(trident::train::TrainError::NonFinite { .. }) = e.downcast_ref::<trident::train::TrainError>()
+    {
         return Some("lower --lr or set --clip-grad".into());
     }
     if let Some(e) = e.downcast_ref::<OpsError>() {
@@ -119,7 +120,7 @@ mod tests {
     #[test]
     fn library_errors_get_the_flag_that_fixes_them_through_transparent_wrappers() {
         let ops = OpsError::Unsupported { op: "attention", device: trident_runtime::DeviceKind::Emu };
-        let wrapped = crate::train::TrainError::from(crate::model::ModelError::from(ops));
+        let wrapped = trident::train::TrainError::from(trident::model::ModelError::from(ops));
         let text = format!("{:#}", advise(anyhow::Error::new(wrapped).context("training")));
         assert_eq!(text, "training: attention is not implemented on emu yet; use --device cpu");
         let data =

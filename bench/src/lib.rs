@@ -23,11 +23,11 @@ use serde::{Deserialize, Serialize};
 use trident_perfmodel::{Prediction, Target, Workload};
 use trident_runtime::{set_block_sample, BlockSample, Buffer, Device, Module};
 
-use crate::launch::{
+use designs::SgemmDesign;
+use trident::launch::{
     self, AdamW, AttentionShape, EncoderShape, FlashAttentionShape, Gemm, GemmTc, GemmTcPlan, HalfType,
     Kernels, Transpose,
 };
-use designs::SgemmDesign;
 
 /// Kernel classes, each with its own ceiling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,7 +55,7 @@ pub enum TcOut {
 /// What one case launches.
 #[derive(Clone, Copy, Debug)]
 pub enum Op {
-    /// [`crate::launch::gemm`] of that shape.
+    /// [`trident::launch::gemm`] of that shape.
     Gemm(Gemm),
     /// The tensor-core GEMM, with the plan its wrapper picks (split-K in the same launch).
     GemmTc(GemmTc, TcOut),
@@ -1129,7 +1129,7 @@ mod tests {
         for c in &cases {
             assert!(c.bytes() > 0, "{}", c.name);
             assert_eq!(c.flops() > 0.0, c.group() != Group::Memory, "{}", c.name);
-            assert!(crate::kernels::module_source()
+            assert!(trident::kernels::module_source()
                 .host_kernels
                 .iter()
                 .flat_map(|g| g.iter())
