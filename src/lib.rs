@@ -6,6 +6,9 @@
 //! - [`collectives`]: communicators and ring algorithms.
 //! - [`ops`] (the `trident-ops` crate): the GPT's tensor ops on any device; [`model`]: the
 //!   GPT-2 model; [`optim`], [`train`]: optimizer and training loop.
+//! - [`plan`] (the `trident-plan` crate): the cluster planner and the pipeline schedules the
+//!   trainer runs (re-exported by [`parallel`]); [`calibrate`]: planning for this machine by
+//!   running the real trainer.
 //! - [`llmc`]: training side by side with llm.c.
 //! - [`data`] (the `trident-data` crate), [`checkpoint`], [`metrics`], [`plot`]: what training
 //!   reads and writes.
@@ -20,6 +23,7 @@ pub use trident_collectives as collectives;
 pub use trident_data as data;
 pub use trident_ops as ops;
 pub use trident_ops::{kernels, launch};
+pub use trident_plan as plan;
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]
@@ -27,6 +31,7 @@ pub use trident_ops::{kernels, launch};
 pub struct ReadmeDoctests;
 pub use trident_runtime as runtime;
 
+pub mod calibrate;
 pub mod checkpoint;
 pub mod device_collectives;
 pub mod llmc;
@@ -34,6 +39,5 @@ pub mod metrics;
 pub mod model;
 pub mod optim;
 pub mod parallel;
-pub mod plan;
 pub mod plot;
 pub mod train;

@@ -53,7 +53,7 @@ pub fn run(
         node_price: Vec::new(),
         amortize_years: 3.0,
         json: false,
-        plots: PathBuf::from("plan"),
+        plots: PathBuf::from("plan-plots"),
         no_plots: true,
         calibrate: true,
     };

@@ -1,5 +1,6 @@
 //! `trident plan`: memory, time and throughput of a training layout on a cluster, and a search
-//! over the layouts (the model is in `trident::plan` and docs/PLAN.md).
+//! over the layouts (the model is the `trident-plan` crate and docs/PLAN.md; `--calibrate` is
+//! `trident::calibrate`).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -10,14 +11,15 @@ use clap::Args;
 use serde_json::json;
 use trident_hardware::{Hardware, GIB};
 
-use trident::parallel::Recompute;
-use trident::plan::local;
-use trident::plan::local_search::{local_run, time_layouts, trainer_bytes, SEARCH_BUDGET};
-use trident::plan::report::{detail, plan_json, problem_json, table, Costing};
-use trident::plan::search::{explain, recommendations, search, Space};
-use trident::plan::{
-    calibrate, evaluate, implied_efficiency, picture, preset, training_flops, Cluster, Layout, ModelShape,
-    Options, PipelineCache, Plan, Precision, Problem,
+use trident::calibrate::local;
+use trident::calibrate::local_search::{local_run, time_layouts, trainer_bytes, SEARCH_BUDGET};
+use trident::calibrate::machine as calibrate;
+use trident_plan::report::{detail, plan_json, problem_json, table, Costing};
+use trident_plan::search::{explain, recommendations, search, Space};
+use trident_plan::Recompute;
+use trident_plan::{
+    evaluate, implied_efficiency, picture, preset, training_flops, Cluster, Layout, ModelShape, Options,
+    PipelineCache, Plan, Precision, Problem,
 };
 
 /// `trident plan`: the model, batch, layout and cluster to cost (every layout flag left
@@ -127,7 +129,7 @@ pub struct PlanArgs {
     #[arg(long)]
     pub json: bool,
     /// Directory for the pictures (memory.png, timeline.png).
-    #[arg(long, default_value = "plan")]
+    #[arg(long, default_value = "plan-plots")]
     pub plots: PathBuf,
     /// Draw no pictures.
     #[arg(long)]
@@ -158,7 +160,7 @@ impl PlanArgs {
                 else {
                     bail!(
                         "give --model (one of: {}) or all of --num-layers, --hidden-size and --num-attention-heads",
-                        trident::plan::preset_names().join(", ")
+                        trident_plan::preset_names().join(", ")
                     );
                 };
                 ModelShape {
@@ -512,8 +514,8 @@ pub(crate) fn run_with(args: PlanArgs, config: Option<trident::model::GptConfig>
         c.nodes,
         c.gpus_per_node,
         c.gpu.name,
-        trident::plan::report::size(c.gpu.memory_bytes()),
-        trident::plan::report::rate(peak),
+        trident_plan::report::size(c.gpu.memory_bytes()),
+        trident_plan::report::rate(peak),
         c.intra.name,
         c.inter.name
     );
@@ -572,7 +574,7 @@ pub(crate) fn run_with(args: PlanArgs, config: Option<trident::model::GptConfig>
                 1e3 * c.optimizer.seconds,
                 1e3 * (c.dp_reduce.seconds + c.dp_gather.seconds),
                 100.0 * p.times.idle_fraction(r),
-                trident::plan::report::size(p.memory[r].total() as f64)
+                trident_plan::report::size(p.memory[r].total() as f64)
             );
         }
     } else if let Some(timed) = calibrated_search {
@@ -643,8 +645,14 @@ fn draw(dir: &Path, problem: &Problem, shown: &[Plan]) -> anyhow::Result<(String
     std::fs::create_dir_all(dir).with_context(|| format!("creating --plots {}", dir.display()))?;
     let mem = dir.join("memory.png");
     let top: Vec<&Plan> = shown.iter().take(8).collect();
-    picture::memory_picture(&top).write_png(&mem)?;
+    write_canvas(&mem, &picture::memory_picture(&top))?;
     let tl = dir.join("timeline.png");
-    picture::timeline_picture(problem, &shown[0]).map_err(anyhow::Error::msg)?.write_png(&tl)?;
+    write_canvas(&tl, &picture::timeline_picture(problem, &shown[0]).map_err(anyhow::Error::msg)?)?;
     Ok((mem.display().to_string(), tl.display().to_string()))
+}
+
+/// Writes a picture of the planner as an 8-bit RGB PNG at `path` (an error where Trident was
+/// built without its `plots` feature).
+fn write_canvas(path: &Path, canvas: &picture::Canvas) -> anyhow::Result<()> {
+    Ok(trident::plot::write_png(path, canvas.width, canvas.height, &canvas.pixels)?)
 }

@@ -329,7 +329,7 @@ pub fn run(
     };
     let elapsed = started.elapsed().as_secs_f64();
     report(&results, &schedule, tokens_per_step, elapsed, (&config, settings.seq_len), &device);
-    trident::plan::compare::print_summary(device.kind(), &spec, &results, elapsed);
+    trident::calibrate::compare::print_summary(device.kind(), &spec, &results, elapsed);
     let steps = results.first().map_or(0, |r| r.steps.len());
     if device.kind() != DeviceKind::Cpu
         && settings.precision == trident::model::Precision::Bf16

@@ -274,7 +274,7 @@ impl fmt::Display for ChunkStep {
 /// time on the first stage:
 ///
 /// ```
-/// use trident::parallel::{simulate_interleaved, Interleaved};
+/// use trident_plan::schedule::{simulate_interleaved, Interleaved};
 ///
 /// let schedule = Interleaved::new(2, 4, 2).unwrap();
 /// print!("{schedule}");

@@ -896,11 +896,11 @@ pub fn predict(run: &LocalRun, costs: &LocalCosts) -> Result<LocalPrediction, St
 /// (compute, with the TP collectives inside it, measured together; transfers; the rest of the
 /// schedule's span as the bubble; after the schedule; the step's tail), the largest stage's
 /// bytes, and the throughput figures from the simulated iteration.
-pub fn apply(plan: &mut super::Plan, run: &LocalRun, p: &LocalPrediction) {
+pub fn apply(plan: &mut trident_plan::Plan, run: &LocalRun, p: &LocalPrediction) {
     let t = &p.times;
     let r = (0..t.busy.len()).max_by(|&a, &b| t.busy[a].total_cmp(&t.busy[b])).unwrap_or(0);
     let old_total = plan.time.total;
-    plan.time = super::IterTime {
+    plan.time = trident_plan::IterTime {
         compute: t.busy[r],
         recompute: 0.0,
         tp_comm: 0.0,
@@ -913,7 +913,7 @@ pub fn apply(plan: &mut super::Plan, run: &LocalRun, p: &LocalPrediction) {
     };
     let (big, bytes) =
         p.memory.iter().enumerate().max_by_key(|(_, b)| b.total()).map(|(i, b)| (i, *b)).unwrap_or_default();
-    plan.memory = super::Memory {
+    plan.memory = trident_plan::Memory {
         stage: big,
         params: (bytes.params + bytes.compute_weights) as f64,
         grads: bytes.grads as f64,

@@ -7,10 +7,10 @@ use anyhow::bail;
 use trident_hardware::GIB;
 
 use super::local::{self, Budget, LocalRun};
-use super::search::Ranked;
-use super::{Layout, Precision, Problem};
 use crate::model::GptConfig;
 use crate::parallel::ParallelConfig;
+use trident_plan::search::Ranked;
+use trident_plan::{Layout, Precision, Problem};
 
 /// How long the calibrated search measures each layout: one round of 3 repetitions (one
 /// layout's calibration takes 3 rounds of 5), so that a search of a hundred small layouts

@@ -1,6 +1,6 @@
 //! `--search`: every valid layout, ranked, and why the best one wins.
 
-use crate::parallel::Recompute;
+use crate::Recompute;
 
 use super::{check_layout, evaluate, IterTime, Layout, PipelineCache, Plan, Problem};
 

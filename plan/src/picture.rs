@@ -1,12 +1,10 @@
 //! The plan's two pictures, drawn pixel by pixel into PNGs: the memory per GPU of the chosen
 //! layouts by component, and one iteration's pipeline timeline with its bubbles.
 
-use std::path::Path;
-
 use trident_hardware::GIB;
 
 use super::{Plan, Problem};
-use crate::parallel::schedule::{simulate, simulate_interleaved, Action, Interleaved, Schedule};
+use crate::schedule::{simulate, simulate_interleaved, Action, Interleaved, Schedule};
 
 type Rgb = [u8; 3];
 const WHITE: Rgb = [255, 255, 255];
@@ -76,15 +74,6 @@ impl Canvas {
     pub fn get(&self, x: usize, y: usize) -> Rgb {
         let i = 3 * (y * self.width + x);
         [self.pixels[i], self.pixels[i + 1], self.pixels[i + 2]]
-    }
-
-    /// Writes the canvas as an 8-bit RGB PNG.
-    ///
-    /// # Errors
-    /// The write's, and [`PlotError::NoPlots`](crate::plot::PlotError::NoPlots) where Trident
-    /// was built without its `plots` feature.
-    pub fn write_png(&self, path: &Path) -> anyhow::Result<()> {
-        Ok(crate::plot::write_png(path, self.width, self.height, &self.pixels)?)
     }
 }
 

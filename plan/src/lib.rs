@@ -6,22 +6,24 @@
 //! - memory: parameters, gradients and optimizer state at Megatron-LM's bytes per parameter
 //!   (ZeRO-1 divides the optimizer state by DP); activations per layer from Korthikanti et al.
 //!   2022 (section 4), times the micro-batches the pipeline schedule holds on the stage
-//!   ([`crate::parallel::schedule`]'s `in_flight`); communication buffers; a reserve.
+//!   ([`schedule`]'s `in_flight`); communication buffers; a reserve.
 //! - time: GEMM and attention FLOPs at the GPU's achievable rates, elementwise traffic at its
 //!   achievable bandwidth, ring collectives with alpha-beta costs on the link each group
 //!   crosses, the pipeline from the schedule simulation the trainer's schedule code provides,
 //!   and the DP gradient reduction with what the last backward hides of it.
+//!
+//! Modules: [`presets`] (model shapes by name), [`search`] (the layouts ranked, and why the
+//! winner wins), [`report`] (tables and JSON), [`picture`] (the memory and timeline pictures,
+//! as pixels), [`schedule`] (the pipeline schedules as data and their simulation: the trainer
+//! runs the same schedules, importing them from here). The crate knows no trainer; planning
+//! for one machine by running the real trainer is `trident::calibrate`.
 
-pub mod calibrate;
-pub mod compare;
-pub mod local;
-pub mod local_search;
 pub mod picture;
 pub mod presets;
-pub mod rank_memory;
+mod recompute;
 pub mod report;
+pub mod schedule;
 pub mod search;
-pub mod shared;
 
 #[cfg(test)]
 mod tests;
@@ -31,9 +33,9 @@ use std::collections::HashMap;
 use serde::Serialize;
 use trident_hardware::{Gpu, Link};
 
-use crate::parallel::schedule::{simulate, simulate_interleaved, Interleaved, Schedule};
-use crate::parallel::Recompute;
 pub use presets::{preset, preset_names, ModelShape, PRESETS};
+pub use recompute::Recompute;
+use schedule::{simulate, simulate_interleaved, Interleaved, Schedule};
 
 /// Training precision: what the weights and activations are stored in and which units the
 /// matrix products run on.
