@@ -1,6 +1,6 @@
 //! Throughput of the trainer (the code `trident train --world-size N` runs) on Cpu for
 //! several (TP, PP, DP) and one interleaved pipeline, beside the calibrated plan's prediction
-//! of each grid (`trident::plan::local`: the grid's real ops timed here just before each run,
+//! of each grid (`trident::calibrate::local`: the grid's real ops timed here just before each run,
 //! then the trainer's schedule simulated with the ranks sharing the cores), the bytes per rank
 //! the trainer reports beside the plan's count, and each pipeline stage's measured idle
 //! fraction beside the plan's, the 1F1B bubble (p-1)/(m+p-1) and the uniform-stage
@@ -16,13 +16,13 @@
 
 use std::time::Instant;
 
+use trident::calibrate::local::{
+    measure, predict, Budget, Competition, LocalCosts, LocalPrediction, LocalRun, Sampler,
+};
 use trident::data::{DataOrder, TokenSet};
 use trident::model::{gpt2_init, init::NormalRng, GptConfig, ParamLayout};
 use trident::optim::AdamWConfig;
 use trident::parallel::{run_ranks, simulate, ParallelConfig, Schedule};
-use trident::plan::local::{
-    measure, predict, Budget, Competition, LocalCosts, LocalPrediction, LocalRun, Sampler,
-};
 use trident::runtime::Device;
 use trident::train::run::{train_rank, RankData, RunSpec};
 use trident::train::{DecayStyle, LrSchedule, MemoryReport, TrainSettings};
@@ -270,11 +270,11 @@ fn main() {
         "# trainer on Cpu: 4 layers, hidden 128, 4 heads, seq {SEQ}; {steps} timed steps a run, {repeats} runs a grid, \
          each calibrated just before it; global batch 16, micro-batch 4 (one rank: in {} row lanes); v: model chunks \
          per stage",
-        trident::plan::local::trainer_lanes(1, 4)
+        trident::calibrate::local::trainer_lanes(1, 4)
     );
     println!("# {} ({cores} logical cores); load average at start {}", cpu_model(), load_average());
     println!(
-        "# measured, predicted: medians over the runs; predicted by trident::plan::local, with the other sessions' \
+        "# measured, predicted: medians over the runs; predicted by trident::calibrate::local, with the other sessions' \
          load counted around and during its calibration; noise: half the spread of the measured runs over their median"
     );
     println!(
@@ -341,8 +341,9 @@ fn main() {
         let mut worst = 0.0f64;
         let mut largest = 0usize;
         for &((tp_rank, stage, dp_rank), m) in &o.memory {
-            let plan =
-                trident::plan::rank_memory::rank_bytes(&local, tp_rank, stage, dp_rank).unwrap().reported();
+            let plan = trident::calibrate::rank_memory::rank_bytes(&local, tp_rank, stage, dp_rank)
+                .unwrap()
+                .reported();
             let got = m.params + m.grads + m.optimizer + m.activations;
             largest = largest.max(got);
             worst = worst.max((plan as f64 / got as f64 - 1.0).abs());

@@ -83,7 +83,7 @@ for line in sys.stdin:
 
 # --- the release binaries -----------------------------------------------------------------
 echo "building the release binaries for $zig_target (cargo zigbuild; log: $blog/build-bins.log)"
-cargo zigbuild --release --target "$zig_target" -p trident -p trident-collectives --bins \
+cargo zigbuild --release --target "$zig_target" -p trident-cli -p trident-collectives --bins \
     --message-format=json 2>"$blog/build-bins.log" | artifacts >"$blog/bins.tsv" ||
     { tail -30 "$blog/build-bins.log"; exit 1; }
 for bin in trident trident-coll; do
@@ -156,7 +156,7 @@ echo "  $(find "$out/bin" "$out/tests" -type f | wc -l) binaries; the newest ver
 cp -r tests/data/. "$out/data/tests/"
 # A corpus for the training run: this checkout's Rust and Markdown text, about 4 MB, GPT-2
 # tokenised by the binary itself.
-find src kernels runtime simt collectives perfmodel hardware docs \( -name '*.rs' -o -name '*.md' \) 2>/dev/null |
+find src data plan bench cli kernels runtime simt collectives perfmodel hardware docs \( -name '*.rs' -o -name '*.md' \) 2>/dev/null |
     sort | xargs cat | head -c 4000000 >"$out/data/corpus.txt"
 
 # The cases `trident bench kernels` times, and their predictions (case, kernel, GPU, predicted

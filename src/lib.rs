@@ -5,19 +5,25 @@
 //!   [`launch`]: a safe, checked launch wrapper per kernel (both of `trident-ops`).
 //! - [`collectives`]: communicators and ring algorithms.
 //! - [`ops`] (the `trident-ops` crate): the GPT's tensor ops on any device; [`model`]: the
-//!   GPT-2 model; [`optim`], [`train`]: optimizer and training loop; `cli`: the `trident`
-//!   binary's commands.
+//!   GPT-2 model; [`optim`], [`train`]: optimizer and training loop.
+//! - [`plan`] (the `trident-plan` crate): the cluster planner and the pipeline schedules the
+//!   trainer runs (re-exported by [`parallel`]); [`calibrate`]: planning for this machine by
+//!   running the real trainer.
 //! - [`llmc`]: training side by side with llm.c.
-//! - [`data`], [`checkpoint`], [`metrics`], [`plot`], `progress`: what training reads and writes.
+//! - [`data`] (the `trident-data` crate), [`checkpoint`], [`metrics`], [`plot`]: what training
+//!   reads and writes.
 //!
-//! Features, all on by default: `cuda` (the kernels' PTX, through `trident-ops`), `cli` (the
-//! `cli` and `progress` modules and the binary), `tokenizer` (GPT-2's BPE), `plots` (PNG
-//! pictures). Without `tokenizer` or `plots`, what needs them returns an error naming the
-//! feature.
+//! The `trident` binary and its commands are the `trident-cli` crate.
+//!
+//! Features, all on by default: `cuda` (the kernels' PTX, through `trident-ops`), `tokenizer`
+//! (GPT-2's BPE, through `trident-data`), `plots` (PNG pictures). Without `tokenizer` or
+//! `plots`, what needs them returns an error naming the feature.
 
 pub use trident_collectives as collectives;
+pub use trident_data as data;
 pub use trident_ops as ops;
 pub use trident_ops::{kernels, launch};
+pub use trident_plan as plan;
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]
@@ -25,19 +31,13 @@ pub use trident_ops::{kernels, launch};
 pub struct ReadmeDoctests;
 pub use trident_runtime as runtime;
 
+pub mod calibrate;
 pub mod checkpoint;
-#[cfg(feature = "cli")]
-pub mod cli;
-pub mod data;
 pub mod device_collectives;
-pub mod kernel_bench;
 pub mod llmc;
 pub mod metrics;
 pub mod model;
 pub mod optim;
 pub mod parallel;
-pub mod plan;
 pub mod plot;
-#[cfg(feature = "cli")]
-pub mod progress;
 pub mod train;

@@ -155,7 +155,7 @@ pub fn read_metrics(path: &Path) -> Result<Vec<IterMetrics>, MetricsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::SplitMix64;
+    use trident_data::SplitMix64;
 
     fn records(seed: u64, n: u64) -> Vec<IterMetrics> {
         let mut rng = SplitMix64::new(seed);

@@ -53,7 +53,7 @@ pub fn write_loss_plot(path: &Path, train: &[(f64, f64)], val: &[(f64, f64)]) ->
 /// Writes `pixels`, `width` x `height` 8-bit RGB pixels row by row from the top, to a PNG at
 /// `path` (atomically).
 #[cfg(feature = "plots")]
-pub(crate) fn write_png(path: &Path, width: usize, height: usize, pixels: &[u8]) -> Result<(), PlotError> {
+pub fn write_png(path: &Path, width: usize, height: usize, pixels: &[u8]) -> Result<(), PlotError> {
     use std::io::Write;
 
     crate::checkpoint::write_file_atomically(path, |w| {
@@ -70,12 +70,7 @@ pub(crate) fn write_png(path: &Path, width: usize, height: usize, pixels: &[u8])
 
 /// Without the `plots` feature: [`PlotError::NoPlots`], and nothing is written.
 #[cfg(not(feature = "plots"))]
-pub(crate) fn write_png(
-    _path: &Path,
-    _width: usize,
-    _height: usize,
-    _pixels: &[u8],
-) -> Result<(), PlotError> {
+pub fn write_png(_path: &Path, _width: usize, _height: usize, _pixels: &[u8]) -> Result<(), PlotError> {
     Err(PlotError::NoPlots)
 }
 

@@ -578,49 +578,6 @@ kernel_tests!(
 );
 
 #[test]
-fn bench_counts_of_tensor_core_gemms_extrapolated_in_k_equal_the_whole_launch() {
-    use trident::kernel_bench::{Bench, Case, Op, TcOut};
-    let bench = Bench::load(&Device::Emu).unwrap();
-    let g = GemmTc::new(130, 260, 320, HalfType::Bf16).trans_b();
-    let case = Case { name: "tc".into(), op: Op::GemmTc(g, TcOut::B16) };
-    let extrapolated = bench.count(&case).unwrap();
-    let whole = bench.count_exact(&case.op).unwrap();
-    assert_eq!(extrapolated.blocks, whole.blocks);
-    assert_eq!(extrapolated.warp, whole.warp);
-    assert_eq!(extrapolated.smem_wavefronts, whole.smem_wavefronts);
-    assert_eq!(extrapolated.global_sectors, whole.global_sectors);
-    assert_eq!(extrapolated.async_overlap, whole.async_overlap);
-}
-
-/// The same for split-K in one launch: at two short K with the plan's split count and last
-/// split shortfall, the launch (partial stores, counts, the last blocks' reads and epilogue
-/// included) extrapolates to exactly the counters of the whole launch.
-#[test]
-fn bench_counts_of_split_k_gemms_extrapolated_in_k_equal_the_whole_launch() {
-    use trident::kernel_bench::{Bench, Case, Op, TcOut};
-    let bench = Bench::load(&Device::Emu).unwrap();
-    // 3 splits of 9 slices over 26: the last range is one slice short.
-    let plan = split_plan(SMALL, 3, 9);
-    for out in [TcOut::F32, TcOut::B16] {
-        let g = GemmTc::new(104, 152, 26 * BK - 7, HalfType::Bf16).trans_a().with_plan(plan);
-        let case = Case { name: "tc split".into(), op: Op::GemmTc(g, out) };
-        let extrapolated = bench.count(&case).unwrap();
-        let whole = bench.count_exact(&case.op).unwrap();
-        assert_eq!(extrapolated.blocks, whole.blocks);
-        assert_eq!(extrapolated.warp, whole.warp, "{out:?}");
-        assert_eq!(extrapolated.smem_wavefronts, whole.smem_wavefronts, "{out:?}");
-        assert_eq!(extrapolated.global_sectors, whole.global_sectors, "{out:?}");
-        assert_eq!(extrapolated.async_overlap, whole.async_overlap, "{out:?}");
-        // Beyond an unsplit launch's sectors: at least each tile's 3 partials written and 2
-        // read back (32 KiB each), and its counter's 3 counts and 1 reset.
-        let unsplit = GemmTcPlan { splits: 1, k_split: 26 * BK, ..plan };
-        let one = bench.count_exact(&Op::GemmTc(GemmTc { plan: Some(unsplit), ..g }, out)).unwrap();
-        let tiles = 4;
-        assert!(whole.global_sectors >= one.global_sectors + tiles * (5 * 1024 + 4), "{out:?}");
-    }
-}
-
-#[test]
 fn plans_fill_the_gpu() {
     // Large shapes: the large tile, no split.
     for (m, n, k) in [(4096, 4096, 4096), (16384, 2304, 768), (16384, 768, 3072), (16384, 3072, 768)] {

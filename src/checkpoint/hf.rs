@@ -151,8 +151,8 @@ fn hf_tensors<'a>(layout: &ParamLayout, params: &'a [f32]) -> Vec<(String, F32Vi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::SplitMix64;
     use safetensors::SafeTensors;
+    use trident_data::SplitMix64;
 
     #[test]
     fn writes_gpt2_names_shapes_and_transposed_weights() {

@@ -108,7 +108,7 @@ pub fn read_llmc_model(path: &Path) -> Result<(GptConfig, Vec<f32>), CheckpointE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::SplitMix64;
+    use trident_data::SplitMix64;
 
     fn model(seed: u64) -> (GptConfig, Vec<f32>) {
         let config = GptConfig::new(32, 50, 2, 4, 16, 64).unwrap();

@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use super::atomic::{sync_file, write_dir_atomically};
 use super::tensors::{checksum, read_tensors, try_zeros, write_tensors, Expected, F32View};
 use super::CheckpointError;
-use crate::data::LoaderState;
 use crate::model::{GptConfig, ParamLayout, ParamTensor};
+use trident_data::LoaderState;
 
 const MODEL_FILE: &str = "model.safetensors";
 const OPTIMIZER_FILE: &str = "optimizer.safetensors";
@@ -316,7 +316,7 @@ impl<S: Serialize + DeserializeOwned> Checkpoint<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::SplitMix64;
+    use trident_data::SplitMix64;
 
     #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
     struct MyState {
@@ -346,7 +346,7 @@ mod tests {
                 epoch: 3,
                 part: 0,
                 sample: 17,
-                order: crate::data::DataOrder::Llmc,
+                order: trident_data::DataOrder::Llmc,
             }),
             state: MyState { lr_step: 7, rng: SplitMix64::new(seed ^ 1) },
         }

@@ -23,7 +23,7 @@ pub enum LlmcError {
     Checkpoint(#[from] crate::checkpoint::CheckpointError),
     /// Writing or reading its token shards.
     #[error(transparent)]
-    Data(#[from] crate::data::DataError),
+    Data(#[from] trident_data::DataError),
     /// Building the model.
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),

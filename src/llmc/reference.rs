@@ -18,7 +18,7 @@ pub const REFERENCE_EVAL_INTERVAL: u64 = 10;
 pub const REFERENCE_EVAL_BATCHES: usize = 5;
 
 /// The reference trainer's optimisation as Trident's settings (use with
-/// [`DataOrder::Llmc`](crate::data::DataOrder::Llmc) for its batch order).
+/// [`DataOrder::Llmc`](trident_data::DataOrder::Llmc) for its batch order).
 pub fn reference_settings() -> TrainSettings {
     let lr = 1e-4;
     TrainSettings {

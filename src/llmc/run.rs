@@ -9,8 +9,8 @@ use super::reference::{
 };
 use super::{LlmcError, Workdir};
 use crate::checkpoint::read_llmc_model;
-use crate::data::{DataLoader, DataOrder, Dataset, TokenizerKind, DEFAULT_VAL_FRACTION};
 use crate::train::Trainer;
+use trident_data::{DataLoader, DataOrder, Dataset, TokenizerKind, DEFAULT_VAL_FRACTION};
 
 /// Per-step training losses (step 0 first) and the validation losses with the step before
 /// whose update they were measured.

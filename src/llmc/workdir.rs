@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use super::LlmcError;
 use crate::checkpoint::{write_llmc_model, CheckpointError};
-use crate::data::addition::ADDITION_ALPHABET;
-use crate::data::{write_llmc_tokenizer, write_shard, AdditionTask, Split};
 use crate::model::{init::gpt2_init, GptConfig, ParamLayout};
+use trident_data::addition::ADDITION_ALPHABET;
+use trident_data::{write_llmc_tokenizer, write_shard, AdditionTask, Split};
 
 /// The byte-level vocabulary: one token per byte value.
 pub const BYTE_VOCAB: usize = 256;

@@ -1,6 +1,7 @@
 //! The parallel layout of a run and Megatron-LM's checks on it.
 
 use super::{ParallelError, Result};
+use trident_plan::Recompute;
 
 /// How much of each parallelism a run uses, and its options.
 ///
@@ -64,30 +65,6 @@ pub struct ModelShape {
     pub layers: usize,
     /// The padded vocabulary (split over TP, a multiple of 128 per TP rank).
     pub padded_vocab: usize,
-}
-
-/// Activation recomputation (`--recompute-granularity`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Recompute {
-    /// Keep every activation the backward needs; recompute nothing (no flag).
-    #[default]
-    None,
-    /// Keep only each layer's input; rerun the whole layer's forward before its backward.
-    Full,
-    /// Keep everything but the attention output and its log-sum-exp; rerun attention.
-    Selective,
-}
-
-impl std::str::FromStr for Recompute {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "none" => Ok(Recompute::None),
-            "full" => Ok(Recompute::Full),
-            "selective" => Ok(Recompute::Selective),
-            _ => Err(format!("unknown --recompute-granularity {s:?}: use full or selective")),
-        }
-    }
 }
 
 impl ParallelConfig {

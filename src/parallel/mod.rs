@@ -20,10 +20,9 @@ mod grad_sync;
 mod groups;
 mod pipe;
 mod place;
-pub mod schedule;
 mod threads;
 
-pub use config::{ModelShape, ParallelConfig, Recompute};
+pub use config::{ModelShape, ParallelConfig};
 pub use error::{ParallelError, Result};
 pub use grad_sync::{BucketPaths, DpWorker, Pending};
 pub use groups::{on_host, PipeGroup, RankGroups, TpGroup};
@@ -33,3 +32,6 @@ pub use schedule::{
     simulate, simulate_interleaved, Action, ChunkStep, ChunkTimeline, Interleaved, Schedule, Timeline,
 };
 pub use threads::{run_ranks, PeerEcho};
+/// The pipeline schedules, from the planner (`trident-plan`), which costs the same ones.
+pub use trident_plan::schedule;
+pub use trident_plan::Recompute;

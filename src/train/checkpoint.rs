@@ -26,8 +26,8 @@ use trident_collectives::{Communicator, RankGrid};
 
 use super::{Result, TrainError, Trainer};
 use crate::checkpoint::{step_dir, AdamWMoments, Checkpoint};
-use crate::data::{DataLoader, DataOrder, LoaderState};
 use crate::model::{GptConfig, ParamLayout, ParamTensor, ShardLayout, ShardPlace};
+use trident_data::{DataLoader, DataOrder, LoaderState};
 
 /// Tag of the transfers to world rank 0 (sends between two ranks arrive in order).
 const TAG: u32 = 0x5A7E;

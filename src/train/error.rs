@@ -3,10 +3,10 @@
 use trident_collectives::CommError;
 use trident_runtime::RuntimeError;
 
-use crate::data::DataError;
 use crate::model::ModelError;
 use crate::ops::OpsError;
 use crate::parallel::{ParallelError, PeerEcho};
+use trident_data::DataError;
 
 /// Why a step, an evaluation or a checkpoint of the trainer failed.
 #[derive(Debug, thiserror::Error)]

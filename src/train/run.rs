@@ -10,9 +10,9 @@ use super::checkpoint::{self, SavePlan};
 use super::exit::{self, ExitPolicy, ExitReason};
 use super::{MemoryReport, Result, StageTiming, StepStats, TrainSettings, Trainer};
 use crate::checkpoint::Checkpoint;
-use crate::data::{DataLoader, DataOrder, TokenSet};
 use crate::model::{GptConfig, ParamLayout, ShardLayout, ShardPlace};
 use crate::parallel::{BucketPaths, ParallelConfig, RankGroups};
+use trident_data::{DataLoader, DataOrder, TokenSet};
 
 /// What every rank of a run is given.
 #[derive(Clone, Debug)]

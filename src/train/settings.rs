@@ -2,9 +2,9 @@
 //! batches, and the step's statistics.
 
 use super::{LossScaleConfig, LrSchedule, TrainError};
-use crate::data::{Batch, DataError, DataLoader};
 use crate::model::Precision;
 use crate::optim::AdamWConfig;
+use trident_data::{Batch, DataError, DataLoader};
 
 /// Where batches come from: the data loader, or anything else that yields `[b, t]` inputs and
 /// next-token targets.

@@ -18,7 +18,6 @@ use trident_collectives::{CommConfig, Communicator, ReduceOp};
 use trident_runtime::{Buffer, Device, DeviceKind, ViewMut};
 
 use super::{BatchSource, LossScaler, Result, StepStats, TrainError, TrainSettings};
-use crate::data::Batch;
 use crate::model::{
     Gpt, GptConfig, GptOptions, MicroActs, ModelError, ParamTensor, Precision, ShardLayout, Workspace,
 };
@@ -28,6 +27,7 @@ use crate::parallel::{
     on_host, BucketPaths, DpWorker, Interleaved, ModelShape, ParallelConfig, ParallelError, Pending,
     RankGroups, TpGroup,
 };
+use trident_data::Batch;
 
 /// Bytes one rank holds, by kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,13 +8,13 @@ use trident_runtime::Device;
 
 use super::grids::{data, settings, SEQ, VOCAB};
 use crate::checkpoint::{step_dir, Checkpoint};
-use crate::data::{DataLoader, DataOrder};
 use crate::model::{gpt2_init, GptConfig, ParamLayout};
 use crate::parallel::ModelShape;
 use crate::parallel::{run_ranks, ParallelConfig};
 use crate::train::checkpoint::{padded_vocab_for, repad_params, repad_vocab, restore, SavePlan};
 use crate::train::run::{train_rank, RankData, RankResult, RunSpec};
 use crate::train::Trainer;
+use trident_data::{DataLoader, DataOrder};
 
 const GLOBAL: usize = 8;
 const ITERS: u64 = 5;

@@ -4,7 +4,6 @@
 
 use trident_runtime::Device;
 
-use crate::data::{DataLoader, TokenSet};
 use crate::model::{
     gpt2_init, init::NormalRng, GptConfig, ParamLayout, ParamTensor, ShardLayout, ShardPlace,
 };
@@ -12,6 +11,7 @@ use crate::optim::AdamWConfig;
 use crate::parallel::{run_ranks, ParallelConfig, Recompute};
 use crate::train::run::{assemble, train_rank, RankData, RankResult, RunSpec};
 use crate::train::{DecayStyle, LrSchedule, TrainSettings, Trainer};
+use trident_data::{DataLoader, TokenSet};
 
 pub(super) const VOCAB: usize = 50;
 pub(super) const SEQ: usize = 8;
@@ -80,7 +80,7 @@ fn parallel(
         par,
         settings: settings(MICRO, MICRO * par.dp * micro_batches),
         data_seed: seed,
-        data_order: crate::data::DataOrder::Trident,
+        data_order: trident_data::DataOrder::Trident,
         iters: STEPS,
         eval_interval: 0,
         eval_iters: EVAL_ITERS,

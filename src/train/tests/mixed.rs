@@ -7,12 +7,12 @@ use trident_runtime::Device;
 
 use super::grids::{data, settings, SEQ, VOCAB};
 use crate::checkpoint::{step_dir, Checkpoint};
-use crate::data::{DataLoader, DataOrder};
 use crate::model::{gpt2_init, GptConfig, ParamLayout, Precision};
 use crate::parallel::{run_ranks, ParallelConfig, Recompute};
 use crate::train::checkpoint::SavePlan;
 use crate::train::run::{train_rank, RankData, RankResult, RunSpec};
 use crate::train::{LossScaleConfig, LossScaler, StepStats, TrainError, TrainSettings, Trainer};
+use trident_data::{DataLoader, DataOrder};
 
 const STEPS: u64 = 5;
 const MICRO: usize = 2;

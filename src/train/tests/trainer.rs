@@ -3,11 +3,11 @@
 
 use trident_runtime::Device;
 
-use crate::data::{Batch, DataError};
 use crate::model::init::NormalRng;
 use crate::model::{gpt2_init, GptConfig, ParamLayout};
 use crate::optim::AdamWConfig;
 use crate::train::{BatchSource, DecayStyle, LrSchedule, TrainError, TrainSettings, Trainer};
+use trident_data::{Batch, DataError};
 
 /// Seeded random tokens: every source made with the same seed serves the same batches.
 struct RandomTokens {

@@ -1,0 +1,106 @@
+//! The shortcuts `trident bench kernels` takes to count large launches on `Emu` are exact: a
+//! GEMM counted at two short K and extrapolated equals the GEMM counted whole, and attention
+//! counted for one (sequence, head) and scaled equals it counted for all, for the f32 kernel
+//! and for the tensor-core flash attention (forward and the backward's main launch).
+
+use trident::launch::{AttentionShape, FlashAttentionShape, Gemm, GemmTc, GemmTcPlan, HalfType};
+use trident::runtime::Device;
+use trident_bench::{Bench, Case, FlashStep, Op, TcOut};
+use trident_kernels::gemm_tc::{Config, BK, SMALL};
+use trident_perfmodel::Workload;
+
+fn same_counters(a: &Workload, b: &Workload) {
+    assert_eq!(a.blocks, b.blocks);
+    assert_eq!(a.warp, b.warp);
+    assert_eq!(a.smem_wavefronts, b.smem_wavefronts);
+    assert_eq!(a.global_sectors, b.global_sectors);
+}
+
+#[test]
+fn gemm_counts_extrapolated_in_k_equal_the_whole_launch() {
+    let bench = Bench::load(&Device::Emu).unwrap();
+    for g in [
+        Gemm::new(96, 200, 320),
+        Gemm::new(160, 64, 256).trans_b(),
+        Gemm::new(128, 96, 192).trans_a().beta(1.0),
+    ] {
+        let case = Case { name: "gemm".into(), op: Op::Gemm(g) };
+        let extrapolated = bench.count(&case).unwrap();
+        let whole = bench.count_exact(&case.op).unwrap();
+        same_counters(&extrapolated, &whole);
+        assert!(whole.warp.fma > 0 && whole.global_sectors > 0);
+    }
+}
+
+#[test]
+fn attention_counts_scaled_over_heads_and_sequences_equal_the_whole_launch() {
+    let bench = Bench::load(&Device::Emu).unwrap();
+    // T = 20: five query blocks of four rows, all run by the sampler, so both counts are exact.
+    let s = AttentionShape { b: 2, t: 20, nh: 3, hs: 16 };
+    let case = Case { name: "attention".into(), op: Op::Attention(s) };
+    let scaled = bench.count(&case).unwrap();
+    let whole = bench.count_exact(&case.op).unwrap();
+    same_counters(&scaled, &whole);
+}
+
+#[test]
+fn flash_attention_counts_scaled_over_heads_and_sequences_equal_the_whole_launch() {
+    let bench = Bench::load(&Device::Emu).unwrap();
+    // T = 72: a whole query tile and an edge one, every block run in both counts; T a multiple
+    // of 8 keeps each head's f32 lse row on whole 32-byte sectors, as it is for head 0.
+    let s = FlashAttentionShape { b: 2, t: 72, nh: 2, hs: 64 };
+    for op in [Op::FlashForward(s), Op::FlashBackward(s, FlashStep::Main)] {
+        let case = Case { name: "flash".into(), op };
+        let scaled = bench.count(&case).unwrap();
+        let whole = bench.count_exact(&case.op).unwrap();
+        same_counters(&scaled, &whole);
+        assert!(whole.warp.mma > 0, "{op:?}");
+    }
+}
+
+/// A split-K plan of `splits` ranges of `k_split_slices` K-slices each on tile `config`.
+fn split_plan(config: Config, splits: usize, k_split_slices: usize) -> GemmTcPlan {
+    GemmTcPlan { config, splits, k_split: k_split_slices * BK }
+}
+
+/// A tensor-core GEMM counted at two short K and extrapolated equals it counted whole.
+#[test]
+fn bench_counts_of_tensor_core_gemms_extrapolated_in_k_equal_the_whole_launch() {
+    let bench = Bench::load(&Device::Emu).unwrap();
+    let g = GemmTc::new(130, 260, 320, HalfType::Bf16).trans_b();
+    let case = Case { name: "tc".into(), op: Op::GemmTc(g, TcOut::B16) };
+    let extrapolated = bench.count(&case).unwrap();
+    let whole = bench.count_exact(&case.op).unwrap();
+    assert_eq!(extrapolated.blocks, whole.blocks);
+    assert_eq!(extrapolated.warp, whole.warp);
+    assert_eq!(extrapolated.smem_wavefronts, whole.smem_wavefronts);
+    assert_eq!(extrapolated.global_sectors, whole.global_sectors);
+    assert_eq!(extrapolated.async_overlap, whole.async_overlap);
+}
+
+/// The same for split-K in one launch: at two short K with the plan's split count and last
+/// split shortfall, the launch (partial stores, counts, the last blocks' reads and epilogue
+/// included) extrapolates to exactly the counters of the whole launch.
+#[test]
+fn bench_counts_of_split_k_gemms_extrapolated_in_k_equal_the_whole_launch() {
+    let bench = Bench::load(&Device::Emu).unwrap();
+    // 3 splits of 9 slices over 26: the last range is one slice short.
+    let plan = split_plan(SMALL, 3, 9);
+    for out in [TcOut::F32, TcOut::B16] {
+        let g = GemmTc::new(104, 152, 26 * BK - 7, HalfType::Bf16).trans_a().with_plan(plan);
+        let case = Case { name: "tc split".into(), op: Op::GemmTc(g, out) };
+        let extrapolated = bench.count(&case).unwrap();
+        let whole = bench.count_exact(&case.op).unwrap();
+        assert_eq!(extrapolated.blocks, whole.blocks);
+        assert_eq!(extrapolated.warp, whole.warp, "{out:?}");
+        assert_eq!(extrapolated.smem_wavefronts, whole.smem_wavefronts, "{out:?}");
+        assert_eq!(extrapolated.global_sectors, whole.global_sectors, "{out:?}");
+        assert_eq!(extrapolated.async_overlap, whole.async_overlap, "{out:?}");
+        // Beyond an unsplit launch's sectors: at least each tile's 3 partials written and 2
+        // read back (32 KiB each), and its counter's 3 counts and 1 reset.
+        let unsplit = GemmTcPlan { splits: 1, k_split: 26 * BK, ..plan };
+        let one = bench.count_exact(&Op::GemmTc(GemmTc { plan: Some(unsplit), ..g }, out)).unwrap();
+        let tiles = 4;
+        assert!(whole.global_sectors >= one.global_sectors + tiles * (5 * 1024 + 4), "{out:?}");
+    }
+}
