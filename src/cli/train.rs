@@ -86,7 +86,7 @@ pub struct TrainArgs {
     /// Validation every N iterations (0: only at the end).
     #[arg(long, default_value_t = 0)]
     pub eval_interval: u64,
-    /// Validation micro-batches per evaluation.
+    /// Validation micro-batches per evaluation (0: no evaluation).
     #[arg(long, default_value_t = 10)]
     pub eval_iters: usize,
     /// Directory for checkpoints (step_XXXXXXXX/ inside it).
@@ -301,7 +301,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         Some(dir) if super::train_run::is_rank_zero() => Some(crate::checkpoint::lock_save_dir(dir)?),
         _ => None,
     };
-    super::train_run::run(&args, device, config, &dataset, settings, train_iters, start.as_ref())
+    super::train_run::run(&args, device, config, &dataset, settings, train_iters, start)
 }
 
 /// The defaults of the flags that differ between the built-in task and text or shards.
