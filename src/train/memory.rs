@@ -669,6 +669,45 @@ mod tests {
         assert!(err.to_string().contains("--micro-batch-size"), "{err}");
     }
 
+    /// Cgroup trees as fixture files: the process's own cgroup, its parents up to the mount,
+    /// v2 and v1, each limit less its usage, the smallest room winning.
+    #[test]
+    fn the_tightest_cgroup_limit_from_the_process_up_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path();
+        let write = |rel: &str, name: &str, value: &str| {
+            let d = m.join(rel);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join(name), value).unwrap();
+        };
+        // v2: no limit at the root, 8 GiB on the slice, 2 GiB on the job (1.5 GiB used).
+        write("", "memory.max", "max\n");
+        write("system.slice", "memory.max", "8589934592\n");
+        write("system.slice", "memory.current", "1073741824\n");
+        write("system.slice/job_7", "memory.max", "2147483648\n");
+        write("system.slice/job_7", "memory.current", "1610612736\n");
+        let job = "0::/system.slice/job_7\n";
+        assert_eq!(cgroup_room(job, m), Some(512 << 20), "the job's own limit, not the top one");
+        // A parent with less room left than the child: the parent's room counts.
+        write("system.slice", "memory.current", "8388608000\n");
+        assert_eq!(cgroup_room(job, m), Some(8589934592 - 8388608000));
+        // No limit anywhere on the path, or a path outside the mount: the root only.
+        assert_eq!(cgroup_room("0::/user.slice\n", m), None);
+        assert_eq!(cgroup_room("0::/../elsewhere\n", m), None);
+        // v1: the memory controller's own hierarchy (not cpuacct's), up to its root.
+        write("memory", "memory.limit_in_bytes", "9223372036854771712\n");
+        write("memory", "memory.usage_in_bytes", "5000\n");
+        write("memory/slurm/uid_0/job_9", "memory.limit_in_bytes", "4096\n");
+        write("memory/slurm/uid_0/job_9", "memory.usage_in_bytes", "1024\n");
+        let v1 = "4:cpu,cpuacct:/slurm/uid_0/job_9\n12:memory:/slurm/uid_0/job_9\n";
+        assert_eq!(cgroup_room(v1, m), Some(3072));
+        assert_eq!(cgroup_room("12:cpuacct:/slurm/uid_0/job_9\n", m), None);
+        // Both hierarchies listed: the smallest room wins; malformed lines are skipped.
+        let both = format!("garbage\n{v1}{job}");
+        assert_eq!(cgroup_room(&both, m), Some(3072));
+        assert_eq!(cgroup_room("", m), None);
+    }
+
     #[test]
     fn meminfo_is_read_in_bytes() {
         let text = "MemTotal:       24684084 kB\nMemFree:  100 kB\nMemAvailable:   22222948 kB\n";
