@@ -97,6 +97,12 @@ pub fn data_spec(data: &str) -> String {
 
 /// A checkpoint directory: `path` itself when it holds one, else the latest `step_*` in it.
 pub fn checkpoint_dir(path: &Path) -> anyhow::Result<PathBuf> {
+    if !path.exists() {
+        bail!(
+            "{} does not exist (expected a checkpoint directory, or one holding step_* directories)",
+            path.display()
+        );
+    }
     if path.join("trainer.json").is_file() {
         return Ok(path.to_path_buf());
     }
@@ -138,7 +144,8 @@ impl Start {
             );
         }
         let dir = checkpoint_dir(path)?;
-        let ck = Checkpoint::load(&dir).with_context(|| format!("loading {}", dir.display()))?;
+        let ck = Checkpoint::load(&dir)
+            .with_context(|| format!("loading {}{}", dir.display(), earlier_intact(&dir)))?;
         Ok(Self::Checkpoint(Box::new(ck)))
     }
 
@@ -165,6 +172,26 @@ impl Start {
             Self::LlmcModel { path, .. } => format!("the llm.c model {}", path.display()),
         }
     }
+}
+
+/// For a checkpoint `dir` that failed to load: the latest earlier checkpoint beside it that
+/// loads whole, as a note that `--load` can resume from it (empty when there is none).
+fn earlier_intact(dir: &Path) -> String {
+    let (Some(parent), Some(step)) =
+        (dir.parent(), dir.file_name().and_then(|n| n.to_str()?.strip_prefix("step_")?.parse::<u64>().ok()))
+    else {
+        return String::new();
+    };
+    let earlier = crate::checkpoint::list_checkpoints(parent).unwrap_or_default();
+    for (s, path) in earlier.iter().rev().filter(|(s, _)| *s < step).take(3) {
+        if Checkpoint::<serde_json::Value>::load(path).is_ok() {
+            return format!(
+                " (damaged; the earlier checkpoint of step {s} is intact: --load {} resumes from it)",
+                path.display()
+            );
+        }
+    }
+    String::new()
 }
 
 fn starts_with_llmc_magic(path: &Path) -> anyhow::Result<bool> {

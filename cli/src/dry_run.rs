@@ -57,5 +57,9 @@ pub fn run(
         no_plots: true,
         calibrate: true,
     };
+    eprintln!(
+        "trident train --dry-run: nothing is trained; timing this machine's kernels for the plan \
+         first (a minute or more on a small CPU), then printing it"
+    );
     run_with(args, Some(*config))
 }

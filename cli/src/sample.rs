@@ -46,6 +46,7 @@ pub struct SampleArgs {
 /// task also scores `--num-problems` held-out problems.
 pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     let dir = checkpoint_dir(&args.load)?;
+    eprintln!("trident sample: loading {}", dir.display());
     let ck =
         Checkpoint::<serde_json::Value>::load(&dir).with_context(|| format!("loading {}", dir.display()))?;
     let kind = ck.state.get("tokenizer").and_then(|v| v.as_str()).map(TokenizerKind::parse).transpose()?;
@@ -67,10 +68,12 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
         (None, Some(task)) => task.prompt(123, 456),
         (None, None) => tokenizer.encode("\n")?,
     };
+    eprintln!("trident sample: generating {} tokens on {}", args.max_new_tokens, device.kind());
     let out = generate(&model, &ctx, window, &prompt, args.max_new_tokens, params, &mut rng, None)?;
     println!("{}{}", tokenizer.decode(&prompt), tokenizer.decode(&out));
 
     if let Some(task) = task {
+        eprintln!("trident sample: scoring {} held-out addition problems", args.num_problems);
         let mut failure = None;
         let acc = task.score(args.num_problems, args.seed, |p| {
             generate(&model, &ctx, window, p, task.answer_len() + 1, params, &mut rng, None).unwrap_or_else(

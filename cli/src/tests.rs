@@ -481,3 +481,127 @@ fn runs_larger_than_memory_are_refused_before_allocating() {
     let msg = format!("{:#}", train(&absurd).unwrap_err());
     assert!(msg.contains("more parameters than this machine can count"), "{msg}");
 }
+
+/// Losses of a metrics file agree within `tol` (relative) with the tail of `whole`'s.
+fn assert_tail_close(what: &str, resumed: &[f64], whole: &[f64], tol: f64) {
+    assert!(!resumed.is_empty() && resumed.len() <= whole.len(), "{what}: {resumed:?} vs {whole:?}");
+    for (i, (a, b)) in resumed.iter().zip(&whole[whole.len() - resumed.len()..]).enumerate() {
+        assert!((a - b).abs() <= tol * b.abs(), "{what}, resumed step {i}: {a} vs uninterrupted {b}");
+    }
+}
+
+/// A TP 2 x PP 2 x DP 2 checkpoint resumes at TP 4, at TP 1 x PP 4 x DP 2 with ZeRO-1 and on one
+/// rank (its vocabulary padded again for each before the shape is checked), and the TP 4 run's
+/// own checkpoint resumes back at TP 2: each equal to its grid's uninterrupted run.
+#[test]
+fn checkpoints_grow_and_shrink_the_tensor_parallel_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let base = [
+        "--num-layers",
+        "4",
+        "--hidden-size",
+        "32",
+        "--num-attention-heads",
+        "4",
+        "--seq-length",
+        "16",
+        "--global-batch-size",
+        "8",
+        "--lr-decay-style",
+        "constant",
+    ];
+    let tp2_pp2_dp2 =
+        ["--world-size", "8", "--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2"];
+    let (saved, tp4_saved) = (path("saved"), path("tp4"));
+    train(&[&base[..], &tp2_pp2_dp2[..], &["--save", saved.as_str(), "--train-iters", "2"]].concat())
+        .unwrap();
+    let tp4 = ["--world-size", "4", "--tensor-model-parallel-size", "4"];
+    let pp4_zero =
+        ["--world-size", "8", "--pipeline-model-parallel-size", "4", "--use-distributed-optimizer"];
+    let tp2 = ["--world-size", "2", "--tensor-model-parallel-size", "2"];
+    let cases: [(&str, &[&str], &str, &[&str], &str); 4] = [
+        ("TP 4", &tp4, saved.as_str(), &["--save", tp4_saved.as_str()], "3"),
+        ("TP 1 x PP 4 x DP 2, ZeRO-1", &pp4_zero, saved.as_str(), &[], "3"),
+        ("one rank", &[], saved.as_str(), &[], "3"),
+        ("TP 2 from TP 4", &tp2, tp4_saved.as_str(), &[], "4"),
+    ];
+    for (i, (what, grid, load, extra, iters)) in cases.into_iter().enumerate() {
+        let (whole, resumed) = (path(&format!("whole{i}.jsonl")), path(&format!("resumed{i}.jsonl")));
+        let run = [&base[..], grid, &["--train-iters", iters]].concat();
+        train(&[&run[..], &["--metrics-file", whole.as_str()]].concat()).unwrap();
+        let resume = [&run[..], &["--load", load, "--metrics-file", resumed.as_str()], extra].concat();
+        train(&resume).unwrap_or_else(|e| panic!("{what}: {e:#}"));
+        let (whole, resumed) = (metric_losses(whole.as_ref()), metric_losses(resumed.as_ref()));
+        assert_eq!(resumed.len(), 1, "{what}: one step after the checkpoint");
+        assert_tail_close(what, &resumed, &whole, 1e-5);
+    }
+}
+
+/// An llm.c model file whose vocabulary is padded to 384 (not a multiple of 256 or 512) starts
+/// runs at TP 2 and TP 4 with the losses of the one-rank run.
+#[test]
+fn an_llmc_model_file_starts_runs_on_any_tensor_parallel_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = crate::llmc::WorkdirSpec {
+        config: crate::model::GptConfig::new(64, 256, 2, 4, 32, 384).unwrap(),
+        train_problems: 40,
+        val_problems: 16,
+        ..Default::default()
+    };
+    let files = crate::llmc::write_workdir(dir.path(), &spec).unwrap();
+    let data = format!("{},{}", files.train.display(), files.val.display());
+    let model = files.model.to_str().unwrap();
+    let mut losses = Vec::new();
+    for (i, grid) in [
+        &[][..],
+        &["--world-size", "2", "--tensor-model-parallel-size", "2"],
+        &["--world-size", "4", "--tensor-model-parallel-size", "4"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let metrics = dir.path().join(format!("m{i}.jsonl"));
+        let flags = ["--load", model, "--data", &data, "--tokenizer", "bytes", "--seq-length", "32"];
+        let m = ["--global-batch-size", "4", "--metrics-file", metrics.to_str().unwrap()];
+        train(&[&flags[..], &m[..], grid].concat()).unwrap_or_else(|e| panic!("{grid:?}: {e:#}"));
+        losses.push(metric_losses(&metrics));
+    }
+    assert_eq!(losses[0].len(), 2);
+    assert_tail_close("TP 2", &losses[1], &losses[0], 1e-5);
+    assert_tail_close("TP 4", &losses[2], &losses[0], 1e-5);
+}
+
+/// `--load` of a path that is not there says so; a damaged latest checkpoint names the intact
+/// earlier one; `--eval-iters 0` evaluates nothing.
+#[test]
+fn load_names_missing_paths_and_the_intact_earlier_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere");
+    let msg =
+        format!("{:#}", train(&[&SMALL[..], &["--load", missing.to_str().unwrap()]].concat()).unwrap_err());
+    assert!(msg.contains("nowhere does not exist") && !msg.contains("holds no checkpoint"), "{msg}");
+
+    let save = dir.path().join("ck");
+    let metrics = dir.path().join("m.jsonl");
+    let flags = ["--save", save.to_str().unwrap(), "--save-interval", "1", "--eval-iters", "0"];
+    let m = ["--eval-interval", "1", "--metrics-file", metrics.to_str().unwrap()];
+    train(&[&SMALL[..], &flags[..], &m[..]].concat()).unwrap();
+    let lines = std::fs::read_to_string(&metrics).unwrap();
+    let evaluated = lines
+        .lines()
+        .filter(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["val_loss"].is_number())
+        .count();
+    assert_eq!(evaluated, 0, "--eval-iters 0 evaluates nothing: {lines}");
+
+    // Step 2's model file damaged: step 1 is named as the one to resume.
+    let model = save.join("step_00000002/model.safetensors");
+    let mut bytes = std::fs::read(&model).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x40;
+    std::fs::write(&model, bytes).unwrap();
+    let msg =
+        format!("{:#}", train(&[&SMALL[..], &["--load", save.to_str().unwrap()]].concat()).unwrap_err());
+    let earlier = save.join("step_00000001");
+    assert!(msg.contains(&format!("--load {} resumes from it", earlier.display())), "{msg}");
+}

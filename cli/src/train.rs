@@ -119,7 +119,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         Some(dir) if crate::train_run::is_rank_zero() => Some(trident::checkpoint::lock_save_dir(dir)?),
         _ => None,
     };
-    crate::train_run::run(&args, device, config, &dataset, settings, train_iters, start.as_ref())
+    crate::train_run::run(&args, device, config, &dataset, settings, train_iters, start)
 }
 
 /// The defaults of the flags that differ between the built-in task and text or shards.

@@ -79,7 +79,7 @@ pub struct TrainArgs {
     /// Validation every N iterations (0: only at the end).
     #[arg(long, default_value_t = 0)]
     pub eval_interval: u64,
-    /// Validation micro-batches per evaluation.
+    /// Validation micro-batches per evaluation (0: no evaluation).
     #[arg(long, default_value_t = 10)]
     pub eval_iters: usize,
     /// Directory for checkpoints (step_XXXXXXXX/ inside it).

@@ -51,7 +51,7 @@ pub fn run(
     dataset: &Dataset,
     settings: TrainSettings,
     iters: u64,
-    start: Option<&Start>,
+    start: Option<Start>,
 ) -> anyhow::Result<()> {
     let world_size = if launched() {
         let world: usize = std::env::var("WORLD_SIZE")
@@ -92,10 +92,14 @@ pub fn run(
         eprintln!("note: --sequence-parallel has no effect with --tensor-model-parallel-size 1");
     }
     let global_batch = args.global_batch_size.unwrap_or(settings.micro_batch * par.dp);
+    // A checkpoint or model file of any grid resumes here: its vocabulary is padded again for
+    // this tensor-parallel size before any check of the shape (its padded rows are zero).
+    let padded = checkpoint::padded_vocab_for(&config, par.tp);
+    let run_config = GptConfig { padded_vocab_size: padded, ..config };
     let shape = ModelShape {
         heads: config.num_heads,
         layers: config.num_layers,
-        padded_vocab: config.padded_vocab_size,
+        padded_vocab: run_config.padded_vocab_size,
     };
     let micro_batches = par.validate(shape, settings.micro_batch, global_batch)?;
     let settings = TrainSettings { global_batch, ..settings };
@@ -110,10 +114,10 @@ pub fn run(
             };
             let saves = args.save.is_some();
             let (b, t) = (settings.micro_batch, settings.seq_len);
-            trident::train::MemoryNeed::single(&config, b, t, lanes, saves, storage)?
+            trident::train::MemoryNeed::single(&run_config, b, t, lanes, saves, storage)?
         } else {
-            trident::train::MemoryNeed::parallel_rank(
-                &config,
+            let need = trident::train::MemoryNeed::parallel_rank(
+                &run_config,
                 par.tp,
                 par.pp,
                 par.dp,
@@ -122,7 +126,15 @@ pub fn run(
                 settings.seq_len,
                 micro_batches,
                 storage,
-            )?
+            )?;
+            match args.save {
+                Some(_) => {
+                    let grid = (par.tp, par.pp, par.dp);
+                    let chunks = par.virtual_stages.max(1);
+                    need.with_save(&run_config, grid, par.distributed_optimizer, chunks, is_rank_zero())?
+                }
+                None => need,
+            }
         };
         need.data = dataset.train.resident_shard_bytes().saturating_add(dataset.val.resident_shard_bytes());
         // Rank threads of this process, or this node's launched processes, share the memory.
@@ -131,22 +143,35 @@ pub fn run(
         } else {
             world_size as u64
         };
+        // The initial weights (and a resumed checkpoint's moments) stay for the run's length,
+        // once per process; what --load has read is already in memory, so it counts as
+        // available to the run.
+        let processes = if launched() { local_ranks } else { 1 };
+        let resumed = matches!(&start, Some(Start::Checkpoint(ck)) if ck.optimizer.is_some());
+        let whole = ParamLayout::new(run_config).len() as u64;
+        need = need.with_start(whole, resumed, processes)?;
+        let loaded = match &start {
+            Some(Start::Checkpoint(ck)) => {
+                4 * (ck.params.len() + ck.optimizer.as_ref().map_or(0, |o| 2 * o.m.len()))
+            }
+            Some(Start::LlmcModel { params, .. }) => 4 * params.len(),
+            None => 0,
+        };
         if let Some((available, source)) = trident::train::available_memory() {
-            need.check(local_ranks, available, source, world_size > 1)?;
+            need.check(local_ranks, available.saturating_add(loaded as u64), source, world_size > 1)?;
         }
     }
-    // A checkpoint of any grid resumes here; an embedding padded for another tensor-parallel
-    // size is padded again (its padded rows are zero).
-    let padded = checkpoint::padded_vocab_for(&config, par.tp);
     let (config, init, resume) = match start {
+        // Taken, not copied: the checkpoint's buffers become the run's.
         Some(Start::Checkpoint(ck)) => {
-            let mut ck = (**ck).clone();
+            let mut ck = *ck;
             checkpoint::repad_vocab(&mut ck, padded)?;
             let init = std::mem::take(&mut ck.params);
             (ck.config, init, Some(Arc::new(ck)))
         }
         Some(start) => {
             let init = checkpoint::repad_params(&config, start.params(), padded, "parameters")?;
+            drop(start);
             (GptConfig { padded_vocab_size: padded, ..config }, init, None)
         }
         None => (config, gpt2_init(&ParamLayout::new(config), args.seed), None),
@@ -434,7 +459,11 @@ fn training_flags(
     let s = &spec.settings;
     let c = &spec.config;
     let sched = &s.schedule;
+    // The grid first: a rank started with another --tensor-model-parallel-size pads the
+    // vocabulary differently, and the size, not the vocabulary, is what to report.
     let pairs: Vec<(&str, String)> = vec![
+        ("--tensor-model-parallel-size", spec.par.tp.to_string()),
+        ("--pipeline-model-parallel-size", spec.par.pp.to_string()),
         ("--num-layers", c.num_layers.to_string()),
         ("--hidden-size", c.channels.to_string()),
         ("--num-attention-heads", c.num_heads.to_string()),
@@ -443,8 +472,6 @@ fn training_flags(
         ("--seq-length", s.seq_len.to_string()),
         ("--micro-batch-size", s.micro_batch.to_string()),
         ("--global-batch-size", s.global_batch.to_string()),
-        ("--tensor-model-parallel-size", spec.par.tp.to_string()),
-        ("--pipeline-model-parallel-size", spec.par.pp.to_string()),
         ("--use-distributed-optimizer", spec.par.distributed_optimizer.to_string()),
         ("--recompute-granularity", format!("{:?}", spec.par.recompute)),
         ("--sequence-parallel", spec.par.sequence_parallel.to_string()),

@@ -68,7 +68,8 @@ fn launched_ranks_with_different_flags_are_refused_naming_the_flag() {
     let exe = exe_path.to_str().expect("the `trident` path is UTF-8");
     let base = "train --device cpu --num-layers 2 --hidden-size 32 --num-attention-heads 2 \
                 --seq-length 16 --micro-batch-size 2 --train-iters 3";
-    // Data-parallel ranks with another --lr each; tensor-parallel ranks with another --seed.
+    // Data-parallel ranks with another --lr each; tensor-parallel ranks with another --seed; ranks
+    // with different tensor-parallel sizes.
     let cases = [
         (
             "--global-batch-size 4 --lr 0.00$((RANK + 1))",
@@ -77,6 +78,11 @@ fn launched_ranks_with_different_flags_are_refused_naming_the_flag() {
         (
             "--tensor-model-parallel-size 2 --seed $((RANK + 7))",
             "--seed is \"7\" on rank 0 but \"8\" on rank 1",
+        ),
+        // Another tensor-parallel size pads the vocabulary differently: the size is named.
+        (
+            "--global-batch-size 4 --tensor-model-parallel-size $((RANK + 1))",
+            "--tensor-model-parallel-size is \"1\" on rank 0 but \"2\" on rank 1",
         ),
     ];
     for (flags, message) in cases {

@@ -109,10 +109,77 @@ pub struct BenchRow {
     pub busbw: f64,
 }
 
+/// The buffer sizes a sweep from `min_bytes` to `max_bytes` times: powers of two times
+/// `min_bytes` (at least 4), up to `max_bytes`, stopping before a doubling would overflow.
+pub fn sizes(min_bytes: usize, max_bytes: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut bytes = min_bytes.max(4);
+    while bytes <= max_bytes {
+        out.push(bytes);
+        match bytes.checked_mul(2) {
+            Some(next) => bytes = next,
+            None => break,
+        }
+    }
+    out
+}
+
+/// Refuses options no sweep can run with `world` ranks, naming the flag: no rank, sizes that
+/// leave no whole f32 per rank (`--max-bytes` below 4 x world size), `--min-bytes` above
+/// `--max-bytes`, and buffers larger than the memory `available` to the `local` ranks of this
+/// machine (each holds two buffers of `--max-bytes`, three with registered buffers).
+pub fn check_options(opts: &BenchOptions, world: usize, local: usize, available: Option<u64>) -> Result<()> {
+    if world == 0 {
+        return Err(CommError::InvalidArgument("--world-size must be at least 1".into()));
+    }
+    let least = 4u64.saturating_mul(world as u64);
+    if (opts.max_bytes as u64) < least {
+        return Err(CommError::InvalidArgument(format!(
+            "--max-bytes {} is below 4 x {world} ranks: every rank needs at least one f32 of the buffer; \
+             pass --max-bytes {least} or more",
+            opts.max_bytes
+        )));
+    }
+    if opts.min_bytes > opts.max_bytes {
+        return Err(CommError::InvalidArgument(format!(
+            "--min-bytes {} is above --max-bytes {}: no size to time",
+            opts.min_bytes, opts.max_bytes
+        )));
+    }
+    let per_rank = (opts.max_bytes as u64).saturating_mul(if opts.registered { 3 } else { 2 });
+    let need = per_rank.saturating_mul(local.max(1) as u64);
+    if let Some(available) = available.filter(|&a| need > a) {
+        return Err(CommError::InvalidArgument(format!(
+            "--max-bytes {}: the {local} local ranks' buffers need {need} bytes and {available} are \
+             available (MemAvailable in /proc/meminfo); lower --max-bytes",
+            opts.max_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// MemAvailable of `/proc/meminfo`, in bytes; `None` where it cannot be read.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    line.split_whitespace().nth(1)?.parse::<u64>().ok()?.checked_mul(1024)
+}
+
+/// A vector of `n` values from `f`, allocated fallibly: a size past memory is an error.
+fn try_vec(n: usize, f: impl Fn(usize) -> f32) -> Result<Vec<f32>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        CommError::InvalidArgument(format!("--max-bytes: a buffer of {n} f32 cannot be allocated; lower it"))
+    })?;
+    v.extend((0..n).map(f));
+    Ok(v)
+}
+
 /// Runs the benchmark on every rank of `comm` (all must call it); every rank returns the
 /// same rows (times are the slowest rank's).
 pub fn run(comm: &mut Communicator, opts: &BenchOptions) -> Result<Vec<BenchRow>> {
     let n = comm.size();
+    check_options(opts, n, 1, available_memory())?;
     if opts.registered && !matches!(opts.op, BenchOp::AllReduce) {
         return Err(CommError::InvalidArgument(format!(
             "registered buffers are benchmarked for all_reduce only, not {}",
@@ -122,11 +189,10 @@ pub fn run(comm: &mut Communicator, opts: &BenchOptions) -> Result<Vec<BenchRow>
     let max_count = (opts.max_bytes / 4).max(1);
     // Repeated sums grow these towards infinity; IEEE arithmetic on infinities runs at full
     // speed, so the timings are unaffected.
-    let mut buf: Vec<f32> = (0..max_count).map(|i| 1.0 + (i % 7) as f32 * 0.25).collect();
-    let mut out: Vec<f32> = vec![0.0; max_count];
+    let mut buf = try_vec(max_count, |i| 1.0 + (i % 7) as f32 * 0.25)?;
+    let mut out = try_vec(max_count, |_| 0.0)?;
     let mut rows = Vec::new();
-    let mut bytes = opts.min_bytes.max(4);
-    while bytes <= opts.max_bytes {
+    for bytes in sizes(opts.min_bytes, opts.max_bytes) {
         // Divisible by n, so all-gather and reduce-scatter chunks are whole.
         let count = (bytes / 4 / n).max(1) * n;
         let iters = ((1usize << 30) / bytes).clamp(3, opts.iters.max(3));
@@ -173,13 +239,13 @@ pub fn run(comm: &mut Communicator, opts: &BenchOptions) -> Result<Vec<BenchRow>
             algbw,
             busbw: algbw * opts.op.bus_factor(n),
         });
-        bytes *= 2;
     }
     Ok(rows)
 }
 
 /// [`run`] on `world` in-process ranks; returns rank 0's rows.
 pub fn run_inproc(world: usize, opts: &BenchOptions) -> Result<Vec<BenchRow>> {
+    check_options(opts, world, world, available_memory())?;
     let fabric = Arc::new(InprocFabric::new());
     let handles: Vec<_> = (0..world)
         .map(|rank| {
@@ -223,6 +289,8 @@ pub fn main(transport: &str, world: usize, opts: &BenchOptions, self_command: &[
     }
     let launched = ["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"].iter().any(|v| std::env::var(v).is_ok());
     if !launched {
+        // Before any rank starts: the ranks would each refuse the same options.
+        check_options(opts, world, world, available_memory())?;
         let launch = crate::launch::LaunchOptions {
             env: vec![(crate::bootstrap::ENV_TRANSPORT.to_string(), transport.to_string())],
             prefix_output: false,
@@ -307,4 +375,40 @@ pub fn print_table(
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(min_bytes: usize, max_bytes: usize) -> BenchOptions {
+        BenchOptions { min_bytes, max_bytes, iters: 3, warmup: 0, ..Default::default() }
+    }
+
+    #[test]
+    fn impossible_sweeps_are_refused_naming_the_flag() {
+        let e = run_inproc(4, &opts(4, 8)).unwrap_err().to_string();
+        assert!(e.contains("--max-bytes 8 is below 4 x 4 ranks") && e.contains("--max-bytes 16"), "{e}");
+        let e = check_options(&opts(64, 32), 2, 1, None).unwrap_err().to_string();
+        assert!(e.contains("--min-bytes 64 is above --max-bytes 32"), "{e}");
+        // Larger than memory, and near 2^63: refused before any buffer is allocated.
+        let e = check_options(&opts(4, 1 << 40), 2, 2, Some(1 << 30)).unwrap_err().to_string();
+        assert!(
+            e.contains("2 local ranks' buffers need 4398046511104 bytes") && e.contains("lower --max-bytes"),
+            "{e}"
+        );
+        let e = run_inproc(2, &opts(1 << 62, (1 << 63) + 5)).unwrap_err().to_string();
+        assert!(e.contains("--max-bytes"), "{e}");
+        // The smallest sweep that gives every rank one element runs.
+        let rows = run_inproc(2, &opts(8, 8)).unwrap();
+        assert_eq!((rows.len(), rows[0].count), (1, 2));
+    }
+
+    #[test]
+    fn sizes_double_without_overflowing() {
+        assert_eq!(sizes(4, 16), [4, 8, 16]);
+        assert_eq!(sizes(0, 5), [4]);
+        assert_eq!(sizes(1 << 62, usize::MAX), [1 << 62, 1 << 63]);
+        assert!(sizes(8, 4).is_empty());
+    }
 }

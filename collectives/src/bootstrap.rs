@@ -288,6 +288,18 @@ pub fn init_checked(env: &LaunchEnv, config: CommConfig, kind: &str, digest: &st
     // route to the master for data), never to every interface.
     let server = if env.rank == 0 { Some(StoreServer::start(master, env.token)?) } else { None };
     let mut store = StoreClient::connect(&master.to_string(), &env.token, config.timeout)?;
+    // One process per rank: a second process started with the same rank is refused by name
+    // instead of overwriting the first one's records.
+    let me = format!("{} pid {}", hostname(), std::process::id());
+    if let Some(holder) = store.claim(&format!("rank/{}", env.rank), me.as_bytes())? {
+        return Err(CommError::Bootstrap(format!(
+            "two processes were started as rank {}: {} and this one ({me}); every process of a job \
+             needs its own rank (RANK, SLURM_PROCID or OMPI_COMM_WORLD_RANK, 0 to {})",
+            env.rank,
+            String::from_utf8_lossy(&holder),
+            env.world_size - 1
+        )));
+    }
     check_setup(&mut store, env, &setup_description(env, &config, kind, digest), config.timeout)?;
     let host = hostname();
     store.set(&format!("host/{}", env.rank), host.as_bytes())?;
@@ -341,6 +353,42 @@ mod tests {
         let map: HashMap<String, String> =
             pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         LaunchEnv::from_vars(|k| map.get(k).cloned())
+    }
+
+    /// Two processes started as rank 1: the second is refused naming the rank and the first.
+    #[test]
+    fn a_rank_started_twice_is_refused_by_name() {
+        let port =
+            std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+        let token = JobToken::random().unwrap().to_hex();
+        let config = CommConfig { timeout: std::time::Duration::from_secs(3), ..CommConfig::default() };
+        let results: Vec<std::result::Result<(), String>> = std::thread::scope(|s| {
+            let ranks = ["0", "1", "1"].map(|rank| {
+                let (port, token, config) = (&port, &token, config.clone());
+                s.spawn(move || {
+                    if rank == "1" {
+                        std::thread::sleep(std::time::Duration::from_millis(300));
+                    }
+                    let vars = [
+                        ("RANK", rank),
+                        ("WORLD_SIZE", "3"),
+                        ("MASTER_ADDR", "127.0.0.1"),
+                        ("MASTER_PORT", port),
+                        (ENV_TOKEN, token),
+                    ];
+                    let env = env(&vars).map_err(|e| e.to_string())?;
+                    init_with_transport(&env, config, "tcp").map(drop).map_err(|e| e.to_string())
+                })
+            });
+            ranks.map(|h| h.join().unwrap()).into_iter().collect()
+        });
+        let refused: Vec<&String> = results
+            .iter()
+            .filter_map(|r| r.as_ref().err())
+            .filter(|e| e.contains("two processes were started as rank 1"))
+            .collect();
+        assert_eq!(refused.len(), 1, "{results:?}");
+        assert!(refused[0].contains(&format!("pid {}", std::process::id())), "{}", refused[0]);
     }
 
     #[test]

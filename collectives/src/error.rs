@@ -95,20 +95,19 @@ pub enum CommError {
         role: String,
     },
     /// An operating-system call failed.
-    #[error("{context}: {source}")]
+    #[error("{context}: {cause}")]
     Io {
         /// What was being done.
         context: String,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        /// The I/O error (in the message, not also as a source, so that it is printed once).
+        cause: std::io::Error,
     },
 }
 
 impl CommError {
     /// Wraps an I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        CommError::Io { context: context.into(), source }
+        CommError::Io { context: context.into(), cause: source }
     }
 
     /// The error without the group context of [`CommError::InGroup`]: the one to match on.
@@ -232,3 +231,18 @@ impl PeerNames {
 
 /// The crate's result type.
 pub type Result<T, E = CommError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An I/O failure says its cause once: in the message, not again as a source that error
+    /// reporters print after it.
+    #[test]
+    fn an_io_cause_is_printed_once() {
+        let e = CommError::io("binding the store", std::io::Error::from(std::io::ErrorKind::AddrInUse));
+        let cause = std::io::Error::from(std::io::ErrorKind::AddrInUse).to_string();
+        assert_eq!(e.to_string(), format!("binding the store: {cause}"));
+        assert!(std::error::Error::source(&e).is_none());
+    }
+}

@@ -211,6 +211,13 @@ pub fn run(nproc_per_node: usize, command: &[String], opts: &LaunchOptions) -> R
         )));
     }
     let port = match opts.master_port {
+        Some(0) => {
+            return Err(CommError::InvalidArgument(
+                "--master-port 0 names no port the ranks can meet at: give a port from 1 to 65535, \
+                 or leave the flag out (one node) to have a free one picked"
+                    .into(),
+            ))
+        }
         Some(p) => p,
         None if opts.nnodes == 1 => free_port()?,
         None => {
@@ -329,6 +336,9 @@ fn supervise(mut children: Vec<Child>, stop: &Stopping, first_rank: usize) -> Re
     let mut failure: Option<i32> = None;
     let mut stop_deadline: Option<Instant> = None;
     let mut signals_seen = stop.signals_before;
+    // Ranks that exited 0 while others still ran: named if the job then fails, since a rank
+    // that leaves before joining makes the others wait for it until they time out.
+    let mut left_early: Vec<usize> = Vec::new();
     let kill_all = |children: &mut [Child], running: &[bool]| {
         for (i, c) in children.iter_mut().enumerate() {
             if running[i] {
@@ -370,9 +380,22 @@ fn supervise(mut children: Vec<Child>, stop: &Stopping, first_rank: usize) -> Re
                 Ok(Some(status)) => {
                     running[i] = false;
                     let code = code_of(status);
+                    if code == 0 && failure.is_none() && stop_deadline.is_none() && running.iter().any(|&r| r)
+                    {
+                        left_early.push(first_rank + i);
+                    }
                     if code != 0 && failure.is_none() {
+                        let early = match left_early.as_slice() {
+                            [] => String::new(),
+                            ranks => format!(
+                                " (rank{} {} had already exited with code 0 while the others ran: a rank that \
+                                 ends before joining the job leaves the others waiting for it)",
+                                if ranks.len() > 1 { "s" } else { "" },
+                                ranks.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ")
+                            ),
+                        };
                         eprintln!(
-                            "trident launch: rank {} exited with code {code}; stopping the other ranks",
+                            "trident launch: rank {} exited with code {code}; stopping the other ranks{early}",
                             first_rank + i
                         );
                         failure = Some(code);

@@ -5,7 +5,9 @@
 //! Protocol: the client sends [`HELLO_LEN`] bytes (magic, version, token) and gets one byte
 //! back (1 = accepted, 0 = refused, 2 = busy: too many handshakes in progress, try again). Then requests: `SET` = op 1, key length u32, key, value length u32,
 //! value -> status byte; `GET` = op 2, key length u32, key, timeout ms u32 -> status byte
-//! (1 = found, 0 = timed out), and when found, value length u32 and value.
+//! (1 = found, 0 = timed out), and when found, value length u32 and value; `CLAIM` = op 3,
+//! key and value as for `SET` -> status byte (1 = set, the key was free; 2 = held already,
+//! followed by the holder's value length u32 and value; 0 = the store is full).
 
 use crate::error::{CommError, Result};
 use crate::token::JobToken;
@@ -27,6 +29,7 @@ pub const MAX_VALUE: usize = 1 << 20;
 const MAX_TOTAL: usize = 64 << 20;
 const OP_SET: u8 = 1;
 const OP_GET: u8 = 2;
+const OP_CLAIM: u8 = 3;
 
 #[derive(Default)]
 struct Table {
@@ -46,14 +49,15 @@ pub struct StoreLimits {
     /// Time a connection gets to present its whole hello (not per read: a client trickling
     /// one byte at a time is cut off at this deadline).
     pub handshake: Duration,
-    /// Connections still in their handshake at once; more are answered `BUSY` and closed
-    /// without a thread.
+    /// Connections in their handshake at once; past it the oldest is dropped for the
+    /// newcomer, so that strangers holding connections open cannot keep a rank out (a rank
+    /// presents its hello as soon as it connects).
     pub max_pending: usize,
 }
 
 impl Default for StoreLimits {
     fn default() -> Self {
-        StoreLimits { handshake: Duration::from_secs(5), max_pending: 32 }
+        StoreLimits { handshake: Duration::from_secs(5), max_pending: 128 }
     }
 }
 
@@ -62,7 +66,8 @@ impl Default for StoreLimits {
 pub struct StoreStats {
     /// Connections turned away: wrong hello, handshake deadline passed, or over the cap.
     pub refused: usize,
-    /// Of those, the ones turned away because `max_pending` handshakes were in progress.
+    /// Of those, the ones dropped for a newer connection because `max_pending` handshakes
+    /// were in progress.
     pub busy: usize,
     /// Most handshakes in progress at once.
     pub pending_peak: usize,
@@ -80,6 +85,9 @@ struct Shared {
     clients: AtomicUsize,
     /// Connections in their handshake.
     pending: AtomicUsize,
+    /// The connections in their handshake, oldest first, by id: the oldest is dropped when
+    /// `max_pending` are.
+    handshakes: Mutex<std::collections::VecDeque<(u64, TcpStream)>>,
     stats: Mutex<StoreStats>,
     log: RefusalLog,
 }
@@ -163,8 +171,15 @@ impl StoreServer {
             } else {
                 "is MASTER_PORT free?"
             };
+            let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+                "the port is taken: by another job, or by a second process started as rank 0 \
+                 (every process of a job needs its own RANK); pick another MASTER_PORT"
+            } else {
+                hint
+            };
             CommError::io(format!("rank 0 hosting the rendezvous store on {bind} ({hint})"), e)
         })?;
+        deepen_backlog(&listener);
         let addr = listener.local_addr().map_err(|e| CommError::io("store address", e))?;
         listener.set_nonblocking(true).map_err(|e| CommError::io("store listener", e))?;
         let shared = Arc::new(Shared {
@@ -175,6 +190,7 @@ impl StoreServer {
             limits,
             clients: AtomicUsize::new(0),
             pending: AtomicUsize::new(0),
+            handshakes: Mutex::new(std::collections::VecDeque::new()),
             stats: Mutex::new(StoreStats::default()),
             log: RefusalLog::new("trident store"),
         });
@@ -222,42 +238,49 @@ impl Shared {
     fn count(&self, f: impl FnOnce(&mut StoreStats)) {
         f(&mut self.stats.lock().unwrap_or_else(|e| e.into_inner()));
     }
+
+    /// Takes connection `id` off the handshakes in progress.
+    fn handshake_over(&self, id: u64) {
+        let mut q = self.handshakes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = q.iter().position(|(i, _)| *i == id) {
+            q.remove(at);
+        }
+    }
 }
 
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let mut next_id = 0u64;
     while !shared.stop.load(Ordering::Acquire) {
         match listener.accept() {
-            Ok((mut stream, peer)) => {
-                // Claim a handshake slot, or turn the connection away without a thread.
-                let claimed = shared
-                    .pending
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                        (p < shared.limits.max_pending).then_some(p + 1)
-                    })
-                    .map(|p| p + 1);
-                let Ok(pending) = claimed else {
-                    let _ = stream.set_nonblocking(true).and_then(|_| stream.write(&[BUSY]));
-                    shared.count(|s| {
-                        s.refused += 1;
-                        s.busy += 1;
-                    });
-                    shared.log.refused(
-                        &peer,
-                        &format_args!(
-                            "{} handshakes already in progress (is someone flooding the store port?)",
-                            shared.limits.max_pending
-                        ),
-                    );
-                    continue;
+            Ok((stream, peer)) => {
+                let id = next_id;
+                next_id += 1;
+                let Ok(handle) = stream.try_clone() else { continue };
+                // Room for the newcomer: the oldest handshake goes (its thread sees the
+                // connection shut and ends, counting the refusal).
+                let pending = {
+                    let mut q = shared.handshakes.lock().unwrap_or_else(|e| e.into_inner());
+                    if q.len() >= shared.limits.max_pending.max(1) {
+                        if let Some((_, oldest)) = q.pop_front() {
+                            let _ = oldest.shutdown(std::net::Shutdown::Both);
+                            shared.count(|s| s.busy += 1);
+                        }
+                    }
+                    q.push_back((id, handle));
+                    q.len()
                 };
+                shared.pending.fetch_add(1, Ordering::AcqRel);
                 shared.count(|s| s.pending_peak = s.pending_peak.max(pending));
                 let s = shared.clone();
                 let spawned =
                     std::thread::Builder::new().name("trident-store-conn".into()).spawn(move || {
                         let mut slot = Some(Pending(&s.pending));
-                        if let Err(e) = serve(stream, &s, &mut slot) {
+                        let served = serve(stream, &s, &mut slot, id);
+                        s.handshake_over(id);
+                        if let Err(e) = served {
                             if slot.is_some() {
-                                // Still in the handshake: a foreign or broken client.
+                                // Still in the handshake: a foreign or broken client, or one
+                                // dropped for a newer connection.
                                 s.count(|st| st.refused += 1);
                                 if !s.stop.load(Ordering::Acquire) {
                                     s.log.refused(&peer, &e);
@@ -269,6 +292,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                     });
                 if spawned.is_err() {
                     shared.pending.fetch_sub(1, Ordering::AcqRel);
+                    shared.handshake_over(id);
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -276,6 +300,22 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             }
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
+    }
+}
+
+/// Connections the kernel queues for a listener before `accept`: deeper than the default
+/// 128, so that a burst of strangers does not leave a rank's connection unanswered (its
+/// retry would come a second later).
+const BACKLOG: libc::c_int = 4096;
+
+/// Raises `listener`'s queue of unaccepted connections to [`BACKLOG`] (best effort: the
+/// kernel caps it at `net.core.somaxconn`).
+pub(crate) fn deepen_backlog(listener: &TcpListener) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `listen` on a socket this listener owns and that already listens only changes
+    // its backlog; a failure leaves the old one, which is fine.
+    unsafe {
+        libc::listen(listener.as_raw_fd(), BACKLOG);
     }
 }
 
@@ -373,7 +413,12 @@ impl Drop for Disconnect<'_> {
 /// How long the server waits for an authenticated client to take a reply.
 const REPLY_WAIT: Duration = Duration::from_secs(30);
 
-fn serve(mut stream: TcpStream, shared: &Shared, slot: &mut Option<Pending<'_>>) -> std::io::Result<()> {
+fn serve(
+    mut stream: TcpStream,
+    shared: &Shared,
+    slot: &mut Option<Pending<'_>>,
+    id: u64,
+) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_nodelay(true)?;
     let deadline = Instant::now() + shared.limits.handshake;
@@ -395,6 +440,7 @@ fn serve(mut stream: TcpStream, shared: &Shared, slot: &mut Option<Pending<'_>>)
     shared.clients.fetch_add(1, Ordering::AcqRel);
     let _connected = Disconnect(&shared.clients);
     *slot = None;
+    shared.handshake_over(id);
     // Idle clients are fine once authenticated (their own timeouts bound their waits);
     // replies must not block this thread for good on a client that stopped reading.
     stream.set_read_timeout(None)?;
@@ -417,6 +463,29 @@ fn serve(mut stream: TcpStream, shared: &Shared, slot: &mut Option<Pending<'_>>)
                     continue;
                 }
                 t.bytes = t.bytes - old + value.len() + key.len();
+                t.map.insert(key, value);
+                drop(t);
+                shared.changed.notify_all();
+                stream.write_all(&[1])?;
+            }
+            OP_CLAIM => {
+                let value = read_bounded(&mut stream, MAX_VALUE, "value")?;
+                let mut t = shared.table.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(holder) = t.map.get(&key) {
+                    let mut reply = Vec::with_capacity(5 + holder.len());
+                    reply.push(2);
+                    reply.extend_from_slice(&(holder.len() as u32).to_le_bytes());
+                    reply.extend_from_slice(holder);
+                    drop(t);
+                    stream.write_all(&reply)?;
+                    continue;
+                }
+                if t.bytes + value.len() + key.len() > MAX_TOTAL {
+                    drop(t);
+                    stream.write_all(&[0])?;
+                    continue;
+                }
+                t.bytes += value.len() + key.len();
                 t.map.insert(key, value);
                 drop(t);
                 shared.changed.notify_all();
@@ -657,6 +726,42 @@ impl StoreClient {
         Ok(())
     }
 
+    /// Sets `key` to `value` unless it is set already: `None` when this call set it, else
+    /// the value that holds it (for claims only one client may make, such as a rank).
+    pub fn claim(&mut self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>> {
+        if value.len() > MAX_VALUE {
+            return Err(CommError::InvalidArgument(format!(
+                "store value of {} bytes exceeds {MAX_VALUE}",
+                value.len()
+            )));
+        }
+        let mut req = self.send_key(OP_CLAIM, key)?;
+        req.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        req.extend_from_slice(value);
+        let within = self.timeout;
+        let answer = self.call(key, &req, within, |s, deadline| {
+            let mut status = [0u8; 1];
+            read_exact_by(s, &mut status, deadline)?;
+            if status[0] != 2 {
+                return Ok((status[0], None));
+            }
+            let mut len = [0u8; 4];
+            read_exact_by(s, &mut len, deadline)?;
+            let len = u32::from_le_bytes(len) as usize;
+            if len > MAX_VALUE {
+                return Err(invalid(&format!("store value of {len} bytes exceeds the limit of {MAX_VALUE}")));
+            }
+            let mut v = vec![0u8; len];
+            read_exact_by(s, &mut v, deadline)?;
+            Ok((2, Some(v)))
+        })?;
+        match answer {
+            (1, _) => Ok(None),
+            (2, holder) => Ok(holder),
+            _ => Err(CommError::Bootstrap(format!("the store refused to keep {key:?}: it is full"))),
+        }
+    }
+
     /// Waits up to `timeout` for `key` to be set and returns its value.
     pub fn get(&mut self, key: &str, timeout: Duration) -> Result<Vec<u8>> {
         let mut req = self.send_key(OP_GET, key)?;
@@ -743,6 +848,19 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_is_granted_once_and_names_its_holder() {
+        let token = JobToken::random().unwrap();
+        let server = StoreServer::start("127.0.0.1:0".parse().unwrap(), token).unwrap();
+        let addr = server.addr().to_string();
+        let mut a = StoreClient::connect(&addr, &token, Duration::from_secs(5)).unwrap();
+        let mut b = StoreClient::connect(&addr, &token, Duration::from_secs(5)).unwrap();
+        assert_eq!(a.claim("rank/1", b"first").unwrap(), None);
+        assert_eq!(b.claim("rank/1", b"second").unwrap().as_deref(), Some(&b"first"[..]));
+        assert_eq!(b.get("rank/1", Duration::from_millis(50)).unwrap(), b"first", "the holder is kept");
+        assert_eq!(b.claim("rank/2", b"second").unwrap(), None);
+    }
+
+    #[test]
     fn set_get_and_refusals() {
         let token = JobToken::random().unwrap();
         let server = StoreServer::start("127.0.0.1:0".parse().unwrap(), token).unwrap();
@@ -820,21 +938,15 @@ mod tests {
         let limits = StoreLimits { handshake: Duration::from_millis(400), max_pending: 4 };
         let server = StoreServer::start_with("127.0.0.1:0".parse().unwrap(), token, limits).unwrap();
         let addr = server.addr().to_string();
-        // Silent connections: four take the slots, the rest are told "busy" at once.
+        // Silent connections: four hold the slots, and each newer one pushes the oldest out;
+        // none gets an answer.
         let mut silent: Vec<TcpStream> = (0..10).map(|_| TcpStream::connect(&addr).unwrap()).collect();
-        let mut busy = 0;
         for s in &mut silent {
             let mut reply = Vec::new();
             s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             let _ = s.read_to_end(&mut reply);
-            match reply.as_slice() {
-                [BUSY] => busy += 1,
-                // Cut off at the handshake deadline without an answer.
-                [] => {}
-                other => panic!("unexpected answer {other:?}"),
-            }
+            assert!(reply.is_empty(), "a silent connection got {reply:?}");
         }
-        assert!(busy >= 1, "the cap must turn some away");
         // A client trickling its hello a byte at a time is cut off at the deadline, not
         // allowed a fresh timeout per byte.
         let mut trickle = TcpStream::connect(&addr).unwrap();
@@ -852,11 +964,39 @@ mod tests {
         }
         let stats = server.stats();
         assert!(stats.pending_peak <= 4, "{stats:?}");
-        assert!(stats.busy == busy && stats.refused >= 10, "{stats:?}");
+        assert!(stats.busy >= 1 && stats.refused >= 10, "the cap must push some out: {stats:?}");
         // Well-behaved clients still get in.
         let mut c = StoreClient::connect(&addr, &token, Duration::from_secs(5)).unwrap();
         c.set("k", b"v").unwrap();
         assert_eq!(server.pending(), 0);
+    }
+
+    /// Strangers opening connection after connection and holding them silent: the store's
+    /// handshakes stay within the cap, and a rank connecting meanwhile still gets in.
+    #[test]
+    fn strangers_holding_connections_open_do_not_keep_a_rank_out() {
+        let token = JobToken::random().unwrap();
+        let limits = StoreLimits { handshake: Duration::from_secs(5), max_pending: 8 };
+        let server = StoreServer::start_with("127.0.0.1:0".parse().unwrap(), token, limits).unwrap();
+        let addr = server.addr().to_string();
+        let flood_addr = addr.clone();
+        let flood = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for _ in 0..150 {
+                if let Ok(s) = TcpStream::connect(&flood_addr) {
+                    held.push(s);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            held
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let mut c = StoreClient::connect(&addr, &token, Duration::from_secs(3)).unwrap();
+        c.set("k", b"v").unwrap();
+        let held = flood.join().unwrap();
+        assert!(held.len() > 100);
+        let stats = server.stats();
+        assert!(stats.pending_peak <= 8 && stats.busy > 0, "{stats:?}");
     }
 
     #[test]

@@ -246,6 +246,31 @@ fn launcher_returns_the_first_failure_and_stops_the_rest() {
     assert!(stdout.contains("[rank 1] hello from 1 of 2"), "{stdout}");
 }
 
+/// A rank that exits 0 while the others run is named when the job then fails; port 0 is
+/// refused before any rank starts.
+#[test]
+fn launcher_names_a_rank_that_left_early_and_refuses_port_0() {
+    let script = "if [ \"$RANK\" = 1 ]; then exit 0; fi; sleep 1; exit 3";
+    let out = Command::new(bin())
+        .args(["launch", "--nproc-per-node", "2", "--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("rank 0 exited with code 3") && err.contains("rank 1 had already exited with code 0"),
+        "{err}"
+    );
+
+    let out = Command::new(bin())
+        .args(["launch", "--nproc-per-node", "2", "--master-port", "0", "--", "sh", "-c", "echo started"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", text(&out));
+    let (err, stdout) = (String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+    assert!(err.contains("--master-port 0 names no port") && !stdout.contains("started"), "{err}");
+}
+
 fn killed_rank(transport: &str) {
     let job = Job::new();
     let outs = wait_all(

@@ -78,8 +78,8 @@ pub enum CheckpointError {
         /// What the file holds.
         found: String,
     },
-    /// The saved model config is invalid.
-    #[error("{path}: {cause}")]
+    /// The saved model config is invalid (said in the file's own field names).
+    #[error("{path}: the model it describes is impossible: {}", cause.in_file_words())]
     Config {
         /// The file.
         path: PathBuf,
@@ -182,6 +182,21 @@ pub enum CheckpointError {
         /// The tensor's name.
         name: String,
         /// The element's index.
+        index: usize,
+        /// The value.
+        value: f32,
+    },
+    /// A model file (llm.c's) whose weights hold a NaN or infinity: nothing can train from it.
+    #[error(
+        "{path}: tensor `{name}` holds {value} at element {index}; the model file is damaged or was \
+         written by a run that had diverged, and no run can start from it"
+    )]
+    NonFiniteWeights {
+        /// The file.
+        path: PathBuf,
+        /// The tensor's name.
+        name: String,
+        /// The element's index in the tensor.
         index: usize,
         /// The value.
         value: f32,

@@ -100,8 +100,15 @@ pub fn read_llmc_model(path: &Path) -> Result<(GptConfig, Vec<f32>), CheckpointE
     if bytes.len() as u64 != expected {
         return Err(CheckpointError::WrongSize { path: path.into(), expected, found: bytes.len() as u64 });
     }
-    let params =
+    let params: Vec<f32> =
         bytes[HEADER_BYTES..].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    if let Some(at) = params.iter().position(|v| !v.is_finite()) {
+        let layout = ParamLayout::new(config);
+        let tensor = crate::model::ParamTensor::ALL.iter().find(|&&t| layout.range(t).contains(&at));
+        let (name, index) =
+            tensor.map_or(("?".into(), at), |&t| (t.name().to_string(), at - layout.range(t).start));
+        return Err(CheckpointError::NonFiniteWeights { path: path.into(), name, index, value: params[at] });
+    }
     Ok((config, params))
 }
 
@@ -164,7 +171,20 @@ mod tests {
 
         let mut heads = good.clone();
         heads[20..24].copy_from_slice(&3i32.to_le_bytes());
-        assert!(matches!(with(&heads), CheckpointError::Config { .. }));
+        let err = with(&heads);
+        assert!(matches!(err, CheckpointError::Config { .. }), "{err}");
+        // The header's own fields are named, not flags the user never passed.
+        let msg = err.to_string();
+        assert!(msg.contains("num_heads 3 does not divide channels 16") && !msg.contains("--"), "{msg}");
+
+        // A NaN weight is the file's fault, named by tensor and element, with no training advice.
+        let mut nan = good.clone();
+        let at = 1024 + 4 * (ParamLayout::new(config).range(crate::model::ParamTensor::Wpe).start + 5);
+        nan[at..at + 4].copy_from_slice(&f32::NAN.to_le_bytes());
+        let err = with(&nan);
+        let msg = err.to_string();
+        assert!(matches!(err, CheckpointError::NonFiniteWeights { index: 5, .. }), "{msg}");
+        assert!(msg.contains("`wpe`") && !msg.contains("--lr"), "{msg}");
 
         assert!(matches!(
             write_llmc_model(&path, &config, &params[1..]),

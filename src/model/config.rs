@@ -67,6 +67,35 @@ pub enum ConfigError {
     },
 }
 
+impl ConfigError {
+    /// This error in the words of a file that describes the model (llm.c's header fields,
+    /// `trainer.json`'s config), not of the flags, which the user may never have passed.
+    pub fn in_file_words(&self) -> String {
+        let field = |flag: &str| match flag {
+            "--max-position-embeddings" => "max_seq_len",
+            "--num-layers" => "num_layers",
+            "--num-attention-heads" => "num_heads",
+            "--hidden-size" => "channels",
+            _ => "vocab_size",
+        };
+        match self {
+            ConfigError::HeadsDoNotDivide { heads, hidden } => {
+                format!("num_heads {heads} does not divide channels {hidden}")
+            }
+            ConfigError::Zero { what, value } => {
+                format!("{} is {value}, and must be at least 1", field(what))
+            }
+            ConfigError::PaddedTooSmall { padded, vocab } => {
+                format!("padded_vocab_size {padded} is smaller than vocab_size {vocab}")
+            }
+            ConfigError::TooLarge { layers, hidden, positions, vocab } => format!(
+                "num_layers {layers}, channels {hidden}, max_seq_len {positions} and padded_vocab_size \
+                 {vocab} make more parameters than this machine can count"
+            ),
+        }
+    }
+}
+
 impl GptConfig {
     /// A config with the vocabulary padded to a multiple of `multiple` (llm.c pads to 128;
     /// 0 counts as 1), validated ([`validate`](Self::validate)).

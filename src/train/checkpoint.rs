@@ -11,7 +11,11 @@
 //!   order walks one global stream, so its position is the same on every replica and any grid
 //!   resumes it; llm.c's order is per replica and resumes only at the same data-parallel size;
 //! - world rank 0 puts each share in place ([`ShardLayout::insert`]), writes the checkpoint
-//!   atomically, and tells every rank whether that worked, so a failed save ends every rank.
+//!   atomically, and tells every rank whether that worked, so a failed save ends every rank,
+//!   each saying where the previous checkpoint (untouched by the failed write) is;
+//! - while a save lasts, every rank waits for the others under the save's own deadline
+//!   ([`save_timeout`]: sized to the checkpoint, or `TRIDENT_SAVE_TIMEOUT_S`), not under the
+//!   ordinary collective timeout, which a large checkpoint on a slow disk outlasts.
 //!
 //! Resuming ([`restore`]): every rank reads the checkpoint (from a file system all ranks see,
 //! as Megatron-LM assumes) and takes its share ([`ShardLayout::extract`]). A vocabulary padded
@@ -20,12 +24,14 @@
 //! zero, in the moments too.
 
 use std::ops::Range;
+use std::path::Path;
+use std::time::Duration;
 
 use serde_json::json;
 use trident_collectives::{Communicator, RankGrid};
 
 use super::{Result, TrainError, Trainer};
-use crate::checkpoint::{step_dir, AdamWMoments, Checkpoint};
+use crate::checkpoint::{latest_checkpoint, step_dir, AdamWMoments, Checkpoint};
 use crate::model::{GptConfig, ParamLayout, ParamTensor, ShardLayout, ShardPlace};
 use trident_data::{DataLoader, DataOrder, LoaderState};
 
@@ -62,6 +68,58 @@ pub fn owned_range(len: usize, dp: usize, dp_rank: usize, zero: bool) -> Range<u
     (dp_rank * share).min(len)..((dp_rank + 1) * share).min(len)
 }
 
+/// The most elements (f32) one rank's own host copies for a save hold: its parameter shard
+/// and the part of AdamW's moments it owns, on a `tp x pp x dp` grid with `chunks` model chunks
+/// per stage, under ZeRO-1 when `zero`.
+pub fn save_copy_elements(
+    config: &GptConfig,
+    (tp, pp, dp): (usize, usize, usize),
+    zero: bool,
+    chunks: usize,
+) -> usize {
+    let mut most = 0;
+    for stage in 0..pp.max(1) {
+        for tp_rank in 0..tp.max(1) {
+            let place =
+                ShardPlace { chunks: chunks.max(1), ..ShardPlace::new(tp_rank, tp.max(1), stage, pp.max(1)) };
+            let len = ShardLayout::new(*config, place).len();
+            most = most.max(len + 2 * owned_range(len, dp.max(1), 0, zero).len());
+        }
+    }
+    most
+}
+
+/// The most elements (f32) world rank 0 holds during a save beside its own copies
+/// ([`save_copy_elements`]), as [`save`] allocates them: on one rank, the whole model's
+/// parameters and moments less the parameter copy it frees first (2 models); on a grid, the
+/// whole model and both moments (3 models), the moments of one stage while their ZeRO-1
+/// shares arrive, and the largest shard's moments in flight.
+pub fn save_gather_elements(
+    config: &GptConfig,
+    (tp, pp, dp): (usize, usize, usize),
+    zero: bool,
+    chunks: usize,
+) -> usize {
+    let whole = ParamLayout::new(*config).len();
+    let (tp, pp, dp) = (tp.max(1), pp.max(1), dp.max(1));
+    if tp * pp * dp == 1 {
+        return 2 * whole;
+    }
+    let (mut largest, mut stage_most) = (0, 0);
+    for stage in 0..pp {
+        let mut stage_sum = 0;
+        for tp_rank in 0..tp {
+            let place = ShardPlace { chunks: chunks.max(1), ..ShardPlace::new(tp_rank, tp, stage, pp) };
+            let len = ShardLayout::new(*config, place).len();
+            largest = largest.max(len);
+            stage_sum += len;
+        }
+        stage_most = stage_most.max(stage_sum);
+    }
+    let pending = if zero && dp > 1 { stage_most } else { 0 };
+    3 * whole + 2 * pending + 2 * largest
+}
+
 /// A loader's position as exact `f64` words (u32 halves), for the transfer to rank 0.
 fn position_words(s: &LoaderState) -> [f64; 6] {
     let mut w = [0.0; 6];
@@ -76,9 +134,67 @@ fn position_of(w: &[f64; 6]) -> [u64; 3] {
     std::array::from_fn(|i| ((w[2 * i] as u64) << 32) | w[2 * i + 1] as u64)
 }
 
+/// Environment variable: seconds every rank waits for the others during a checkpoint save
+/// (the transfers to world rank 0 and its write), in place of [`save_timeout`]'s default.
+pub const ENV_SAVE_TIMEOUT: &str = "TRIDENT_SAVE_TIMEOUT_S";
+
+/// The write rate the default save deadline allows for: a slow network file system's, well
+/// under a local disk's.
+const SLOWEST_WRITE_BYTES_PER_S: u64 = 20_000_000;
+
+/// The margin of the default save deadline beside the writing time.
+const SAVE_MARGIN: Duration = Duration::from_secs(600);
+
+/// How long the ranks of a save of `config` wait for each other: [`ENV_SAVE_TIMEOUT`] when it
+/// is set, else the ordinary collective timeout `ordinary`, plus ten minutes, plus the time a
+/// checkpoint's bytes (the parameters and AdamW's two moments, 12 bytes a parameter) take at
+/// 20 MB/s. A value of the variable that is not a positive number of seconds is an error.
+pub fn save_timeout(config: &GptConfig, ordinary: Duration) -> Result<Duration> {
+    if let Ok(v) = std::env::var(ENV_SAVE_TIMEOUT) {
+        return match v.trim().parse::<f64>() {
+            Ok(secs) if secs > 0.0 && secs < 1e9 => Ok(Duration::from_secs_f64(secs)),
+            _ => Err(TrainError::Checkpoint(format!(
+                "{ENV_SAVE_TIMEOUT}={v:?} is not a positive number of seconds"
+            ))),
+        };
+    }
+    let bytes = (ParamLayout::new(*config).len() as u64).saturating_mul(12);
+    let writing = Duration::from_secs(bytes / SLOWEST_WRITE_BYTES_PER_S);
+    Ok(ordinary.saturating_add(SAVE_MARGIN).saturating_add(writing))
+}
+
+/// What a failed save left in `dir`: the latest complete checkpoint there, which the failed
+/// write did not touch (checkpoints are written beside it and renamed into place), or none.
+fn previous_checkpoint_note(dir: &Path) -> String {
+    match latest_checkpoint(dir) {
+        Ok(Some((step, path))) => format!(
+            "the previous checkpoint, {} (step {step}), is intact: --load {} resumes from it",
+            path.display(),
+            dir.display()
+        ),
+        Ok(None) => format!("{} holds no earlier checkpoint", dir.display()),
+        Err(e) => format!("the earlier checkpoints in {} could not be listed: {e}", dir.display()),
+    }
+}
+
 /// Writes the checkpoint of the step `trainer` has just finished, every rank of `world`
-/// taking part. `loader` is this rank's training data.
+/// taking part, under the save's deadline ([`save_timeout`]). `loader` is this rank's
+/// training data.
 pub fn save(
+    world: &mut Communicator,
+    grid: &RankGrid,
+    trainer: &Trainer,
+    loader: &DataLoader,
+    plan: &SavePlan,
+) -> Result<()> {
+    let ordinary = world.timeout();
+    world.set_timeout(save_timeout(&trainer.model.layout().config, ordinary)?);
+    let saved = save_under_deadline(world, grid, trainer, loader, plan);
+    world.set_timeout(ordinary);
+    saved
+}
+
+fn save_under_deadline(
     world: &mut Communicator,
     grid: &RankGrid,
     trainer: &Trainer,
@@ -108,73 +224,90 @@ pub fn save(
         world.broadcast(&mut ok, 0)?;
         return match ok[0] {
             1.0 => Ok(()),
-            _ => Err(TrainError::Checkpoint(
-                "rank 0 could not write the checkpoint (its message says why); nothing after the \
-                 previous checkpoint was saved"
-                    .into(),
-            )),
+            _ => Err(TrainError::Checkpoint(format!(
+                "rank 0 could not write the checkpoint of step {} (its message says why); {}",
+                trainer.iter,
+                previous_checkpoint_note(&plan.dir)
+            ))),
         };
     }
 
-    // World rank 0: every share into the whole model, in rank order.
+    // World rank 0: every share into the whole model, in rank order. Each buffer is freed as
+    // soon as it is in place, so that rank 0 holds what [`save_gather_elements`] counts.
     let layout = ParamLayout::new(config);
-    let (mut full, mut full_m, mut full_v) =
-        (vec![0.0f32; layout.len()], vec![0.0f32; layout.len()], vec![0.0f32; layout.len()]);
-    let mut local_moments: Vec<Option<(Vec<f32>, Vec<f32>)>> = vec![None; grid.tp * grid.pp];
+    let mut full = vec![0.0f32; layout.len()];
+    let mut full_moments: Option<(Vec<f32>, Vec<f32>)> = None;
+    let mut own = Some((params, m, v));
+    // Each (tensor rank, stage)'s moments while their data-parallel shares arrive (ZeRO-1),
+    // with the count of shares in.
+    let shares = if zero { grid.dp } else { 1 };
+    let mut pending: Vec<Option<(Vec<f32>, Vec<f32>, usize)>> =
+        (0..grid.tp * grid.pp).map(|_| None).collect();
     let mut positions = vec![[0u64; 3]; grid.dp];
-    let mut received = Ok(());
     for r in 0..grid.world_size() {
         let c = grid.coords(r);
         let shard =
             ShardLayout::new(config, ShardPlace { chunks, ..ShardPlace::new(c.tp, grid.tp, c.pp, grid.pp) });
         let owned = owned_range(shard.len(), grid.dp, c.dp, zero);
-        let take = |world: &mut Communicator, own: &[f32], n: usize| -> Result<Vec<f32>> {
-            if r == 0 {
-                return Ok(own.to_vec());
-            }
+        let recv = |world: &mut Communicator, n: usize| -> Result<Vec<f32>> {
             let mut buf = vec![0.0f32; n];
             world.recv(&mut buf, r, TAG)?;
             Ok(buf)
         };
-        let step = (|| -> Result<()> {
-            if c.dp == 0 {
-                shard.insert(&take(world, &params, shard.len())?, &mut full);
+        // Rank 0 comes first and hands over its own copies without another.
+        let (rp, rmv) = match own.take() {
+            Some((p, m, v)) => (Some(p), Some((m, v))),
+            None => {
+                let p = if c.dp == 0 { Some(recv(world, shard.len())?) } else { None };
+                let mv = if zero || c.dp == 0 {
+                    let m = recv(world, owned.len())?;
+                    Some((m, recv(world, owned.len())?))
+                } else {
+                    None
+                };
+                (p, mv)
             }
-            if zero || c.dp == 0 {
-                let (rm, rv) = (take(world, &m, owned.len())?, take(world, &v, owned.len())?);
-                let slot = &mut local_moments[c.tp + grid.tp * c.pp];
-                let (lm, lv) = slot.get_or_insert_with(|| (vec![0.0; shard.len()], vec![0.0; shard.len()]));
+        };
+        if let Some(p) = rp {
+            shard.insert(&p, &mut full);
+        }
+        if let Some((rm, rv)) = rmv {
+            let slot = &mut pending[c.tp + grid.tp * c.pp];
+            if shares == 1 {
+                *slot = Some((rm, rv, 1));
+            } else {
+                let (lm, lv, n) =
+                    slot.get_or_insert_with(|| (vec![0.0; shard.len()], vec![0.0; shard.len()], 0));
                 lm[owned.clone()].copy_from_slice(&rm);
                 lv[owned].copy_from_slice(&rv);
+                *n += 1;
             }
-            if c.tp == 0 && c.pp == 0 {
-                let w = if r == 0 {
-                    position
-                } else {
-                    let mut w = [0.0f64; 6];
-                    world.recv(&mut w, r, TAG)?;
-                    w
-                };
-                positions[c.dp] = position_of(&w);
+            if let Some((lm, lv, _)) = slot.take_if(|s| s.2 == shares) {
+                let (fm, fv) = full_moments
+                    .get_or_insert_with(|| (vec![0.0f32; layout.len()], vec![0.0f32; layout.len()]));
+                shard.insert(&lm, fm);
+                shard.insert(&lv, fv);
             }
-            Ok(())
-        })();
-        if let Err(e) = step {
-            received = Err(e);
-            break;
+        }
+        if c.tp == 0 && c.pp == 0 {
+            let w = if r == 0 {
+                position
+            } else {
+                let mut w = [0.0f64; 6];
+                world.recv(&mut w, r, TAG)?;
+                w
+            };
+            positions[c.dp] = position_of(&w);
         }
     }
-    received?;
-    for (i, slot) in local_moments.iter().enumerate() {
-        let (tp_rank, stage) = (i % grid.tp, i / grid.tp);
-        let shard = ShardLayout::new(
-            config,
-            ShardPlace { chunks, ..ShardPlace::new(tp_rank, grid.tp, stage, grid.pp) },
-        );
-        let (lm, lv) = slot.as_ref().expect("every (tensor rank, stage) has moments");
-        shard.insert(lm, &mut full_m);
-        shard.insert(lv, &mut full_v);
-    }
+    let (full_m, full_v) = match full_moments {
+        Some(moments) if pending.iter().all(Option::is_none) => moments,
+        _ => {
+            return Err(TrainError::Checkpoint(
+                "some tensor rank and stage sent no AdamW moments: the checkpoint would be partial".into(),
+            ))
+        }
+    };
 
     let mut state = plan.state.clone();
     if let Some(obj) = state.as_object_mut() {
@@ -199,9 +332,63 @@ pub fn save(
         state,
     };
     let path = step_dir(&plan.dir, trainer.iter);
+    #[cfg(test)]
+    let written = faults::before_write(&plan.dir, trainer.iter).and_then(|()| ck.save(&path));
+    #[cfg(not(test))]
     let written = ck.save(&path);
     world.broadcast(&mut [if written.is_ok() { 1.0f64 } else { 0.0 }], 0)?;
-    written.map_err(|e| TrainError::Checkpoint(format!("saving a checkpoint to {}: {e}", path.display())))
+    written.map_err(|e| {
+        TrainError::Checkpoint(format!(
+            "saving a checkpoint to {}: {e}; {}",
+            path.display(),
+            previous_checkpoint_note(&plan.dir)
+        ))
+    })
+}
+
+/// Faults injected into world rank 0's write of a checkpoint, by `--save` directory and step
+/// (tests only): a write that is slow, or one that fails.
+#[cfg(test)]
+pub(crate) mod faults {
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use crate::checkpoint::CheckpointError;
+
+    /// What happens to the write.
+    #[derive(Clone, Copy, Debug)]
+    pub enum Fault {
+        /// It starts after this delay.
+        Slow(Duration),
+        /// It fails with an I/O error and writes nothing.
+        Fail,
+    }
+
+    static FAULTS: Mutex<Vec<(PathBuf, u64, Fault)>> = Mutex::new(Vec::new());
+
+    /// Makes the write of step `step`'s checkpoint into `dir` suffer `fault`.
+    pub fn inject(dir: &Path, step: u64, fault: Fault) {
+        FAULTS.lock().unwrap_or_else(|e| e.into_inner()).push((dir.to_path_buf(), step, fault));
+    }
+
+    /// Applies the fault injected for `dir` and `step`, if any.
+    pub(super) fn before_write(dir: &Path, step: u64) -> Result<(), CheckpointError> {
+        let fault = FAULTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|(d, s, _)| d == dir && *s == step)
+            .map(|f| f.2);
+        match fault {
+            Some(Fault::Slow(delay)) => {
+                std::thread::sleep(delay);
+                Ok(())
+            }
+            Some(Fault::Fail) => Err(CheckpointError::io(dir, std::io::Error::other("injected write fault"))),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Puts this rank of a resumed run where checkpoint `ck` left off: the step, its share of the

@@ -11,9 +11,16 @@
 //!   stacked; the 16-bit ones at 2 bytes an element where [`Storage::Half`]), plus 8 bytes per
 //!   token of inputs and targets;
 //! - on the Cpu trainer, one gradient buffer per share of rows ([`Trainer`](super::Trainer));
-//! - a checkpoint save's host copies of the parameters and both moments, when there is --save;
+//! - a checkpoint save ([`save`](super::checkpoint::save), when there is `--save`): every
+//!   rank's host copies of its parameter shard and the moments it owns, and on world rank 0
+//!   the gather of the whole model and both moments
+//!   ([`save_gather_elements`](super::checkpoint::save_gather_elements));
+//! - what a run starts from, held for its whole length and once per process: the initial
+//!   weights every rank takes its shard from, and a resumed checkpoint's AdamW moments;
 //! - the token shards the data loaders read whole (set by the caller, [`MemoryNeed::data`]);
 //! - a fixed margin for the ops' scratch (GEMM packing) and the process itself.
+
+use std::path::Path;
 
 use trident_runtime::Device;
 
@@ -78,8 +85,14 @@ pub struct MemoryNeed {
     pub compute_weights: u64,
     /// The activation arenas of the micro-batches in flight, with their tokens and targets.
     pub activations: u64,
-    /// Host copies a checkpoint save makes.
+    /// Host copies of its own shares a checkpoint save makes on this rank.
     pub checkpoint: u64,
+    /// World rank 0's gather of the whole model during a save, beside its own copies; counted
+    /// once, where rank 0 runs ([`MemoryNeed::with_save`]).
+    pub gather: u64,
+    /// What the run starts from, held for its length, once per process: the initial weights
+    /// and a resumed checkpoint's moments ([`MemoryNeed::with_start`]).
+    pub start: u64,
     /// Token shards the data loaders hold (one each for training and validation).
     pub data: u64,
     /// The fixed margin for the ops' scratch and the process ([`WORKSPACE_MARGIN`]).
@@ -132,13 +145,16 @@ impl std::fmt::Display for MemoryNeed {
         write!(
             f,
             "parameters {}, gradients {}, optimizer state {}, compute weights {}, activations {}, \
-             checkpoint copies {}, data {}, workspace {}",
+             checkpoint copies {}, rank 0's checkpoint gather {}, initial weights and resumed state {}, \
+             data {}, workspace {}",
             gib(self.params),
             gib(self.grads),
             gib(self.optimizer),
             gib(self.compute_weights),
             gib(self.activations),
             gib(self.checkpoint),
+            gib(self.gather),
+            gib(self.start),
             gib(self.data),
             gib(self.workspace)
         )
@@ -161,6 +177,11 @@ impl MemoryNeed {
     pub fn total(&self) -> u64 {
         // Each part was computed checked; their sum saturates rather than wraps (a total past
         // u64::MAX is refused by any availability anyway).
+        self.per_rank().saturating_add(self.gather).saturating_add(self.start)
+    }
+
+    /// Bytes every rank holds (all but [`gather`](Self::gather) and [`start`](Self::start)).
+    fn per_rank(&self) -> u64 {
         [
             self.params,
             self.grads,
@@ -173,6 +194,43 @@ impl MemoryNeed {
         ]
         .iter()
         .fold(0u64, |acc, &b| acc.saturating_add(b))
+    }
+
+    /// This need with a save of `config` on a `tp x pp x dp` grid (`chunks` model chunks per
+    /// stage, ZeRO-1 when `zero`): each rank's copies of its shares, and, when world rank 0
+    /// runs in this process (`rank_zero_here`), its gather of the whole model.
+    pub fn with_save(
+        mut self,
+        config: &GptConfig,
+        grid: (usize, usize, usize),
+        zero: bool,
+        chunks: usize,
+        rank_zero_here: bool,
+    ) -> Result<Self, MemoryError> {
+        let copies = super::checkpoint::save_copy_elements(config, grid, zero, chunks) as u64;
+        self.checkpoint = mul(copies, 4, "a checkpoint's copies", SHAPE_FLAGS)?;
+        self.gather = if rank_zero_here {
+            let gather = super::checkpoint::save_gather_elements(config, grid, zero, chunks) as u64;
+            mul(gather, 4, "a checkpoint's gather", SHAPE_FLAGS)?
+        } else {
+            0
+        };
+        Ok(self)
+    }
+
+    /// This need with `processes` processes each holding the whole model's `params` initial
+    /// weights (every rank takes its shard from them) and, when `resumed_moments`, the two
+    /// AdamW moments of the checkpoint it resumes, for the run's whole length.
+    pub fn with_start(
+        mut self,
+        params: u64,
+        resumed_moments: bool,
+        processes: u64,
+    ) -> Result<Self, MemoryError> {
+        let copies = if resumed_moments { 3 } else { 1 };
+        let one = mul(params, 4 * copies, "the initial weights", SHAPE_FLAGS)?;
+        self.start = mul(one, processes.max(1), "the initial weights", SHAPE_FLAGS)?;
+        Ok(self)
     }
 
     /// The flag to lower first: the batch's when activations are the largest part, else the
@@ -228,10 +286,22 @@ impl MemoryNeed {
             optimizer: mul(bytes, 2, "the optimizer state", SHAPE_FLAGS)?,
             compute_weights: mul(p, storage.compute_weight_bytes(), "the compute weights", SHAPE_FLAGS)?,
             activations,
-            checkpoint: if saves { mul(bytes, 3, "a checkpoint's copies", SHAPE_FLAGS)? } else { 0 },
+            checkpoint: 0,
+            gather: 0,
+            start: 0,
             data: 0,
             workspace: WORKSPACE_MARGIN,
-        })
+        }
+        .with_save_if(saves, config)?)
+    }
+
+    /// [`with_save`](Self::with_save) for one rank, when `saves`.
+    fn with_save_if(self, saves: bool, config: &GptConfig) -> Result<Self, MemoryError> {
+        if saves {
+            self.with_save(config, (1, 1, 1), false, 1, true)
+        } else {
+            Ok(self)
+        }
     }
 
     /// One rank of a `tp x pp x dp` run: its share of the parameters (the layers of one stage,
@@ -287,13 +357,16 @@ impl MemoryNeed {
             compute_weights: mul(params, storage.compute_weight_bytes(), "the compute weights", SHAPE_FLAGS)?,
             activations: mul(arena, in_flight, "the activations in flight", BATCH_FLAGS)?,
             checkpoint: 0,
+            gather: 0,
+            start: 0,
             data: 0,
             workspace: WORKSPACE_MARGIN,
         })
     }
 
-    /// Refuses a need (per process, `ranks` processes or rank threads sharing the machine)
-    /// larger than `available` bytes (`source` says where that figure comes from).
+    /// Refuses a need (per rank, for `ranks` processes or rank threads sharing the machine;
+    /// [`gather`](Self::gather) and [`start`](Self::start) as they are, already for the whole
+    /// machine) larger than `available` bytes (`source` says where that figure comes from).
     pub fn check(
         &self,
         ranks: u64,
@@ -301,7 +374,11 @@ impl MemoryNeed {
         source: &'static str,
         parallel: bool,
     ) -> Result<(), MemoryError> {
-        let all = self.total().saturating_mul(ranks.max(1));
+        let all = self
+            .per_rank()
+            .saturating_mul(ranks.max(1))
+            .saturating_add(self.gather)
+            .saturating_add(self.start);
         if all > available {
             return Err(MemoryError::TooLarge {
                 need: MemoryNeed {
@@ -311,6 +388,8 @@ impl MemoryNeed {
                     compute_weights: self.compute_weights.saturating_mul(ranks),
                     activations: self.activations.saturating_mul(ranks),
                     checkpoint: self.checkpoint.saturating_mul(ranks),
+                    gather: self.gather,
+                    start: self.start,
                     data: self.data.saturating_mul(ranks),
                     workspace: self.workspace.saturating_mul(ranks),
                 },
@@ -383,28 +462,63 @@ fn arena_bytes(
 }
 
 /// Bytes this process can still allocate, and where the figure comes from: the least of
-/// `/proc/meminfo`'s MemAvailable and the room left under the cgroup's limit (v2 `memory.max`
-/// minus `memory.current`, or v1 `memory.limit_in_bytes` minus `memory.usage_in_bytes`).
-/// `None` where neither can be read (not Linux): then nothing is checked.
+/// `/proc/meminfo`'s MemAvailable and the room left under every memory limit of the cgroups
+/// the process is in, from its own up to the root ([`cgroup_room`]). `None` where neither can
+/// be read (not Linux): then nothing is checked.
 pub fn available_memory() -> Option<(u64, &'static str)> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| mem_available(&t));
-    let read = |p: &str| std::fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<u64>().ok());
-    let cgroup = match (read("/sys/fs/cgroup/memory.max"), read("/sys/fs/cgroup/memory.current")) {
-        (Some(max), Some(used)) => Some(max.saturating_sub(used)),
-        _ => match (
-            read("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
-            read("/sys/fs/cgroup/memory/memory.usage_in_bytes"),
-        ) {
-            (Some(max), Some(used)) => Some(max.saturating_sub(used)),
-            _ => None,
-        },
-    };
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|t| cgroup_room(&t, Path::new("/sys/fs/cgroup")));
     match (meminfo, cgroup) {
-        (Some(m), Some(c)) if c < m => Some((c, "the cgroup's memory limit less its usage")),
+        (Some(m), Some(c)) if c < m => Some((c, CGROUP_SOURCE)),
         (Some(m), _) => Some((m, "MemAvailable in /proc/meminfo")),
-        (None, Some(c)) => Some((c, "the cgroup's memory limit less its usage")),
+        (None, Some(c)) => Some((c, CGROUP_SOURCE)),
         (None, None) => None,
     }
+}
+
+const CGROUP_SOURCE: &str = "the tightest cgroup memory limit of this process less its usage";
+
+/// The room left under the tightest memory limit of the cgroups that `proc_self_cgroup` (the
+/// text of `/proc/self/cgroup`) puts this process in, with the cgroup file systems mounted at
+/// `mount`: for cgroup v2 (the `0::PATH` line) `memory.max` less `memory.current` in
+/// `mount/PATH` and each directory above it up to `mount`; for v1 (the line whose controllers
+/// include `memory`) `memory.limit_in_bytes` less `memory.usage_in_bytes` in
+/// `mount/memory/PATH` and up. The smallest room wins; `None` where no limit is set or read
+/// (`max`, missing files). A path that leaves the mount (`..`, a cgroup namespace's view of
+/// an outside cgroup) is read at the mount's root only.
+pub fn cgroup_room(proc_self_cgroup: &str, mount: &Path) -> Option<u64> {
+    let read = |p: &Path| std::fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<u64>().ok());
+    let mut room: Option<u64> = None;
+    for line in proc_self_cgroup.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (fields.next(), fields.next(), fields.next()) else {
+            continue;
+        };
+        let (root, limit_file, usage_file) = if controllers.is_empty() {
+            (mount.to_path_buf(), "memory.max", "memory.current")
+        } else if controllers.split(',').any(|c| c == "memory") {
+            (mount.join("memory"), "memory.limit_in_bytes", "memory.usage_in_bytes")
+        } else {
+            continue;
+        };
+        let parts: Vec<&str> = path.trim().split('/').filter(|p| !p.is_empty() && *p != ".").collect();
+        let mut dir = root.clone();
+        if !parts.contains(&"..") {
+            dir.extend(&parts);
+        }
+        loop {
+            if let (Some(limit), Some(usage)) = (read(&dir.join(limit_file)), read(&dir.join(usage_file))) {
+                let left = limit.saturating_sub(usage);
+                room = Some(room.map_or(left, |r| r.min(left)));
+            }
+            if dir == root || !dir.pop() {
+                break;
+            }
+        }
+    }
+    room
 }
 
 /// MemAvailable of a `/proc/meminfo` text, in bytes (the file gives kB).
@@ -553,6 +667,45 @@ mod tests {
         let err =
             MemoryNeed::parallel_rank(&c, 1, 1, 1, false, usize::MAX / 4, 64, 1, Storage::Fp32).unwrap_err();
         assert!(err.to_string().contains("--micro-batch-size"), "{err}");
+    }
+
+    /// Cgroup trees as fixture files: the process's own cgroup, its parents up to the mount,
+    /// v2 and v1, each limit less its usage, the smallest room winning.
+    #[test]
+    fn the_tightest_cgroup_limit_from_the_process_up_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path();
+        let write = |rel: &str, name: &str, value: &str| {
+            let d = m.join(rel);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join(name), value).unwrap();
+        };
+        // v2: no limit at the root, 8 GiB on the slice, 2 GiB on the job (1.5 GiB used).
+        write("", "memory.max", "max\n");
+        write("system.slice", "memory.max", "8589934592\n");
+        write("system.slice", "memory.current", "1073741824\n");
+        write("system.slice/job_7", "memory.max", "2147483648\n");
+        write("system.slice/job_7", "memory.current", "1610612736\n");
+        let job = "0::/system.slice/job_7\n";
+        assert_eq!(cgroup_room(job, m), Some(512 << 20), "the job's own limit, not the top one");
+        // A parent with less room left than the child: the parent's room counts.
+        write("system.slice", "memory.current", "8388608000\n");
+        assert_eq!(cgroup_room(job, m), Some(8589934592 - 8388608000));
+        // No limit anywhere on the path, or a path outside the mount: the root only.
+        assert_eq!(cgroup_room("0::/user.slice\n", m), None);
+        assert_eq!(cgroup_room("0::/../elsewhere\n", m), None);
+        // v1: the memory controller's own hierarchy (not cpuacct's), up to its root.
+        write("memory", "memory.limit_in_bytes", "9223372036854771712\n");
+        write("memory", "memory.usage_in_bytes", "5000\n");
+        write("memory/slurm/uid_0/job_9", "memory.limit_in_bytes", "4096\n");
+        write("memory/slurm/uid_0/job_9", "memory.usage_in_bytes", "1024\n");
+        let v1 = "4:cpu,cpuacct:/slurm/uid_0/job_9\n12:memory:/slurm/uid_0/job_9\n";
+        assert_eq!(cgroup_room(v1, m), Some(3072));
+        assert_eq!(cgroup_room("12:cpuacct:/slurm/uid_0/job_9\n", m), None);
+        // Both hierarchies listed: the smallest room wins; malformed lines are skipped.
+        let both = format!("garbage\n{v1}{job}");
+        assert_eq!(cgroup_room(&both, m), Some(3072));
+        assert_eq!(cgroup_room("", m), None);
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub struct RunSpec {
     /// Validation every this many steps (0: only after the last), over `eval_iters`
     /// micro-batches; only when a validation set is given.
     pub eval_interval: u64,
-    /// Validation micro-batches per evaluation (`--eval-iters`).
+    /// Validation micro-batches per evaluation (`--eval-iters`; 0: no evaluation).
     pub eval_iters: usize,
     /// `--save`: where and how often the run writes checkpoints.
     pub save: Option<SavePlan>,
@@ -122,7 +122,8 @@ pub fn train_rank(
         let stats = trainer.step(&mut loader)?;
         let iter = trainer.iter;
         let mut val_loss = None;
-        if let Some(v) = val_loader.as_mut() {
+        // --eval-iters 0 evaluates nothing, as in Megatron-LM.
+        if let Some(v) = val_loader.as_mut().filter(|_| spec.eval_iters > 0) {
             if (spec.eval_interval > 0 && iter % spec.eval_interval == 0) || iter == spec.iters {
                 v.reset();
                 let loss = trainer.evaluate(v, spec.eval_iters)?;

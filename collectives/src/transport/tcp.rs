@@ -111,7 +111,20 @@ fn expect_hello(
 ) -> std::result::Result<Hello, String> {
     let mut b = [0u8; HELLO_LEN];
     read_exact_by(stream, &mut b, deadline).map_err(|e| format!("no complete handshake: {e}"))?;
-    let h = Hello::decode(&b).ok_or("not a Trident handshake")?;
+    check_hello(&b, token, group, from, to, size)
+}
+
+/// Checks the handshake bytes `b` a connection sent: the job token, this group, this rank
+/// `to` of `size`, and the rank `from` where one is expected.
+fn check_hello(
+    b: &[u8; HELLO_LEN],
+    token: &JobToken,
+    group: u64,
+    from: Option<u32>,
+    to: u32,
+    size: u32,
+) -> std::result::Result<Hello, String> {
+    let h = Hello::decode(b).ok_or("not a Trident handshake")?;
     if !token.matches(&h.token) {
         return Err("wrong job token".into());
     }
@@ -124,9 +137,49 @@ fn expect_hello(
     Ok(h)
 }
 
-/// Time an accepted connection gets to present its whole handshake (not per read), so a
-/// foreign client trickling bytes holds the listener up for at most this long.
+/// Time an accepted connection gets to present its whole handshake (not per read); a
+/// foreign client trickling bytes is dropped after it.
 const ACCEPT_HANDSHAKE: Duration = Duration::from_secs(2);
+
+/// Handshakes a listener reads at once. Past it the oldest is dropped for the newcomer: a
+/// rank of the job presents its handshake as soon as it connects, so however many strangers
+/// connect, only this many newer connections in the few milliseconds its handshake takes
+/// could push it out.
+const MAX_HANDSHAKES: usize = 256;
+
+/// A connection still presenting its handshake: read as its bytes arrive, beside every other
+/// one, so no connection holds up the rest.
+struct Handshake {
+    stream: TcpStream,
+    from: SocketAddr,
+    bytes: [u8; HELLO_LEN],
+    got: usize,
+    by: Instant,
+}
+
+impl Handshake {
+    /// Reads what has arrived: `None` while incomplete, else the whole handshake or why the
+    /// connection is dropped.
+    fn progress(&mut self, now: Instant) -> Option<std::result::Result<(), String>> {
+        loop {
+            match self.stream.read(&mut self.bytes[self.got..]) {
+                Ok(0) => return Some(Err("closed before its handshake".into())),
+                Ok(k) => {
+                    self.got += k;
+                    if self.got == HELLO_LEN {
+                        return Some(Ok(()));
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if would_block(&e) => {
+                    return (now >= self.by)
+                        .then(|| Err(format!("no complete handshake within {ACCEPT_HANDSHAKE:?}")));
+                }
+                Err(e) => return Some(Err(format!("no complete handshake: {e}"))),
+            }
+        }
+    }
+}
 
 /// Waits for the store lock at most `wait`: a thread of this process stuck in a store call
 /// must not hold up an abort (store calls are bounded too, this only shortens the wait).
@@ -174,6 +227,7 @@ impl Fabric for TcpFabric {
         let gid = group_id(key);
         let listener = TcpListener::bind((self.bind, 0))
             .map_err(|e| CommError::io(format!("binding a TCP listener on {}", self.bind), e))?;
+        crate::store::deepen_backlog(&listener);
         let port = listener.local_addr().map_err(|e| CommError::io("listener address", e))?.port();
         let me = SocketAddr::new(self.advertise, port).to_string();
         let mut store = self.store.lock().unwrap_or_else(|e| e.into_inner());
@@ -214,48 +268,89 @@ impl Fabric for TcpFabric {
         }
         drop(store);
 
-        // Accept every higher rank; anything else that connects is turned away.
+        // Accept every higher rank; anything else that connects is turned away. Handshakes
+        // are read side by side as their bytes arrive, so silent or slow strangers cannot
+        // delay a rank's.
         let refusals = RefusalLog::new("trident tcp");
         listener.set_nonblocking(true).map_err(|e| CommError::io("listener", e))?;
         let mut missing = n - 1 - index;
+        let mut pending: std::collections::VecDeque<Handshake> = std::collections::VecDeque::new();
         while missing > 0 {
-            let (mut stream, from_addr) = match listener.accept() {
-                Ok(x) => x,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if deadline.expired() {
-                        let peer = (index + 1..n).find(|&p| conns[p].is_none()).unwrap_or(index);
-                        return Err(CommError::Timeout {
-                            op: format!("connecting group {key}"),
-                            peer,
-                            waited: deadline.waited(),
-                        });
+            let mut progressed = false;
+            loop {
+                match listener.accept() {
+                    Ok((stream, from)) => {
+                        progressed = true;
+                        if stream.set_nonblocking(true).is_err() {
+                            continue;
+                        }
+                        if pending.len() >= MAX_HANDSHAKES {
+                            if let Some(old) = pending.pop_front() {
+                                refusals.refused(
+                                    &old.from,
+                                    &format_args!(
+                                        "dropped for a newer connection: {MAX_HANDSHAKES} handshakes in progress \
+                                         (is someone flooding this port?)"
+                                    ),
+                                );
+                            }
+                        }
+                        let by = Instant::now() + ACCEPT_HANDSHAKE;
+                        pending.push_back(Handshake { stream, from, bytes: [0; HELLO_LEN], got: 0, by });
                     }
-                    std::thread::sleep(Duration::from_millis(5));
-                    continue;
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(CommError::io("accepting a peer", e)),
                 }
-                Err(e) => return Err(CommError::io("accepting a peer", e)),
-            };
-            let setup = stream
-                .set_nonblocking(false)
-                .and_then(|_| stream.set_nodelay(true))
-                .and_then(|_| stream.set_write_timeout(Some(ACCEPT_HANDSHAKE)));
-            if setup.is_err() {
-                continue;
             }
-            let by = Instant::now() + ACCEPT_HANDSHAKE.min(deadline.remaining());
-            match expect_hello(&mut stream, &self.token, gid, None, index as u32, n as u32, by) {
-                Ok(h) if (h.from as usize) > index && conns[h.from as usize].is_none() => {
-                    if stream.write_all(&hello(h.from as usize).encode()).is_ok() {
-                        conns[h.from as usize] = Some(Conn { stream, at_boundary: true });
-                        missing -= 1;
+            let now = Instant::now();
+            let mut i = 0;
+            while i < pending.len() {
+                let Some(done) = pending[i].progress(now) else {
+                    i += 1;
+                    continue;
+                };
+                progressed = true;
+                let Some(mut h) = pending.remove(i) else { break };
+                let checked =
+                    done.and_then(|()| check_hello(&h.bytes, &self.token, gid, None, index as u32, n as u32));
+                match checked {
+                    Ok(hello_in)
+                        if (hello_in.from as usize) > index && conns[hello_in.from as usize].is_none() =>
+                    {
+                        let from = hello_in.from as usize;
+                        let answered = h
+                            .stream
+                            .set_nonblocking(false)
+                            .and_then(|_| h.stream.set_nodelay(true))
+                            .and_then(|_| h.stream.set_write_timeout(Some(ACCEPT_HANDSHAKE)))
+                            .and_then(|_| h.stream.write_all(&hello(from).encode()));
+                        if answered.is_ok() {
+                            conns[from] = Some(Conn { stream: h.stream, at_boundary: true });
+                            missing -= 1;
+                        }
+                    }
+                    Ok(hello_in) => {
+                        refusals.refused(
+                            &h.from,
+                            &format_args!("a duplicate or unexpected rank {}", hello_in.from),
+                        );
+                    }
+                    Err(why) => {
+                        refusals.refused(&h.from, &why);
                     }
                 }
-                Ok(h) => {
-                    refusals.refused(&from_addr, &format_args!("a duplicate or unexpected rank {}", h.from));
-                }
-                Err(why) => {
-                    refusals.refused(&from_addr, &why);
-                }
+            }
+            if missing > 0 && deadline.expired() {
+                let peer = (index + 1..n).find(|&p| conns[p].is_none()).unwrap_or(index);
+                return Err(CommError::Timeout {
+                    op: format!("connecting group {key}"),
+                    peer,
+                    waited: deadline.waited(),
+                });
+            }
+            if missing > 0 && !progressed {
+                std::thread::sleep(Duration::from_millis(2));
             }
         }
         for conn in conns.iter_mut().flatten() {
@@ -594,5 +689,54 @@ impl Transport for TcpTransport {
             // Half-close: peers read everything queued, then see the end of the stream.
             let _ = conn.stream.shutdown(std::net::Shutdown::Write);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    /// A stranger opening silent connection after connection to a rank's data listener while
+    /// the group forms: the ranks still connect, well within their timeout.
+    #[test]
+    fn strangers_flooding_a_data_listener_do_not_keep_a_rank_out() {
+        let token = JobToken::random().unwrap();
+        let server = StoreServer::start("127.0.0.1:0".parse().unwrap(), token).unwrap();
+        let addr = server.addr().to_string();
+        let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let client =
+            || Arc::new(Mutex::new(StoreClient::connect(&addr, &token, Duration::from_secs(10)).unwrap()));
+        let (f0, f1) = (
+            TcpFabric::new(client(), token, lo, lo, Some(server)),
+            TcpFabric::new(client(), token, lo, lo, None),
+        );
+        let mut flood_store = StoreClient::connect(&addr, &token, Duration::from_secs(10)).unwrap();
+        let (r0, r1, held) = std::thread::scope(|s| {
+            let r0 = s.spawn(|| f0.connect("g", &[0, 1], 0, Duration::from_secs(10)).map(drop));
+            let listener = flood_store.get_string("g/tcp/0", Duration::from_secs(10)).unwrap();
+            let (started, flooding) = std::sync::mpsc::channel();
+            let flood = s.spawn(move || {
+                // Fifty silent connections queued ahead of the rank, then more while it joins
+                // (until the listener closes, its group formed).
+                let mut held: Vec<TcpStream> =
+                    (0..50).filter_map(|_| TcpStream::connect(&listener).ok()).collect();
+                let _ = started.send(());
+                for _ in 0..250 {
+                    match TcpStream::connect(&listener) {
+                        Ok(c) => held.push(c),
+                        Err(_) => break,
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                held
+            });
+            flooding.recv().unwrap();
+            let r1 = f1.connect("g", &[0, 1], 1, Duration::from_secs(3)).map(drop);
+            (r0.join().unwrap(), r1, flood.join().unwrap())
+        });
+        assert!(held.len() >= 50, "the flood connected {} times", held.len());
+        r1.unwrap();
+        r0.unwrap();
     }
 }

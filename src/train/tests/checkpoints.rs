@@ -2,6 +2,7 @@
 //! single-rank trainer) resumes with the losses of an uninterrupted run on that grid.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::json;
 use trident_runtime::Device;
@@ -11,9 +12,10 @@ use crate::checkpoint::{step_dir, Checkpoint};
 use crate::model::{gpt2_init, GptConfig, ParamLayout};
 use crate::parallel::ModelShape;
 use crate::parallel::{run_ranks, ParallelConfig};
+use crate::train::checkpoint::faults::{self, Fault};
 use crate::train::checkpoint::{padded_vocab_for, repad_params, repad_vocab, restore, SavePlan};
 use crate::train::run::{train_rank, RankData, RankResult, RunSpec};
-use crate::train::Trainer;
+use crate::train::{TrainError, Trainer};
 use trident_data::{DataLoader, DataOrder};
 
 const GLOBAL: usize = 8;
@@ -53,6 +55,16 @@ fn batch_shape(dp: usize) -> (usize, usize) {
 
 /// A run on `g` from the initialisation, or from `resume`; saving where `save` says.
 fn run(g: Grid, resume: Option<&Checkpoint>, save: Option<SavePlan>) -> Vec<RankResult> {
+    run_on(g, resume, save, None).unwrap_or_else(|e| panic!("{g:?}: {e}"))
+}
+
+/// [`run`], its ranks' collectives waiting `timeout` where given, its error returned.
+fn run_on(
+    g: Grid,
+    resume: Option<&Checkpoint>,
+    save: Option<SavePlan>,
+    timeout: Option<Duration>,
+) -> Result<Vec<RankResult>, TrainError> {
     let mut par = ParallelConfig::from_world(g.tp * g.pp * g.dp, g.tp, g.pp).unwrap();
     par.distributed_optimizer = g.zero;
     par.virtual_stages = g.chunks;
@@ -85,10 +97,12 @@ fn run(g: Grid, resume: Option<&Checkpoint>, save: Option<SavePlan>) -> Vec<Rank
         exit: Default::default(),
     };
     run_ranks(par.world_size(), |mut world| {
+        if let Some(t) = timeout {
+            world.set_timeout(t);
+        }
         let data = RankData { train: data(SEED), val: None };
         train_rank(&mut world, &Device::Cpu, &spec, &init, data, &mut |_| {}, &mut |_, _, _| {})
     })
-    .unwrap_or_else(|e| panic!("{g:?}: {e}"))
 }
 
 fn losses(results: &[RankResult]) -> Vec<(f32, f32)> {
@@ -155,6 +169,8 @@ fn other_grids_resume_with_the_losses_of_their_own_uninterrupted_run() {
     let (ck, _) = saved_run(dir.path());
     for g in [
         grid(4, 1, 1, false),
+        grid(4, 2, 1, false),
+        grid(1, 4, 2, true),
         grid(1, 4, 1, false),
         grid(1, 1, 8, true),
         grid(1, 1, 1, false),
@@ -175,6 +191,31 @@ fn other_grids_resume_with_the_losses_of_their_own_uninterrupted_run() {
             );
             assert!(rel(a.1, b.1) <= 1e-4, "{g:?} step {step}: grad norm {} vs {}", a.1, b.1);
         }
+    }
+}
+
+/// A run handed on from grid to grid, one step on each: TP 1 -> 2 -> 4 -> 1, PP 1 -> 2 and
+/// back, DP 2 -> 1 -> 2 -> 1 with ZeRO-1 on and off; each leg's losses are those of its grid's
+/// uninterrupted run.
+#[test]
+fn a_run_grows_and_shrinks_every_dimension_leg_by_leg() {
+    let legs = [grid(1, 1, 2, false), grid(2, 2, 1, false), grid(4, 1, 2, true), grid(1, 2, 1, false)];
+    let mut ck: Option<Checkpoint> = None;
+    for (i, g) in legs.into_iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = SavePlan { dir: dir.path().to_path_buf(), interval: 1, state: json!({ "data": "test" }) };
+        let got = losses(&run(g, ck.as_ref(), Some(plan)));
+        let want = losses(&run(g, None, None));
+        let from = i;
+        assert_eq!(ck.as_ref().map_or(0, |c| c.step), from as u64);
+        assert_eq!(got.len(), want.len() - from, "{g:?}");
+        for (j, (a, b)) in got.iter().zip(&want[from..]).enumerate() {
+            let step = from + j + 1;
+            assert!(rel(a.0, b.0) <= 1e-5, "leg {i} {g:?} step {step}: loss {} vs {}", a.0, b.0);
+        }
+        // The next leg starts one step later.
+        let next = Checkpoint::load(&step_dir(dir.path(), from as u64 + 1)).unwrap();
+        ck = Some(next);
     }
 }
 
@@ -206,4 +247,36 @@ fn a_grid_that_does_not_divide_the_saved_model_is_refused_by_name() {
     let shape = ModelShape { heads: c.num_heads, layers: c.num_layers, padded_vocab: c.padded_vocab_size };
     let e = par.validate(shape, 1, GLOBAL).unwrap_err().to_string();
     assert!(e.contains("--num-attention-heads 4 is not divisible by --tensor-model-parallel-size 8"), "{e}");
+}
+
+/// Rank 0's write of a checkpoint takes longer than the ranks' collective timeout: the others
+/// wait under the save's own deadline, and the run goes on unchanged.
+#[test]
+fn a_save_slower_than_the_collective_timeout_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = grid(1, 1, 2, false);
+    faults::inject(dir.path(), SAVED_AT, Fault::Slow(Duration::from_secs(5)));
+    let plan =
+        SavePlan { dir: dir.path().to_path_buf(), interval: SAVED_AT, state: json!({ "data": "test" }) };
+    let saving = run_on(g, None, Some(plan), Some(Duration::from_secs(2))).unwrap();
+    assert_eq!(losses(&saving), losses(&run(g, None, None)), "the slow save changes nothing");
+    assert_eq!(
+        Checkpoint::<serde_json::Value>::load(&step_dir(dir.path(), SAVED_AT)).unwrap().step,
+        SAVED_AT
+    );
+}
+
+/// A write that fails ends every rank, each naming the previous checkpoint, which is whole.
+#[test]
+fn a_failed_save_names_the_intact_previous_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    faults::inject(dir.path(), ITERS, Fault::Fail);
+    let plan =
+        SavePlan { dir: dir.path().to_path_buf(), interval: SAVED_AT, state: json!({ "data": "test" }) };
+    let err = run_on(grid(1, 1, 2, false), None, Some(plan), None).unwrap_err().to_string();
+    let previous = step_dir(dir.path(), SAVED_AT);
+    let note = format!("the previous checkpoint, {} (step {SAVED_AT}), is intact", previous.display());
+    assert!(err.contains(&note) && err.contains("injected write fault"), "{err}");
+    assert_eq!(Checkpoint::<serde_json::Value>::load(&previous).unwrap().step, SAVED_AT);
+    assert!(!step_dir(dir.path(), ITERS).exists(), "the failed write left nothing in place");
 }
