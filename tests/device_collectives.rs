@@ -1,14 +1,12 @@
 //! Collectives on device buffers, ranks as threads: every reduction runs the `combine_f32`
 //! kernel (on the emulator for `Emu`), checked against a serial f64 reference.
 
-mod common;
-
-use common::{assert_close, rng, uniform};
 use rand::Rng;
 use trident::collectives::{CommConfig, Communicator, ReduceOp};
 use trident::device_collectives as dc;
 use trident::launch::Kernels;
 use trident::runtime::{Buffer, Device};
+use trident_testkit::{assert_close, kernel_tests, rng, uniform};
 
 /// Runs `f(rank, comm)` on `world` threads and returns their results in rank order.
 fn on_ranks<R: Send>(world: usize, f: impl Fn(usize, &mut Communicator) -> R + Sync) -> Vec<R> {

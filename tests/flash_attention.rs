@@ -8,20 +8,17 @@
 //! O and the gradients are held to 1e-2 and 1.5e-2 (observed: 2e-3 to 6e-3); `lse` is f32 from f32 accumulation, held to
 //! 1e-5 (`ex2.approx`/`lg2.approx` on the GPU add a few ulp).
 
-mod common;
-
-use common::{assert_close, rel_err, rng, uniform, POISON};
 use rand::rngs::StdRng;
 use rand::Rng;
 use trident::launch::{self, FlashAttentionShape, Kernels, LaunchError};
 use trident::runtime::{Buffer, Device};
 use trident_kernels::simt::{bf16_to_f32, f32_to_bf16};
+use trident_testkit::reference as refs;
+use trident_testkit::{assert_close, f64s, kernel_tests, rel_err, rng, uniform, POISON, POISON_BF16};
 
 const OUT_TOL: f64 = 1e-2;
 const LSE_TOL: f64 = 1e-5;
 const GRAD_TOL: f64 = 1.5e-2;
-/// The bf16 NaN that poisons bf16 outputs.
-const POISON_BF16: u16 = 0x7fc0;
 
 /// `n` random bf16 values in `[-scale, scale)`.
 fn bf16s(rng: &mut StdRng, n: usize, scale: f32) -> Vec<u16> {
@@ -40,45 +37,10 @@ struct Reference {
 }
 
 fn reference(qkv: &[u16], dout: &[u16], s: &FlashAttentionShape) -> Reference {
-    let (t, nh, hs) = (s.t, s.nh, s.hs);
-    let c = nh * hs;
-    let x = |v: u16| f64::from(bf16_to_f32(v));
-    let scale = 1.0 / (hs as f64).sqrt();
-    let mut r =
-        Reference { out: vec![0.0; s.out_len()], lse: vec![0.0; s.stat_len()], dqkv: vec![0.0; s.qkv_len()] };
-    for b in 0..s.b {
-        for h in 0..nh {
-            // Element d of row i of part `part` (0 Q, 1 K, 2 V) of this (sequence, head).
-            let at = |i: usize, part: usize, d: usize| ((b * t + i) * 3 + part) * c + h * hs + d;
-            let o_at = |i: usize, d: usize| (b * t + i) * c + h * hs + d;
-            for i in 0..t {
-                let scores: Vec<f64> = (0..=i)
-                    .map(|j| scale * (0..hs).map(|d| x(qkv[at(i, 0, d)]) * x(qkv[at(j, 1, d)])).sum::<f64>())
-                    .collect();
-                let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                let sum: f64 = scores.iter().map(|v| (v - max).exp()).sum();
-                let p: Vec<f64> = scores.iter().map(|v| (v - max).exp() / sum).collect();
-                r.lse[(b * nh + h) * t + i] = max + sum.ln();
-                for d in 0..hs {
-                    r.out[o_at(i, d)] = (0..=i).map(|j| p[j] * x(qkv[at(j, 2, d)])).sum();
-                }
-                // dP_ij = dO_i . v_j, D_i = sum_j P_ij dP_ij, dS_ij = P_ij (dP_ij - D_i).
-                let dp: Vec<f64> = (0..=i)
-                    .map(|j| (0..hs).map(|d| x(dout[o_at(i, d)]) * x(qkv[at(j, 2, d)])).sum())
-                    .collect();
-                let big_d: f64 = (0..=i).map(|j| p[j] * dp[j]).sum();
-                for j in 0..=i {
-                    let ds = p[j] * (dp[j] - big_d);
-                    for d in 0..hs {
-                        r.dqkv[at(i, 0, d)] += scale * ds * x(qkv[at(j, 1, d)]);
-                        r.dqkv[at(j, 1, d)] += scale * ds * x(qkv[at(i, 0, d)]);
-                        r.dqkv[at(j, 2, d)] += p[j] * x(dout[o_at(i, d)]);
-                    }
-                }
-            }
-        }
-    }
-    r
+    let (qkv, dout) = (f64s(&f32s(qkv)), f64s(&f32s(dout)));
+    let c = s.nh * s.hs;
+    let (out, lse) = refs::attention(&qkv, s.b, s.t, c, s.nh);
+    Reference { out, lse, dqkv: refs::attention_backward(&qkv, &dout, s.b, s.t, c, s.nh) }
 }
 
 /// Runs forward and backward on `s`, poisoned outputs, and compares with the reference.

@@ -2,13 +2,12 @@
 //! inputs and sizes, outputs poisoned first. The backward kernels are also checked against
 //! finite differences of the f64 forward references on tiny shapes.
 
-mod common;
-
-use common::{assert_close, rng, uniform, POISON};
 use rand::rngs::StdRng;
 use rand::Rng;
 use trident::launch::{self, AdamW, AttentionShape, EncoderShape, Kernels};
 use trident::runtime::{Buffer, Device};
+use trident_testkit::reference::{self as refs, weighted_differences};
+use trident_testkit::{assert_close, f64s, kernel_tests, rng, uniform, POISON};
 
 fn buf(device: &Device, data: &[f32]) -> Buffer<f32> {
     Buffer::from_slice(device, data).unwrap()
@@ -16,10 +15,6 @@ fn buf(device: &Device, data: &[f32]) -> Buffer<f32> {
 
 fn poisoned(device: &Device, n: usize) -> Buffer<f32> {
     buf(device, &vec![POISON; n])
-}
-
-fn f64s(v: &[f32]) -> Vec<f64> {
-    v.iter().map(|&x| x as f64).collect()
 }
 
 /// Tolerance of kernels through the GPU's approximate `ex2`/`lg2` (about 2^-22 relative, but
@@ -30,84 +25,6 @@ fn approx_tol(device: &Device, emu: f64) -> f64 {
     } else {
         emu
     }
-}
-
-// ---- f64 references -------------------------------------------------------------------------
-
-fn layernorm_ref(x: &[f64], w: &[f64], b: &[f64], c: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    let n = x.len() / c;
-    let (mut out, mut mean, mut rstd) = (vec![0.0; n * c], vec![0.0; n], vec![0.0; n]);
-    for r in 0..n {
-        let row = &x[r * c..(r + 1) * c];
-        let m = row.iter().sum::<f64>() / c as f64;
-        let var = row.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / c as f64;
-        let s = 1.0 / (var + 1e-5).sqrt();
-        for i in 0..c {
-            out[r * c + i] = (row[i] - m) * s * w[i] + b[i];
-        }
-        mean[r] = m;
-        rstd[r] = s;
-    }
-    (out, mean, rstd)
-}
-
-/// Causal attention on `qkv` `[b, t, 3C]`; returns `out` `[b, t, C]`.
-fn attention_ref(qkv: &[f64], s: &AttentionShape) -> Vec<f64> {
-    let c = s.nh * s.hs;
-    let scale = 1.0 / (s.hs as f64).sqrt();
-    let mut out = vec![0.0; s.b * s.t * c];
-    for b in 0..s.b {
-        for h in 0..s.nh {
-            for i in 0..s.t {
-                let q = &qkv[(b * s.t + i) * 3 * c + h * s.hs..][..s.hs];
-                let scores: Vec<f64> = (0..=i)
-                    .map(|j| {
-                        let k = &qkv[(b * s.t + j) * 3 * c + c + h * s.hs..][..s.hs];
-                        q.iter().zip(k).map(|(a, b)| a * b).sum::<f64>() * scale
-                    })
-                    .collect();
-                let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                let z: f64 = scores.iter().map(|x| (x - m).exp()).sum();
-                for (j, sc) in scores.iter().enumerate() {
-                    let p = (sc - m).exp() / z;
-                    let v = &qkv[(b * s.t + j) * 3 * c + 2 * c + h * s.hs..][..s.hs];
-                    for d in 0..s.hs {
-                        out[(b * s.t + i) * c + h * s.hs + d] += p * v[d];
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-/// Mean cross-entropy over rows of `logits` `[rows, vp]` (only the first `v` columns count).
-fn crossentropy_ref(logits: &[f64], targets: &[u32], v: usize, vp: usize) -> Vec<f64> {
-    targets
-        .iter()
-        .enumerate()
-        .map(|(r, &t)| {
-            let row = &logits[r * vp..r * vp + v];
-            let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            let lse = m + row.iter().map(|x| (x - m).exp()).sum::<f64>().ln();
-            lse - row[t as usize]
-        })
-        .collect()
-}
-
-/// Gradient of `sum(f(x) * w)` with respect to `x` by central differences.
-fn finite_diff(x: &[f64], w: &[f64], f: impl Fn(&[f64]) -> Vec<f64>) -> Vec<f64> {
-    let h = 1e-6;
-    (0..x.len())
-        .map(|i| {
-            let mut xp = x.to_vec();
-            xp[i] += h;
-            let mut xm = x.to_vec();
-            xm[i] -= h;
-            let (fp, fm) = (f(&xp), f(&xm));
-            fp.iter().zip(&fm).zip(w).map(|((a, b), w)| (a - b) * w).sum::<f64>() / (2.0 * h)
-        })
-        .collect()
 }
 
 // ---- tests ----------------------------------------------------------------------------------
@@ -192,7 +109,7 @@ fn layernorm(device: &Device) {
             c,
         )
         .unwrap();
-        let (want, want_m, want_s) = layernorm_ref(&f64s(&x), &f64s(&w), &f64s(&b), c);
+        let (want, want_m, want_s) = refs::layernorm(&f64s(&x), &f64s(&w), &f64s(&b), c);
         assert_close("layernorm out", &out.to_vec().unwrap(), &want, 1e-5);
         assert_close("layernorm mean", &mean.to_vec().unwrap(), &want_m, 1e-5);
         assert_close("layernorm rstd", &rstd.to_vec().unwrap(), &want_s, 1e-5);
@@ -217,9 +134,9 @@ fn layernorm(device: &Device) {
         )
         .unwrap();
         let (xd, wd, bd, gd) = (f64s(&x), f64s(&w), f64s(&b), f64s(&dout));
-        let fd_x = finite_diff(&xd, &gd, |x| layernorm_ref(x, &wd, &bd, c).0);
-        let fd_w = finite_diff(&wd, &gd, |w| layernorm_ref(&xd, w, &bd, c).0);
-        let fd_b = finite_diff(&bd, &gd, |b| layernorm_ref(&xd, &wd, b, c).0);
+        let fd_x = weighted_differences(&xd, &gd, 1e-6, |x| refs::layernorm(x, &wd, &bd, c).0);
+        let fd_w = weighted_differences(&wd, &gd, 1e-6, |w| refs::layernorm(&xd, w, &bd, c).0);
+        let fd_b = weighted_differences(&bd, &gd, 1e-6, |b| refs::layernorm(&xd, &wd, b, c).0);
         let add =
             |a: &[f32], b: Vec<f64>| -> Vec<f64> { a.iter().zip(b).map(|(&a, b)| a as f64 + b).collect() };
         assert_close("layernorm dinp", &dinp.to_vec().unwrap(), &add(&gi, fd_x), 1e-4);
@@ -248,13 +165,8 @@ fn linear(device: &Device) {
         oc,
     )
     .unwrap();
-    let fwd = |x: &[f64], w: &[f64], b: &[f64]| -> Vec<f64> {
-        (0..rows * oc)
-            .map(|i| (0..c).map(|p| x[i / oc * c + p] * w[i % oc * c + p]).sum::<f64>() + b[i % oc])
-            .collect()
-    };
     let (xd, wd, bd) = (f64s(&x), f64s(&w), f64s(&b));
-    assert_close("linear forward", &out.to_vec().unwrap(), &fwd(&xd, &wd, &bd), 1e-5);
+    assert_close("linear forward", &out.to_vec().unwrap(), &refs::matmul(&xd, &wd, Some(&bd), c, oc), 1e-5);
 
     let dout = uniform(&mut rng, rows * oc, 1.0);
     let gd = f64s(&dout);
@@ -274,13 +186,9 @@ fn linear(device: &Device) {
         oc,
     )
     .unwrap();
-    let want_i: Vec<f64> =
-        (0..rows * c).map(|i| (0..oc).map(|o| gd[i / c * oc + o] * wd[o * c + i % c]).sum::<f64>()).collect();
-    let want_w: Vec<f64> = (0..oc * c)
-        .map(|i| gw[i] as f64 + (0..rows).map(|r| gd[r * oc + i / c] * xd[r * c + i % c]).sum::<f64>())
-        .collect();
-    let want_b: Vec<f64> =
-        (0..oc).map(|o| gb[o] as f64 + (0..rows).map(|r| gd[r * oc + o]).sum::<f64>()).collect();
+    let (want_i, dw_ref, db_ref) = refs::matmul_backward(&gd, &xd, &wd, c, oc);
+    let want_w: Vec<f64> = gw.iter().zip(dw_ref).map(|(&g, d)| g as f64 + d).collect();
+    let want_b: Vec<f64> = gb.iter().zip(db_ref).map(|(&g, d)| g as f64 + d).collect();
     assert_close("linear dinp", &dinp.to_vec().unwrap(), &want_i, 1e-5);
     assert_close("linear dweight", &dweight.to_vec().unwrap(), &want_w, 1e-5);
     assert_close("linear dbias", &dbias.to_vec().unwrap(), &want_b, 1e-5);
@@ -304,7 +212,7 @@ fn attention_case(k: &Kernels, device: &Device, rng: &mut StdRng, s: AttentionSh
     assert_close(
         &format!("attention forward {s:?}"),
         &out.to_vec().unwrap(),
-        &attention_ref(&qd, &s),
+        &refs::attention(&qd, s.b, s.t, c, s.nh).0,
         approx_tol(device, 1e-5),
     );
     if !check_grad {
@@ -323,7 +231,7 @@ fn attention_case(k: &Kernels, device: &Device, rng: &mut StdRng, s: AttentionSh
         &s,
     )
     .unwrap();
-    let want = finite_diff(&qd, &f64s(&dout), |q| attention_ref(q, &s));
+    let want = weighted_differences(&qd, &f64s(&dout), 1e-6, |q| refs::attention(q, s.b, s.t, c, s.nh).0);
     assert_close(
         &format!("attention backward {s:?}"),
         &dqkv.to_vec().unwrap(),
@@ -354,7 +262,7 @@ fn crossentropy(device: &Device) {
     let logits = uniform(&mut rng, rows * vp, 4.0);
     let targets: Vec<u32> = (0..rows).map(|_| rng.gen_range(0..v as u32)).collect();
     let dt = Buffer::from_slice(device, &targets).unwrap();
-    let want = crossentropy_ref(&f64s(&logits), &targets, v, vp);
+    let want = refs::cross_entropy(&f64s(&logits), &targets, v, vp);
     let dloss = 1.0 / rows as f32;
 
     let mut l = buf(device, &logits);
@@ -402,7 +310,8 @@ fn crossentropy(device: &Device) {
     let (rows, v, vp) = (2, 5, 8);
     let logits: Vec<f64> = uniform(&mut rng, rows * vp, 2.0).iter().map(|&x| x as f64).collect();
     let targets = [1u32, 4];
-    let fd = finite_diff(&logits, &[dloss as f64; 2], |x| crossentropy_ref(x, &targets, v, vp));
+    let fd =
+        weighted_differences(&logits, &[dloss as f64; 2], 1e-6, |x| refs::cross_entropy(x, &targets, v, vp));
     let mut l = buf(device, &logits.iter().map(|&x| x as f32).collect::<Vec<_>>());
     let mut losses = poisoned(device, rows);
     launch::crossentropy(
@@ -439,17 +348,19 @@ fn adamw_and_norm(device: &Device) {
         &h,
     )
     .unwrap();
-    let (b1, b2) = (h.beta1 as f64, h.beta2 as f64);
-    let (bc1, bc2) = (1.0 - b1.powi(7), 1.0 - b2.powi(7));
+    let hr = refs::AdamW {
+        lr: h.lr as f64,
+        beta1: h.beta1 as f64,
+        beta2: h.beta2 as f64,
+        eps: h.eps as f64,
+        weight_decay: h.weight_decay as f64,
+        grad_scale: h.grad_scale as f64,
+        step: h.step as i32,
+    };
     let mut want = (vec![], vec![], vec![]);
     for i in 0..n {
-        let gi = g[i] as f64 * 0.5;
-        let mi = b1 * m0[i] as f64 + (1.0 - b1) * gi;
-        let vi = b2 * v0[i] as f64 + (1.0 - b2) * gi * gi;
-        let pi = p[i] as f64;
-        want.0.push(
-            pi - h.lr as f64 * ((mi / bc1) / ((vi / bc2).sqrt() + h.eps as f64) + h.weight_decay as f64 * pi),
-        );
+        let (pi, mi, vi) = refs::adamw(p[i] as f64, g[i] as f64, m0[i] as f64, v0[i] as f64, &hr);
+        want.0.push(pi);
         want.1.push(mi);
         want.2.push(vi);
     }

@@ -1,12 +1,11 @@
 //! The foundation kernels on `Emu` (and `Cuda` when present) against f64 references, on random
 //! sizes and shapes, with outputs poisoned before each launch.
 
-mod common;
-
-use common::{assert_close, rng, uniform, POISON};
 use rand::Rng;
 use trident::launch::{self, Gemm, Kernels, LaunchError};
 use trident::runtime::{Buffer, Device};
+use trident_testkit::reference as refs;
+use trident_testkit::{assert_close, kernel_tests, rng, uniform, POISON};
 
 /// Tolerance of ops through `tanh`: the GPU's `tanh.approx.f32` is good to about 2^-11.
 fn tanh_tol(device: &Device) -> f64 {
@@ -32,15 +31,6 @@ fn add(device: &Device) {
     }
 }
 
-fn gelu_reference(x: f64) -> (f64, f64) {
-    let s = (2.0 / std::f64::consts::PI).sqrt();
-    let u = s * (x + 0.044715 * x * x * x);
-    let t = u.tanh();
-    let y = 0.5 * x * (1.0 + t);
-    let dy = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * s * (1.0 + 3.0 * 0.044715 * x * x);
-    (y, dy)
-}
-
 fn gelu(device: &Device) {
     let k = Kernels::load(device).unwrap();
     let mut rng = rng("gelu");
@@ -59,43 +49,13 @@ fn gelu(device: &Device) {
         &ddout.view(..).unwrap(),
     )
     .unwrap();
-    let want_y: Vec<f64> = x.iter().map(|&v| gelu_reference(v as f64).0).collect();
-    let want_d: Vec<f64> =
-        x.iter().zip(&dout).map(|(&v, &g)| gelu_reference(v as f64).1 * g as f64).collect();
+    let want_y: Vec<f64> = x.iter().map(|&v| refs::gelu(v as f64)).collect();
+    let want_d: Vec<f64> = x.iter().zip(&dout).map(|(&v, &g)| refs::gelu_grad(v as f64) * g as f64).collect();
     assert_close("gelu forward", &y.to_vec().unwrap(), &want_y, tanh_tol(device));
     assert_close("gelu backward", &dinp.to_vec().unwrap(), &want_d, tanh_tol(device));
     let mut d = Buffer::from_slice(device, &dout).unwrap();
     launch::gelu_backward_inplace(&k, &mut d.view_mut(..).unwrap(), &dx.view(..).unwrap()).unwrap();
     assert_close("gelu backward in place", &d.to_vec().unwrap(), &want_d, tanh_tol(device));
-}
-
-/// f64 reference of a (batched, strided) GEMM on the stored operands.
-fn gemm_reference(
-    spec: &Gemm,
-    a: &[f32],
-    b: &[f32],
-    c: &[f32],
-    ld: (usize, usize, usize),
-    st: (usize, usize, usize),
-) -> Vec<f64> {
-    let mut out: Vec<f64> = c.iter().map(|&v| v as f64).collect();
-    let ta = spec.trans_a == launch::Transpose::Yes;
-    let tb = spec.trans_b == launch::Transpose::Yes;
-    for z in 0..spec.batch {
-        for i in 0..spec.m {
-            for j in 0..spec.n {
-                let mut acc = 0.0f64;
-                for p in 0..spec.k {
-                    let av = if ta { a[z * st.0 + p * ld.0 + i] } else { a[z * st.0 + i * ld.0 + p] };
-                    let bv = if tb { b[z * st.1 + j * ld.1 + p] } else { b[z * st.1 + p * ld.1 + j] };
-                    acc += av as f64 * bv as f64;
-                }
-                let o = &mut out[z * st.2 + i * ld.2 + j];
-                *o = spec.alpha as f64 * acc + if spec.beta == 0.0 { 0.0 } else { spec.beta as f64 * *o };
-            }
-        }
-    }
-    out
 }
 
 fn gemm_case(k: &Kernels, device: &Device, rng: &mut rand::rngs::StdRng, spec: Gemm, padded: bool) {
@@ -119,7 +79,19 @@ fn gemm_case(k: &Kernels, device: &Device, rng: &mut rand::rngs::StdRng, spec: G
     launch::gemm(k, &mut dc.view_mut(..).unwrap(), &da.view(..).unwrap(), &db.view(..).unwrap(), &spec)
         .unwrap();
     let got = dc.to_vec().unwrap();
-    let want = gemm_reference(&spec, &a, &b, &c0, ld, st);
+    let reference = refs::Gemm {
+        m: spec.m,
+        n: spec.n,
+        k: spec.k,
+        batch: spec.batch,
+        trans_a: ta,
+        trans_b: tb,
+        alpha: spec.alpha as f64,
+        beta: spec.beta as f64,
+        ld,
+        stride: st,
+    };
+    let want = refs::gemm(&reference, &a, &b, &c0);
     // Compare only the elements of C the GEMM owns; padding must keep its old value.
     let mut g = Vec::new();
     let mut w = Vec::new();

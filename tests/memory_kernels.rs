@@ -7,17 +7,13 @@
 // Lists of one range are ranges to sum, not ranges to collect.
 #![allow(clippy::single_range_in_vec_init)]
 
-mod common;
-
-use common::{assert_close, rng, uniform, POISON};
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::Rng;
 use trident::launch::{self, AdamW, HalfFormat, Kernels};
 use trident::runtime::{Buffer, Device};
-
-/// The bf16 poison: a quiet NaN.
-const POISON_BF16: u16 = 0x7FC1;
+use trident_testkit::reference::{self as refs, gelu, gelu_grad};
+use trident_testkit::{assert_close, assert_each, f64s, kernel_tests, rng, uniform, POISON, POISON_BF16};
 
 fn to_bf16(v: &[f32]) -> Vec<u16> {
     v.iter().map(|&x| bf16::from_f32(x).to_bits()).collect()
@@ -27,32 +23,12 @@ fn from_bf16(v: &[u16]) -> Vec<f32> {
     v.iter().map(|&b| bf16::from_bits(b).to_f32()).collect()
 }
 
-/// Asserts `|got - want| <= rel |want| + abs` for every element (NaN fails), naming the first
-/// that does not.
-fn assert_each(what: &str, got: &[f32], want: &[f64], rel: f64, abs: f64) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let ok = (g as f64 - w).abs() <= rel * w.abs() + abs;
-        assert!(ok, "{what}: element {i} of {}: got {g}, want {w}", got.len());
-    }
-}
-
 /// Lengths that divide no vector width, and some that do.
 const LENGTHS: [usize; 8] = [1, 3, 4, 8, 13, 129, 1030, 4101];
 
 /// Offsets of the views into their buffers: aligned, one element in (no view aligned), four in
 /// (f32 aligned, bf16 not).
 const OFFSETS: [usize; 3] = [0, 1, 4];
-
-fn gelu(x: f64) -> f64 {
-    0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
-}
-
-fn gelu_grad(x: f64) -> f64 {
-    let a = (2.0 / std::f64::consts::PI).sqrt();
-    let t = (a * (x + 0.044715 * x * x * x)).tanh();
-    0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * a * (1.0 + 3.0 * 0.044715 * x * x)
-}
 
 /// `out = f(inputs)` on f32 views `off..off + n` of poisoned and random buffers, against `want`.
 fn elementwise_f32(
@@ -262,22 +238,11 @@ fn layernorm_ref(
     c: usize,
     round: impl Fn(f32) -> f32,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
-    let n = x.len() / c;
     let res: Vec<f64> = match r {
         Some(r) => x.iter().zip(r).map(|(&a, &b)| round(a + b) as f64).collect(),
         None => x.iter().map(|&a| a as f64).collect(),
     };
-    let (mut out, mut mean, mut rstd) = (vec![0.0; n * c], vec![0.0; n], vec![0.0; n]);
-    for row in 0..n {
-        let xs = &res[row * c..(row + 1) * c];
-        let m = xs.iter().sum::<f64>() / c as f64;
-        let var = xs.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / c as f64;
-        let s = 1.0 / (var + 1e-5).sqrt();
-        for i in 0..c {
-            out[row * c + i] = (xs[i] - m) * s * w[i] as f64 + b[i] as f64;
-        }
-        (mean[row], rstd[row]) = (m, s);
-    }
+    let (out, mean, rstd) = refs::layernorm(&res, &f64s(w), &f64s(b), c);
     (res, out, mean, rstd)
 }
 
@@ -673,18 +638,6 @@ fn bias_backward_half(device: &Device) {
     }
 }
 
-/// f64 AdamW of one element.
-fn adamw_ref(p: f32, g: f32, m: f32, v: f32, h: &AdamW, decays: bool) -> (f64, f64, f64) {
-    let (b1, b2) = (h.beta1 as f64, h.beta2 as f64);
-    let g = g as f64 * h.grad_scale as f64;
-    let m = b1 * m as f64 + (1.0 - b1) * g;
-    let v = b2 * v as f64 + (1.0 - b2) * g * g;
-    let (bc1, bc2) = (1.0 - b1.powi(h.step as i32), 1.0 - b2.powi(h.step as i32));
-    let wd = if decays { h.weight_decay as f64 } else { 0.0 };
-    let p = p as f64;
-    (p - h.lr as f64 * ((m / bc1) / ((v / bc2).sqrt() + h.eps as f64) + wd * p), m, v)
-}
-
 fn adamw_chunks(device: &Device) {
     let mut rng = rng("adamw_chunks");
     let k = Kernels::load(device).unwrap();
@@ -740,7 +693,17 @@ fn adamw_chunks(device: &Device) {
                     "{what}: outside every piece, changed"
                 ),
                 Some(d) => {
-                    let (wp, wm, wv) = adamw_ref(p[i], g[i], m[i], v[i], &h, d);
+                    let wd = if d { h.weight_decay as f64 } else { 0.0 };
+                    let hr = refs::AdamW {
+                        lr: h.lr as f64,
+                        beta1: h.beta1 as f64,
+                        beta2: h.beta2 as f64,
+                        eps: h.eps as f64,
+                        weight_decay: wd,
+                        grad_scale: h.grad_scale as f64,
+                        step: h.step as i32,
+                    };
+                    let (wp, wm, wv) = refs::adamw(p[i] as f64, g[i] as f64, m[i] as f64, v[i] as f64, &hr);
                     // Relative to the value before the step as well as after: an update that
                     // cancels most of a parameter leaves f32 rounding of the larger old value.
                     let close = |got: f32, want: f64, old: f32| {

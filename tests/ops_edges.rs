@@ -1,9 +1,8 @@
 //! Ops at the edges of their domain, on every device.
 
-mod common;
-
 use trident::ops::{gelu_backward, gelu_forward, OpsContext};
 use trident::runtime::{Buffer, Device};
+use trident_testkit::device_tests;
 
 /// Far from zero GeLU is the identity or zero, and its derivative 1 or 0: finite, even where
 /// `x^3` overflows f32 (past about 7e12). A NaN stays NaN.

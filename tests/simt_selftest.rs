@@ -3,9 +3,6 @@
 //! with fragments from every `ldmatrix` form. Passing on both is what ties the emulator's
 //! semantics (fragment layouts above all) to the hardware's.
 
-mod common;
-
-use common::{assert_close, rng, uniform, POISON};
 use rand::Rng;
 use trident::runtime::{
     set_block_order, Arg, BlockOrder, Buffer, Device, LaunchConfig, Module, ModuleSource,
@@ -14,6 +11,7 @@ use trident_kernels::selftest::{
     HOST_KERNELS, PIPELINE_THREADS, PIPELINE_TILE, WARP_OPS_DYNAMIC_SMEM, WARP_OPS_OUTPUTS, WARP_OPS_THREADS,
 };
 use trident_kernels::simt::{bf16_to_f32, f32_to_bf16};
+use trident_testkit::{assert_close, kernel_tests, rng, uniform, POISON};
 
 /// The selftest kernels: in the library's PTX, but with their own host table.
 static SELFTEST: &[&[trident::runtime::HostKernel]] = &[HOST_KERNELS];

@@ -1,13 +1,12 @@
 //! Training on every device: the same small GPT, data and seed give the same per-step losses
 //! on `Emu` (the GPU kernels, emulated) as on `Cpu` (the CPU ops), and the loss falls on each.
 
-mod common;
-
 use trident::data::{AdditionTask, Batch, DataError, DataLoader, Dataset};
 use trident::model::{gpt2_init, GptConfig, ParamLayout, Precision};
 use trident::optim::AdamWConfig;
 use trident::runtime::Device;
 use trident::train::{BatchSource, DecayStyle, LrSchedule, TrainSettings, Trainer};
+use trident_testkit::device_tests;
 
 const STEPS: usize = 6;
 

@@ -4,13 +4,11 @@
 //! GFLOP/s, and the designs must rank as published. Also checks that the designs compute
 //! `C = alpha A B + beta C` (they are test kernels, but a wrong kernel would validate nothing).
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-
 use trident::runtime::{Buffer, Device};
 use trident_bench::designs::SgemmDesign;
 use trident_bench::Bench;
 use trident_perfmodel::Target;
+use trident_testkit::reference;
 
 /// The designs' predictions on the A6000 at 4096^3: (design, predicted GFLOP/s, bound).
 fn predictions() -> Vec<(SgemmDesign, f64, String)> {
@@ -73,29 +71,11 @@ fn sgemm_designs_are_predicted_within_25_percent_and_ranked_as_published() {
     }
 }
 
-fn reference(
-    a: &[f32],
-    b: &[f32],
-    c: &[f32],
-    (m, n, k): (usize, usize, usize),
-    alpha: f32,
-    beta: f32,
-) -> Vec<f64> {
-    let mut out = vec![0.0; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            let dot: f64 = (0..k).map(|p| a[i * k + p] as f64 * b[p * n + j] as f64).sum();
-            out[i * n + j] = alpha as f64 * dot + beta as f64 * c[i * n + j] as f64;
-        }
-    }
-    out
-}
-
 #[test]
 fn sgemm_designs_compute_the_product() {
     let device = Device::Emu;
     let bench = Bench::load(&device).unwrap();
-    let mut rng = common::rng("sgemm_designs_compute_the_product");
+    let mut rng = trident_testkit::rng("sgemm_designs_compute_the_product");
     for d in SgemmDesign::ALL {
         // The tiled designs need whole tiles; the first two check bounds, so give them ragged
         // edges.
@@ -104,9 +84,9 @@ fn sgemm_designs_compute_the_product() {
             _ => (128, 256, 32),
         };
         let (m, n, k) = shape;
-        let a = common::uniform(&mut rng, m * k, 1.0);
-        let b = common::uniform(&mut rng, k * n, 1.0);
-        let c0 = common::uniform(&mut rng, m * n, 1.0);
+        let a = trident_testkit::uniform(&mut rng, m * k, 1.0);
+        let b = trident_testkit::uniform(&mut rng, k * n, 1.0);
+        let c0 = trident_testkit::uniform(&mut rng, m * n, 1.0);
         let (alpha, beta) = (0.75, -0.5);
         let (ab, bb) = (Buffer::from_slice(&device, &a).unwrap(), Buffer::from_slice(&device, &b).unwrap());
         let mut cb = Buffer::from_slice(&device, &c0).unwrap();
@@ -121,7 +101,7 @@ fn sgemm_designs_compute_the_product() {
         )
         .unwrap();
         let got = cb.to_vec().unwrap();
-        let want = reference(&a, &b, &c0, shape, alpha, beta);
+        let want = reference::gemm(&reference::Gemm::dense(m, n, k, alpha as f64, beta as f64), &a, &b, &c0);
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert!(
                 (*g as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),

@@ -19,7 +19,6 @@ pub const ROWS: u32 = 4;
 pub const TILE: u32 = 32;
 /// Largest head size the kernels take (each lane holds `MAX_HEAD_DIM / 32` elements of a row).
 pub const MAX_HEAD_DIM: u32 = 128;
-const FULL: u32 = 0xffff_ffff;
 const PER_LANE: usize = (MAX_HEAD_DIM / 32) as usize;
 const LN_2: f32 = core::f32::consts::LN_2;
 
@@ -158,7 +157,7 @@ kernels! {
                     o[r] *= corr;
                 }
                 for jj in 0..TILE {
-                    let pj = simt::shfl_idx_f32(FULL, p, jj);
+                    let pj = simt::shfl_idx_f32(simt::FULL_MASK, p, jj);
                     for r in 0..PER_LANE {
                         let d = lane + 32 * r as u32;
                         if d < hs {
@@ -246,7 +245,7 @@ kernels! {
                     0.0
                 };
                 for jj in 0..TILE {
-                    let dsj = simt::shfl_idx_f32(FULL, ds, jj) * g.scale;
+                    let dsj = simt::shfl_idx_f32(simt::FULL_MASK, ds, jj) * g.scale;
                     for r in 0..PER_LANE {
                         let d = lane + 32 * r as u32;
                         if d < hs {
@@ -315,8 +314,8 @@ kernels! {
                     (0.0, 0.0)
                 };
                 for ii in 0..TILE {
-                    let pi = simt::shfl_idx_f32(FULL, p, ii);
-                    let dsi = simt::shfl_idx_f32(FULL, ds, ii) * g.scale;
+                    let pi = simt::shfl_idx_f32(simt::FULL_MASK, p, ii);
+                    let dsi = simt::shfl_idx_f32(simt::FULL_MASK, ds, ii) * g.scale;
                     for r in 0..PER_LANE {
                         let d = lane + 32 * r as u32;
                         if d < hs {

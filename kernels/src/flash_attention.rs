@@ -45,29 +45,6 @@
 
 use crate::simt::{self, f32_to_bf16, pack_bf16x2, Global, GlobalMut, Shared};
 
-/// `unroll!(i < 4 => { body })`: the body once for each `i` in `0..4`, so that the register
-/// arrays are indexed by constants (a loop LLVM left rolled would put them in local memory).
-/// `unroll!(i < N, at most 16 => { body })` does the same for a bound `N` that is a constant
-/// after monomorphisation (the copies past `N` fold away).
-macro_rules! unroll {
-    ($i:ident < 2 => $body:block) => { unroll!(@ $i, [0, 1], 2, $body) };
-    ($i:ident < 4 => $body:block) => { unroll!(@ $i, [0, 1, 2, 3], 4, $body) };
-    ($i:ident < 8 => $body:block) => { unroll!(@ $i, [0, 1, 2, 3, 4, 5, 6, 7], 8, $body) };
-    ($i:ident < $n:expr, at most 4 => $body:block) => { unroll!(@ $i, [0, 1, 2, 3], $n, $body) };
-    ($i:ident < $n:expr, at most 8 => $body:block) => { unroll!(@ $i, [0, 1, 2, 3, 4, 5, 6, 7], $n, $body) };
-    ($i:ident < $n:expr, at most 16 => $body:block) => {
-        unroll!(@ $i, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15], $n, $body)
-    };
-    (@ $i:ident, [$($v:literal),*], $n:expr, $body:block) => {
-        $(
-            if $v < $n {
-                let $i: usize = $v;
-                $body
-            }
-        )*
-    };
-}
-
 /// Threads of every flash-attention block: four warps.
 pub const THREADS: u32 = 128;
 /// Queries per forward block and per backward step.
@@ -116,7 +93,7 @@ pub const fn backward_smem_bytes(hs: u32) -> u32 {
 unsafe fn load_tile<const HS: usize>(dst: Shared<u16>, src: Global<u16>, stride: usize, first: u32, t: u32) {
     let chunks = HS / 8;
     let tid = simt::thread_idx_x() as usize;
-    unroll!(i < HS / 16, at most 8 => {
+    unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7] where i < HS / 16 => {
         let c = tid + THREADS as usize * i;
         let (r, k) = (c / chunks, c % chunks);
         let row = first + r as u32;
@@ -242,7 +219,7 @@ unsafe fn forward<const HS: usize, const HS8: usize, const HS16: usize>(
     simt::cp_async_wait_group::<1>();
     simt::sync_threads();
     let mut qf = [[0u32; 4]; HS16];
-    unroll!(kk < HS16, at most 8 => {
+    unroll!(kk in [0, 1, 2, 3, 4, 5, 6, 7] where kk < HS16 => {
         qf[kk] = a_fragment(q_s, ld, 16 * warp, 16 * kk);
     });
 
@@ -261,8 +238,8 @@ unsafe fn forward<const HS: usize, const HS8: usize, const HS16: usize>(
 
         // S = Q K^T: 16 queries x 64 keys per warp.
         let mut s = [[0.0f32; 4]; BKV / 8];
-        unroll!(kk < HS16, at most 8 => {
-            unroll!(np < 4 => {
+        unroll!(kk in [0, 1, 2, 3, 4, 5, 6, 7] where kk < HS16 => {
+            unroll!(np in [0, 1, 2, 3] {
                 let r = b_fragments_nk(k_t, ld, 16 * np, 16 * kk);
                 s[2 * np] = simt::mma_m16n8k16_bf16(qf[kk], [r[0], r[1]], s[2 * np]);
                 s[2 * np + 1] = simt::mma_m16n8k16_bf16(qf[kk], [r[2], r[3]], s[2 * np + 1]);
@@ -273,8 +250,8 @@ unsafe fn forward<const HS: usize, const HS8: usize, const HS16: usize>(
         let kv0 = tile * BLOCK_KV;
         let masked = kv0 + BLOCK_KV > q0 || kv0 + BLOCK_KV > t;
         let mut m_new = m;
-        unroll!(n < 8 => {
-            unroll!(e < 4 => {
+        unroll!(n in [0, 1, 2, 3, 4, 5, 6, 7] {
+            unroll!(e in [0, 1, 2, 3] {
                 let key = kv0 + 8 * n as u32 + 2 * p + (e as u32 & 1);
                 let x = s[n][e] * scale_log2;
                 s[n][e] = if masked && (key > rows[e / 2] || key >= t) { f32::NEG_INFINITY } else { x };
@@ -283,7 +260,7 @@ unsafe fn forward<const HS: usize, const HS8: usize, const HS16: usize>(
         });
         let mut alpha = [0.0f32; 2];
         let mut m_use = [0.0f32; 2];
-        unroll!(r < 2 => {
+        unroll!(r in [0, 1] {
             m_new[r] = group_max(m_new[r]);
             // A row with every score masked so far keeps max -inf; subtract 0 from it instead
             // (its probabilities are 0 either way).
@@ -292,21 +269,21 @@ unsafe fn forward<const HS: usize, const HS8: usize, const HS16: usize>(
             m[r] = m_new[r];
             l[r] *= alpha[r];
         });
-        unroll!(n < 8 => {
-            unroll!(e < 4 => {
+        unroll!(n in [0, 1, 2, 3, 4, 5, 6, 7] {
+            unroll!(e in [0, 1, 2, 3] {
                 s[n][e] = simt::exp2(s[n][e] - m_use[e / 2]);
                 l[e / 2] += s[n][e];
             });
         });
-        unroll!(n < HS8, at most 16 => {
-            unroll!(e < 4 => {
+        unroll!(n in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] where n < HS8 => {
+            unroll!(e in [0, 1, 2, 3] {
                 o[n][e] *= alpha[e / 2];
             });
         });
         // O += P V: P's C fragments are the A fragments of this product.
-        unroll!(kk < 4 => {
+        unroll!(kk in [0, 1, 2, 3] {
             let a = c_to_a(&s, kk);
-            unroll!(dp < HS16, at most 8 => {
+            unroll!(dp in [0, 1, 2, 3, 4, 5, 6, 7] where dp < HS16 => {
                 let r = b_fragments_kn(v_t, ld, 16 * kk, 16 * dp);
                 o[2 * dp] = simt::mma_m16n8k16_bf16(a, [r[0], r[1]], o[2 * dp]);
                 o[2 * dp + 1] = simt::mma_m16n8k16_bf16(a, [r[2], r[3]], o[2 * dp + 1]);
@@ -317,13 +294,13 @@ unsafe fn forward<const HS: usize, const HS8: usize, const HS16: usize>(
     simt::cp_async_wait_all();
 
     let stat = (b * nh as usize + h) * t as usize;
-    unroll!(r < 2 => {
+    unroll!(r in [0, 1] {
         let total = group_sum(l[r]);
         let row = rows[r];
         if row < t {
             let inv = 1.0 / total;
             let at = (b * t as usize + row as usize) * c + h * HS + 2 * p as usize;
-            unroll!(n < HS8, at most 16 => {
+            unroll!(n in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] where n < HS8 => {
                 let pair = pack_bf16x2(f32_to_bf16(o[n][2 * r] * inv), f32_to_bf16(o[n][2 * r + 1] * inv));
                 // SAFETY: row < t; channels 8n + 2p, +1 of head h lie in `out`.
                 unsafe { out.store((at + 8 * n) / 2, pair) };
@@ -436,9 +413,9 @@ unsafe fn backward<const HS: usize, const HS8: usize, const HS16: usize>(
 
         // S^T = K Q^T: 16 keys x 64 queries per warp.
         let mut s = [[0.0f32; 4]; BQ / 8];
-        unroll!(kk < HS16, at most 8 => {
+        unroll!(kk in [0, 1, 2, 3, 4, 5, 6, 7] where kk < HS16 => {
             let ka = a_fragment(k_s, ld, 16 * warp, 16 * kk);
-            unroll!(np < 4 => {
+            unroll!(np in [0, 1, 2, 3] {
                 let r = b_fragments_nk(q_t, ld, 16 * np, 16 * kk);
                 s[2 * np] = simt::mma_m16n8k16_bf16(ka, [r[0], r[1]], s[2 * np]);
                 s[2 * np + 1] = simt::mma_m16n8k16_bf16(ka, [r[2], r[3]], s[2 * np + 1]);
@@ -449,10 +426,10 @@ unsafe fn backward<const HS: usize, const HS8: usize, const HS16: usize>(
         // that the f32 scores die before dP^T is formed.
         let masked = q0 < kv0 + BLOCK_KV || q0 + BLOCK_Q > t || kv0 + BLOCK_KV > t;
         let (lse_pairs, d_pairs) = (lse_s.cast::<[f32; 2]>(), d_s.cast::<[f32; 2]>());
-        unroll!(n < 8 => {
+        unroll!(n in [0, 1, 2, 3, 4, 5, 6, 7] {
             // Queries 8n + 2p and 8n + 2p + 1 of the step: columns of this lane's fragments.
             let lse2 = lse_pairs.load((st * BQ + 8 * n + 2 * p as usize) / 2);
-            unroll!(e < 4 => {
+            unroll!(e in [0, 1, 2, 3] {
                 let query = q0 + 8 * n as u32 + 2 * p + (e as u32 & 1);
                 let key = keys[e / 2];
                 let live = !masked || (query >= key && query < t && key < t);
@@ -461,12 +438,12 @@ unsafe fn backward<const HS: usize, const HS8: usize, const HS16: usize>(
             });
         });
         let mut pa = [[0u32; 4]; BQ / 16];
-        unroll!(kk < 4 => {
+        unroll!(kk in [0, 1, 2, 3] {
             pa[kk] = c_to_a(&s, kk);
         });
         // dV += P^T dO.
-        unroll!(kk < 4 => {
-            unroll!(np < HS16, at most 8 => {
+        unroll!(kk in [0, 1, 2, 3] {
+            unroll!(np in [0, 1, 2, 3, 4, 5, 6, 7] where np < HS16 => {
                 let r = b_fragments_kn(do_t, ld, 16 * kk, 16 * np);
                 dv[2 * np] = simt::mma_m16n8k16_bf16(pa[kk], [r[0], r[1]], dv[2 * np]);
                 dv[2 * np + 1] = simt::mma_m16n8k16_bf16(pa[kk], [r[2], r[3]], dv[2 * np + 1]);
@@ -475,26 +452,26 @@ unsafe fn backward<const HS: usize, const HS8: usize, const HS16: usize>(
         // dP^T = V dO^T, then dS^T = P^T o (dP^T - D) in place, P^T from its bf16 fragments:
         // element e of n-tile n is half e % 2 of register 2 (n % 2) + e / 2 of `pa[n / 2]`.
         let mut dp = [[0.0f32; 4]; BQ / 8];
-        unroll!(kk < HS16, at most 8 => {
+        unroll!(kk in [0, 1, 2, 3, 4, 5, 6, 7] where kk < HS16 => {
             let va = a_fragment(v_s, ld, 16 * warp, 16 * kk);
-            unroll!(np < 4 => {
+            unroll!(np in [0, 1, 2, 3] {
                 let r = b_fragments_nk(do_t, ld, 16 * np, 16 * kk);
                 dp[2 * np] = simt::mma_m16n8k16_bf16(va, [r[0], r[1]], dp[2 * np]);
                 dp[2 * np + 1] = simt::mma_m16n8k16_bf16(va, [r[2], r[3]], dp[2 * np + 1]);
             });
         });
-        unroll!(n < 8 => {
+        unroll!(n in [0, 1, 2, 3, 4, 5, 6, 7] {
             let d2 = d_pairs.load((st * BQ + 8 * n + 2 * p as usize) / 2);
-            unroll!(e < 4 => {
+            unroll!(e in [0, 1, 2, 3] {
                 let (lo, hi) = simt::unpack_bf16x2(pa[n / 2][2 * (n % 2) + e / 2]);
                 let prob = simt::bf16_to_f32(if e % 2 == 0 { lo } else { hi });
                 dp[n][e] = prob * (dp[n][e] - d2[e & 1]);
             });
         });
         // dK += dS^T Q.
-        unroll!(kk < 4 => {
+        unroll!(kk in [0, 1, 2, 3] {
             let dsa = c_to_a(&dp, kk);
-            unroll!(np < HS16, at most 8 => {
+            unroll!(np in [0, 1, 2, 3, 4, 5, 6, 7] where np < HS16 => {
                 let r = b_fragments_kn(q_t, ld, 16 * kk, 16 * np);
                 dk[2 * np] = simt::mma_m16n8k16_bf16(dsa, [r[0], r[1]], dk[2 * np]);
                 dk[2 * np + 1] = simt::mma_m16n8k16_bf16(dsa, [r[2], r[3]], dk[2 * np + 1]);
@@ -503,8 +480,8 @@ unsafe fn backward<const HS: usize, const HS8: usize, const HS16: usize>(
         // dS^T to shared memory, [key][query] with pitch 72: lane (g, p) writes keys g, g + 8
         // of its warp's 16, queries 8n + 2p, +1, as one 4-byte store each.
         let ds_pairs = ds_s.cast::<u32>();
-        unroll!(n < 8 => {
-            unroll!(r < 2 => {
+        unroll!(n in [0, 1, 2, 3, 4, 5, 6, 7] {
+            unroll!(r in [0, 1] {
                 let at = (16 * warp + g as usize + 8 * r) * DS_PITCH + 8 * n + 2 * p as usize;
                 let pair = pack_bf16x2(f32_to_bf16(dp[n][2 * r]), f32_to_bf16(dp[n][2 * r + 1]));
                 ds_pairs.store(at / 2, pair);
@@ -515,24 +492,24 @@ unsafe fn backward<const HS: usize, const HS8: usize, const HS16: usize>(
         // transposed from dS^T (matrix i: keys 16kk + 8 (i / 2), queries 16w + 8 (i % 2)); B =
         // K stored [key][channel].
         let mut dsa = [[0u32; 4]; BKV / 16];
-        unroll!(kk < 4 => {
+        unroll!(kk in [0, 1, 2, 3] {
             let l = lane as usize;
             let at = (16 * kk + (l / 16) * 8 + l % 8) * DS_PITCH + 16 * warp + ((l / 8) % 2) * 8;
             dsa[kk] = simt::ldmatrix_x4_trans(ds_s, at);
         });
         let rows = [q0 + 16 * warp as u32 + g, q0 + 16 * warp as u32 + g + 8];
         // Channels in chunks of 16 (two n-tiles), to keep the live accumulators few.
-        unroll!(chunk < HS8 / 2, at most 8 => {
+        unroll!(chunk in [0, 1, 2, 3, 4, 5, 6, 7] where chunk < HS8 / 2 => {
             let mut dq = [[0.0f32; 4]; 2];
-            unroll!(kk < 4 => {
+            unroll!(kk in [0, 1, 2, 3] {
                 let r = b_fragments_kn(k_s, ld, 16 * kk, 16 * chunk);
                 dq[0] = simt::mma_m16n8k16_bf16(dsa[kk], [r[0], r[1]], dq[0]);
                 dq[1] = simt::mma_m16n8k16_bf16(dsa[kk], [r[2], r[3]], dq[1]);
             });
-            unroll!(r < 2 => {
+            unroll!(r in [0, 1] {
                 if rows[r] < t {
                     let at = (b * t as usize + rows[r] as usize) * c + h * HS + 16 * chunk + 2 * p as usize;
-                    unroll!(n < 2 => {
+                    unroll!(n in [0, 1] {
                         // SAFETY: rows[r] < t; channel 16 chunk + 8n + 2p (+1) of head h.
                         unsafe {
                             dq_accum.red_add(at + 8 * n, dq[n][2 * r]);
@@ -546,10 +523,10 @@ unsafe fn backward<const HS: usize, const HS8: usize, const HS16: usize>(
     }
     simt::cp_async_wait_all();
 
-    unroll!(r < 2 => {
+    unroll!(r in [0, 1] {
         if keys[r] < t {
             let at = (b * t as usize + keys[r] as usize) * stride + h * HS + 2 * p as usize;
-            unroll!(n < HS8, at most 16 => {
+            unroll!(n in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] where n < HS8 => {
                 let k_pair = pack_bf16x2(f32_to_bf16(dk[n][2 * r] * scale), f32_to_bf16(dk[n][2 * r + 1] * scale));
                 let v_pair = pack_bf16x2(f32_to_bf16(dv[n][2 * r]), f32_to_bf16(dv[n][2 * r + 1]));
                 // SAFETY: key < t; channels 8n + 2p, +1 of head h in the K and V thirds.

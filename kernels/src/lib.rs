@@ -5,15 +5,28 @@
 #![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
 //! Trident's device kernels, written once against [`simt`].
 //!
-//! Built for `nvptx64-nvidia-cuda` each kernel is an `extern "ptx-kernel"` entry point in the PTX
-//! module that `build.rs` embeds in the `trident` library. Built for the host each kernel is a
-//! plain function plus an entry in [`HOST_KERNELS`], which the SIMT emulator runs as thread blocks.
+//! Built for `nvptx64-nvidia-cuda` each kernel is an `extern "ptx-kernel"` entry point of the
+//! PTX module that `trident-ops`' build script compiles (through `trident-ptx-builder`) and
+//! assembles for sm_80 to sm_90; built for the host each kernel is a plain function plus an
+//! entry in [`HOST_KERNELS`], which the SIMT emulator runs as thread blocks. [`kernels!`]
+//! declares both from one source, and [`unroll!`] writes a register-array loop once.
 //!
-//! Kernels take raw pointers and trust their launch wrappers (in the `trident` crate) to have
-//! checked shapes, lengths and devices.
+//! Kernels take raw pointers and trust their launch wrappers (`trident-ops`, `ops/src/launch`)
+//! to have checked shapes, lengths and devices. One file per kernel family: the tensor-core
+//! GEMM ([`gemm_tc`]) and flash attention ([`flash_attention`]) for 16-bit training, the f32
+//! GEMM ([`gemm`]) and attention ([`attention`]), the 128-bit memory-bound kernels
+//! ([`vector`], [`elementwise_vec`], [`layernorm_row`], [`crossentropy_v4`], [`multi_tensor`]),
+//! and the rest of a GPT's training step ([`encoder`], [`layernorm`], [`bias`], [`elementwise`],
+//! [`adamw`], [`reduce`], [`convert`], [`precision`]). Beside them, still in this crate and its
+//! PTX: the scalar first generation of GeLU and cross-entropy ([`gelu`], [`crossentropy`]),
+//! which the trainer no longer launches but the kernel benchmark and tests compare against,
+//! the SGEMM worklog's designs ([`designs`]) the time model is calibrated on, and the
+//! instruction self-test ([`selftest`]).
 
 #[macro_use]
 mod kernel;
+#[macro_use]
+mod unroll;
 
 /// The SIMT emulator core the host side of [`kernels!`] builds on, re-exported so that a crate
 /// of one's own kernels needs no other dependency.

@@ -2,14 +2,12 @@
 
 use crate::simt;
 
-const FULL: u32 = 0xffff_ffff;
-
 /// Sum over the 32 lanes of a warp; every lane gets the result.
 #[inline(always)]
 pub fn warp_sum(mut v: f32) -> f32 {
     let mut offset = 16;
     while offset > 0 {
-        v += simt::shfl_xor_f32(FULL, v, offset);
+        v += simt::shfl_xor_f32(simt::FULL_MASK, v, offset);
         offset /= 2;
     }
     v
@@ -20,7 +18,7 @@ pub fn warp_sum(mut v: f32) -> f32 {
 pub fn warp_max(mut v: f32) -> f32 {
     let mut offset = 16;
     while offset > 0 {
-        v = v.max(simt::shfl_xor_f32(FULL, v, offset));
+        v = v.max(simt::shfl_xor_f32(simt::FULL_MASK, v, offset));
         offset /= 2;
     }
     v
@@ -72,7 +70,7 @@ pub fn block_min_u32(v: u32, scratch: simt::Shared<u32>) -> u32 {
     let warp_min = |mut v: u32| {
         let mut offset = 16;
         while offset > 0 {
-            v = v.min(simt::shfl_xor_u32(FULL, v, offset));
+            v = v.min(simt::shfl_xor_u32(simt::FULL_MASK, v, offset));
             offset /= 2;
         }
         v

@@ -36,10 +36,10 @@ mod tests {
 
     use super::*;
 
-    /// The kernel (on `Emu`) and the host store the same bits, at the edges of both formats
-    /// too: ties, subnormals, overflow to infinity, NaN.
-    #[test]
-    fn emu_and_cpu_round_to_the_same_bits() {
+    /// Every device stores the bits the host's rounding gives (the `Cpu`'s, bit for bit, NaN
+    /// payloads included, and `half`'s), at the edges of both formats too: ties, subnormals,
+    /// overflow to infinity, NaN.
+    fn rounds_to_the_cpus_bits(device: &Device) {
         let mut values: Vec<f32> = vec![
             0.0,
             -0.0,
@@ -64,14 +64,14 @@ mod tests {
         values.extend((0..1000).map(|i| (r.gen_range(-3.0f64..3.0) * 10f64.powi(i % 12 - 6)) as f32));
         for format in [HalfFormat::Bf16, HalfFormat::F16] {
             let mut out = Vec::new();
-            for device in [Device::Cpu, Device::Emu] {
-                let ctx = OpsContext::new(&device).unwrap();
-                let mut x = Buffer::from_slice(&device, &values).unwrap();
+            for device in [&Device::Cpu, device] {
+                let ctx = OpsContext::new(device).unwrap();
+                let mut x = Buffer::from_slice(device, &values).unwrap();
                 round_to(&ctx, &mut x.view_mut(..).unwrap(), format).unwrap();
                 out.push(x.to_vec().unwrap());
             }
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&out[0]), bits(&out[1]), "{format:?}: Cpu and Emu differ");
+            assert_eq!(bits(&out[0]), bits(&out[1]), "{format:?}: Cpu and {} differ", device.kind());
             for (x, y) in values.iter().zip(&out[0]) {
                 let want = match format {
                     HalfFormat::Bf16 => half::bf16::from_f32(*x).to_f32(),
@@ -84,4 +84,6 @@ mod tests {
             }
         }
     }
+
+    trident_testkit::device_tests!(rounds_to_the_cpus_bits);
 }

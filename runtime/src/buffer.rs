@@ -675,33 +675,23 @@ mod tests {
     use super::*;
     use crate::DeviceKind;
 
-    #[test]
-    fn host_buffers_past_memory_are_errors() {
-        for device in [Device::Cpu, Device::Emu] {
-            let Err(err) = Buffer::<f32>::zeros(&device, 1 << 60) else {
-                panic!("2^62 bytes were allocated")
-            };
-            assert!(matches!(err, RuntimeError::OutOfMemory { bytes: Some(b), .. } if b == 1 << 62), "{err}");
-            assert!(err.to_string().contains("not enough memory"), "{err}");
-            let Err(err) = Buffer::<f32>::zeros(&device, usize::MAX / 2) else {
-                panic!("an overflowing size")
-            };
-            assert!(matches!(err, RuntimeError::OutOfMemory { bytes: None, .. }), "{err}");
-        }
+    fn host_buffers_past_memory_are_errors(device: &Device) {
+        let Err(err) = Buffer::<f32>::zeros(device, 1 << 60) else { panic!("2^62 bytes were allocated") };
+        assert!(matches!(err, RuntimeError::OutOfMemory { bytes: Some(b), .. } if b == 1 << 62), "{err}");
+        assert!(err.to_string().contains("not enough memory"), "{err}");
+        let Err(err) = Buffer::<f32>::zeros(device, usize::MAX / 2) else { panic!("an overflowing size") };
+        assert!(matches!(err, RuntimeError::OutOfMemory { bytes: None, .. }), "{err}");
     }
 
-    #[test]
-    fn copy_to_slice_checks_the_length_and_views_print_what_they_are() {
-        for device in [Device::Cpu, Device::Emu] {
-            let b = Buffer::from_slice(&device, &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
-            let mut out = [0.0f32; 2];
-            b.view(1..3).unwrap().copy_to_slice(&mut out).unwrap();
-            assert_eq!(out, [2.0, 3.0]);
-            let err = b.view(..).unwrap().copy_to_slice(&mut out).unwrap_err();
-            assert!(matches!(err, RuntimeError::Length { got: 2, expected: 4, .. }), "{err}");
-            let text = format!("{:?}", b.view(1..3).unwrap());
-            assert!(text.starts_with("View {") && text.contains("len: 2") && text.contains("f32"), "{text}");
-        }
+    fn copy_to_slice_checks_the_length_and_views_print_what_they_are(device: &Device) {
+        let b = Buffer::from_slice(device, &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+        let mut out = [0.0f32; 2];
+        b.view(1..3).unwrap().copy_to_slice(&mut out).unwrap();
+        assert_eq!(out, [2.0, 3.0]);
+        let err = b.view(..).unwrap().copy_to_slice(&mut out).unwrap_err();
+        assert!(matches!(err, RuntimeError::Length { got: 2, expected: 4, .. }), "{err}");
+        let text = format!("{:?}", b.view(1..3).unwrap());
+        assert!(text.starts_with("View {") && text.contains("len: 2") && text.contains("f32"), "{text}");
         if !Device::cuda_available() {
             assert!(Device::auto().is_host(), "no GPU: auto is the CPU");
         }
@@ -735,30 +725,35 @@ mod tests {
         assert!(matches!(v.split_at_checked(5), Err(RuntimeError::OutOfBounds { start: 5, .. })));
     }
 
-    #[test]
-    fn copies_on_two_streams_land_and_a_foreign_stream_is_refused() {
-        for device in [Device::Cpu, Device::Emu] {
-            let (s1, s2) = (device.new_stream().unwrap(), device.new_stream().unwrap());
-            let mut a = Buffer::<f32>::zeros(&device, 4).unwrap();
-            let mut b = Buffer::<f32>::uninit(&device, 4).unwrap();
-            a.view_mut(..).unwrap().copy_from_slice_on(&s1, &[1.0, 2.0, 3.0, 4.0]).unwrap();
-            b.view_mut(..2).unwrap().fill_zero_on(&s2).unwrap();
-            s2.wait_for(&s1).unwrap();
-            b.view_mut(2..).unwrap().copy_from_on(&s2, &a.view(1..3).unwrap()).unwrap();
-            let mut out = [9.0f32; 4];
-            b.view(..).unwrap().copy_to_slice_on(&s2, &mut out).unwrap();
-            assert_eq!(out, [0.0, 0.0, 2.0, 3.0]);
-            let other = if device.kind() == DeviceKind::Cpu { Device::Emu } else { Device::Cpu };
-            let foreign = other.default_stream();
-            let wrong = |e: RuntimeError| matches!(e, RuntimeError::WrongDevice { .. });
-            assert!(wrong(a.view(..).unwrap().copy_to_slice_on(&foreign, &mut out).unwrap_err()));
-            assert!(wrong(a.view_mut(..).unwrap().copy_from_slice_on(&foreign, &out).unwrap_err()));
-            assert!(wrong(a.view_mut(..).unwrap().fill_zero_on(&foreign).unwrap_err()));
-            let src = b.view(..).unwrap();
-            assert!(wrong(a.view_mut(..).unwrap().copy_from_on(&foreign, &src).unwrap_err()));
-            assert_eq!(a.to_vec().unwrap(), [1.0, 2.0, 3.0, 4.0], "refused copies leave the data alone");
-        }
+    fn copies_on_two_streams_land_and_a_foreign_stream_is_refused(device: &Device) {
+        let (s1, s2) = (device.new_stream().unwrap(), device.new_stream().unwrap());
+        let mut a = Buffer::<f32>::zeros(device, 4).unwrap();
+        let mut b = Buffer::<f32>::uninit(device, 4).unwrap();
+        a.view_mut(..).unwrap().copy_from_slice_on(&s1, &[1.0, 2.0, 3.0, 4.0]).unwrap();
+        b.view_mut(..2).unwrap().fill_zero_on(&s2).unwrap();
+        s2.wait_for(&s1).unwrap();
+        b.view_mut(2..).unwrap().copy_from_on(&s2, &a.view(1..3).unwrap()).unwrap();
+        let mut out = [9.0f32; 4];
+        b.view(..).unwrap().copy_to_slice_on(&s2, &mut out).unwrap();
+        assert_eq!(out, [0.0, 0.0, 2.0, 3.0]);
+        let other = if device.kind() == DeviceKind::Cpu { Device::Emu } else { Device::Cpu };
+        let foreign = other.default_stream();
+        let wrong = |e: RuntimeError| matches!(e, RuntimeError::WrongDevice { .. });
+        assert!(wrong(a.view(..).unwrap().copy_to_slice_on(&foreign, &mut out).unwrap_err()));
+        assert!(wrong(a.view_mut(..).unwrap().copy_from_slice_on(&foreign, &out).unwrap_err()));
+        assert!(wrong(a.view_mut(..).unwrap().fill_zero_on(&foreign).unwrap_err()));
+        let src = b.view(..).unwrap();
+        assert!(wrong(a.view_mut(..).unwrap().copy_from_on(&foreign, &src).unwrap_err()));
+        assert_eq!(a.to_vec().unwrap(), [1.0, 2.0, 3.0, 4.0], "refused copies leave the data alone");
     }
+
+    // Memory past the machine's is the hosts' question: a GPU reports its own error.
+    trident_testkit::host_tests!(crate::Device => host_buffers_past_memory_are_errors);
+    trident_testkit::device_tests!(
+        crate::Device =>
+        copy_to_slice_checks_the_length_and_views_print_what_they_are,
+        copies_on_two_streams_land_and_a_foreign_stream_is_refused,
+    );
 
     #[test]
     fn sub_views_address_their_first_element() {

@@ -18,17 +18,6 @@
 
 use crate::simt;
 
-/// `unroll!(i in [0, 1, 2] { body })`: the body once per value, so that register arrays are
-/// indexed by constants (a loop LLVM leaves rolled would put them on the stack).
-macro_rules! unroll {
-    ($i:ident in [$($v:literal),*] $body:block) => {
-        $({
-            let $i: usize = $v;
-            $body
-        })*
-    };
-}
-
 /// Block tile of kernel 3 (square).
 pub const SMEM_TILE: u32 = 32;
 /// Kernel 4: block tile `BM x BN`, k-slice `BK`, results per thread `TM`.

@@ -26,18 +26,6 @@
 //! (each warp's 64 x 64 tile staged in the drained stages, then written as 16-byte row chunks;
 //! see [`epilogue::store_tile_b16`]).
 
-/// Expands `$body` once per index in the list, with `$i` bound to it: LLVM has no unroll
-/// pragma, and the accumulator and fragment arrays stay in registers only when every index
-/// into them is a constant.
-macro_rules! unroll {
-    ($i:ident in [$($n:literal),*] $body:block) => {
-        $({
-            let $i: usize = $n;
-            $body
-        })*
-    };
-}
-
 pub mod epilogue;
 pub mod splitk;
 mod tile;

@@ -49,8 +49,3 @@ pub fn ptr<T>(buffer: &mut [T]) -> u64 {
 pub fn sum_tolerance(terms: &[f32]) -> f64 {
     terms.len() as f64 * f64::from(f32::EPSILON) * terms.iter().map(|&x| f64::from(x).abs()).sum::<f64>()
 }
-
-/// Relative error of `got` against `want`, with an absolute floor for values near zero.
-pub fn rel_err(got: f64, want: f64) -> f64 {
-    (got - want).abs() / want.abs().max(1e-6)
-}

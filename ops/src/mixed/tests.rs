@@ -94,10 +94,8 @@ fn linear(device: &Device, half: bool, (n, ic, oc): (usize, usize, usize)) -> Li
 
 /// Elementwise within `ulps` of bf16's spacing at each value (f32 sums in another order
 /// flip a rounding now and then: one spacing) plus `abs`.
-fn assert_near(what: &str, got: &[f32], want: &[f32], ulps: f32, abs: f32) {
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() <= ulps * w.abs() / 128.0 + abs, "{what}[{i}]: {g} vs {w}");
-    }
+fn assert_near(what: &str, got: &[f32], want: &[f32], ulps: f64, abs: f64) {
+    trident_testkit::assert_each(what, got, &trident_testkit::f64s(want), ulps / 128.0, abs);
 }
 
 fn launched(l: &Linear, prefix: &str) -> u64 {
@@ -128,40 +126,39 @@ fn bf16_linear_layers_agree_with_the_cpu_on_the_tensor_cores_and_off_them() {
     }
 }
 
-/// The conversions keep the bits the host's rounding gives, on `Cpu` and `Emu`, and
-/// widening gives the values back exactly.
-#[test]
-fn conversions_round_on_every_device_and_widen_exactly() {
+/// The conversions keep the bits the host's rounding gives, on every device, and widening
+/// gives the values back exactly.
+fn conversions_round_and_widen_exactly(device: &Device) {
     let r = &mut NormalRng::new(9);
     let x: Vec<f32> = (0..1000).map(|i| (r.next_normal() * 10f64.powi(i % 10 - 5)) as f32).collect();
     for format in [HalfFormat::Bf16, HalfFormat::F16] {
         let want: Vec<u16> = x.iter().map(|v| host_narrow(format)(*v)).collect();
-        for device in [Device::Cpu, Device::Emu] {
-            let ctx = OpsContext::new(&device).unwrap();
-            let src = Buffer::from_slice(&device, &x).unwrap();
-            let mut half = Buffer::<u16>::zeros(&device, x.len()).unwrap();
-            convert(
-                &ctx,
-                &mut OperandMut::Half(half.view_mut(..).unwrap(), format),
-                Operand::F32(src.view(..).unwrap()),
-            )
-            .unwrap();
-            assert_eq!(half.to_vec().unwrap(), want, "{format:?} on {}", device.kind());
-            let mut back = Buffer::<f32>::zeros(&device, x.len()).unwrap();
-            let h = Operand::Half(half.view(..).unwrap(), format);
-            convert(&ctx, &mut OperandMut::F32(back.view_mut(..).unwrap()), h).unwrap();
-            let exact: Vec<f32> = want.iter().map(|b| host_widen(format)(*b)).collect();
-            assert_eq!(back.to_vec().unwrap(), exact);
-            let other = match format {
-                HalfFormat::Bf16 => HalfFormat::F16,
-                HalfFormat::F16 => HalfFormat::Bf16,
-            };
-            let mut wrong = Buffer::<u16>::zeros(&device, x.len()).unwrap();
-            let err = convert(&ctx, &mut OperandMut::Half(wrong.view_mut(..).unwrap(), other), h);
-            assert!(err.is_err(), "{format:?} into {other:?} is refused");
-        }
+        let ctx = OpsContext::new(device).unwrap();
+        let src = Buffer::from_slice(device, &x).unwrap();
+        let mut half = Buffer::<u16>::zeros(device, x.len()).unwrap();
+        convert(
+            &ctx,
+            &mut OperandMut::Half(half.view_mut(..).unwrap(), format),
+            Operand::F32(src.view(..).unwrap()),
+        )
+        .unwrap();
+        assert_eq!(half.to_vec().unwrap(), want, "{format:?} on {}", device.kind());
+        let mut back = Buffer::<f32>::zeros(device, x.len()).unwrap();
+        let h = Operand::Half(half.view(..).unwrap(), format);
+        convert(&ctx, &mut OperandMut::F32(back.view_mut(..).unwrap()), h).unwrap();
+        let exact: Vec<f32> = want.iter().map(|b| host_widen(format)(*b)).collect();
+        assert_eq!(back.to_vec().unwrap(), exact);
+        let other = match format {
+            HalfFormat::Bf16 => HalfFormat::F16,
+            HalfFormat::F16 => HalfFormat::Bf16,
+        };
+        let mut wrong = Buffer::<u16>::zeros(device, x.len()).unwrap();
+        let err = convert(&ctx, &mut OperandMut::Half(wrong.view_mut(..).unwrap(), other), h);
+        assert!(err.is_err(), "{format:?} into {other:?} is refused");
     }
 }
+
+trident_testkit::device_tests!(conversions_round_and_widen_exactly);
 
 /// On `Emu`, bf16 LayerNorm (f32 rows in) and GeLU run the bf16 kernels alone (no conversion
 /// launches) and store the bits of the f32 op followed by the host's rounding: the conversion
