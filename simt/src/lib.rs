@@ -66,11 +66,15 @@ mod error;
 pub mod fragments;
 mod global;
 mod launch;
+mod mbarrier;
 mod shared;
 mod sites;
 mod smem;
 mod stacks;
 mod stats;
+mod sync_order;
+mod tensor_map;
+mod tma;
 mod warp;
 mod watchdog;
 
@@ -91,3 +95,4 @@ pub use stats::{
     Class, GlobalTraffic, InstructionCounts, LaunchStats, SharedTraffic, ASYNC_OVERLAP_BUCKETS, BANK_BYTES,
     SECTOR_BYTES, SHARED_BANKS,
 };
+pub use tensor_map::{L2Promotion, OobFill, Swizzle, TensorDataType, TensorMap, TensorMapFields};
