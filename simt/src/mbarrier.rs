@@ -20,7 +20,11 @@
 //! whose arrivals are all in while more bytes completed than were expected (tx-count below
 //! zero: the transaction-count underflow). A waiting thread is suspended, so the other
 //! threads run, and resumed in linear-id order once the phase completes; a `test_wait` that
-//! finds the phase incomplete also yields and returns false when resumed.
+//! finds the phase incomplete also yields and returns false when resumed. The thread whose
+//! arrival (or TMA load) completes a phase that others wait for yields to them, so consumers
+//! run before their producer goes on (a deterministic schedule in which a producer that
+//! refills a stage before its consumers released it races with their reads). Each call
+//! counts one [`Class::Mbarrier`] instruction, however long a wait blocks.
 //!
 //! The barrier's own 8 bytes are tracked as shared memory: `init` writes them, every other
 //! operation accesses them atomically, so an `init` not ordered (by `sync_threads`) before
@@ -105,7 +109,7 @@ fn mbarrier_fault(
 }
 
 /// Tracks the operation's access to the barrier's 8 bytes (`kind`: a write for `init`, an
-/// atomic otherwise) and counts it.
+/// atomic otherwise).
 fn touch(
     block: &BlockState,
     inner: &mut BlockInner,
@@ -114,7 +118,6 @@ fn touch(
     kind: AccessKind,
     site: Site,
 ) -> Result<(), EmuError> {
-    block.count(thread, Class::Mbarrier);
     inner.smem.track(offset, 8, kind, thread, site).map_err(|c| {
         let later = Access { kind, thread: block.dim3(thread), site };
         race_error(block, inner, c, later, thread)
@@ -124,6 +127,7 @@ fn touch(
 /// `mbarrier.init.shared::cta.b64 [bar], count`.
 pub(crate) fn init(bars: Shared<u64>, i: usize, count: u32, site: Site) {
     let (block, thread) = context::current();
+    block.count(thread, Class::Mbarrier);
     let offset = locate(block, thread, bars, i, site);
     let result = {
         let mut inner = block.inner.borrow_mut();
@@ -169,6 +173,7 @@ pub(crate) fn init(bars: Shared<u64>, i: usize, count: u32, site: Site) {
 /// `mbarrier.inval.shared::cta.b64 [bar]`: the bytes become plain shared memory again.
 pub(crate) fn inval(bars: Shared<u64>, i: usize, site: Site) {
     let (block, thread) = context::current();
+    block.count(thread, Class::Mbarrier);
     let offset = locate(block, thread, bars, i, site);
     let result = {
         let mut inner = block.inner.borrow_mut();
@@ -206,7 +211,7 @@ enum Update {
 }
 
 /// Applies `update` to the mbarrier at `offset`; returns the state token of an arrival (the
-/// phases completed before it).
+/// phases completed before it) and whether a completed phase woke a waiting thread.
 fn update_at(
     block: &BlockState,
     inner: &mut BlockInner,
@@ -215,7 +220,7 @@ fn update_at(
     update: Update,
     op: &str,
     site: Site,
-) -> Result<u64, EmuError> {
+) -> Result<(u64, bool), EmuError> {
     touch(block, inner, thread, offset, AccessKind::Atomic, site)?;
     let fault =
         |inner: &BlockInner, detail: String| mbarrier_fault(block, inner, thread, offset, site, detail);
@@ -271,32 +276,45 @@ fn update_at(
         let clock = inner.smem.tick_now();
         inner.smem.order.arrive(thread, clock, offset, phase);
     }
-    if completed {
-        wake(inner, offset);
-    }
-    Ok(token)
+    let woke = completed && wake(inner, offset);
+    Ok((token, woke))
 }
 
 /// Makes runnable the threads waiting on the mbarrier at `offset` (it just completed a phase;
-/// each re-checks its parity when it resumes).
-fn wake(inner: &mut BlockInner, offset: u32) {
+/// each re-checks its parity when it resumes); returns whether there were any.
+fn wake(inner: &mut BlockInner, offset: u32) -> bool {
+    let mut any = false;
     for slot in &mut inner.threads {
         if let Status::AtMbarrier { offset: o, .. } = slot.status {
             if o == offset {
                 slot.status = Status::Runnable;
+                any = true;
             }
         }
+    }
+    any
+}
+
+/// After completing a phase that threads wait for, the completing thread yields, so the
+/// waiters run before it goes on: a schedule that lets consumers take a stage before its
+/// producer refills it, where a refill not ordered after their release shows as a race.
+pub(crate) fn yield_to_woken(block: &BlockState, thread: u32, woke: bool) {
+    if woke {
+        suspend(block, thread);
     }
 }
 
 fn apply(bars: Shared<u64>, i: usize, update: Update, op: &str, site: Site) -> u64 {
     let (block, thread) = context::current();
+    block.count(thread, Class::Mbarrier);
     let offset = locate(block, thread, bars, i, site);
     let result = {
         let mut inner = block.inner.borrow_mut();
         update_at(block, &mut inner, thread, offset, update, op, site)
     };
-    result.unwrap_or_else(|error| fail_with(block, thread, error))
+    let (token, woke) = result.unwrap_or_else(|error| fail_with(block, thread, error));
+    yield_to_woken(block, thread, woke);
+    token
 }
 
 /// `mbarrier.arrive.shared::cta.b64 state, [bar]`.
@@ -319,7 +337,8 @@ pub(crate) fn complete_tx(bars: Shared<u64>, i: usize, bytes: u32, site: Site) {
     apply(bars, i, Update::CompleteTx(bytes), "mbarrier.complete_tx", site);
 }
 
-/// A TMA load's completion of `bytes` on the mbarrier at `offset`.
+/// A TMA load's completion of `bytes` on the mbarrier at `offset`; returns whether it woke a
+/// waiting thread.
 pub(crate) fn complete_tx_at(
     block: &BlockState,
     inner: &mut BlockInner,
@@ -327,9 +346,9 @@ pub(crate) fn complete_tx_at(
     offset: u32,
     bytes: u32,
     site: Site,
-) -> Result<(), EmuError> {
+) -> Result<bool, EmuError> {
     update_at(block, inner, thread, offset, Update::CompleteTx(bytes), "the TMA load's complete_tx", site)
-        .map(|_| ())
+        .map(|(_, woke)| woke)
 }
 
 /// `mbarrier.try_wait.parity` (`blocking`) or `mbarrier.test_wait.parity`: whether the phase
@@ -342,6 +361,7 @@ pub(crate) fn wait_parity(bars: Shared<u64>, i: usize, parity: u32, blocking: bo
         let detail = format!("{op} with phase parity {parity}: the parity operand is 0 or 1");
         fail(block, thread, Fault::BadOperand { site, detail });
     }
+    block.count(thread, Class::Mbarrier);
     loop {
         let result = {
             let mut inner = block.inner.borrow_mut();

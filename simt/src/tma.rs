@@ -244,8 +244,9 @@ pub(crate) unsafe fn load<T: Copy>(
             mbarrier::complete_tx_at(block, inner, thread, bar_offset, map.box_bytes(), site)
         })()
     };
-    if let Err(error) = result {
-        fail_with(block, thread, error);
+    match result {
+        Ok(woke) => mbarrier::yield_to_woken(block, thread, woke),
+        Err(error) => fail_with(block, thread, error),
     }
 }
 
