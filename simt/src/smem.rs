@@ -542,6 +542,62 @@ mod tests {
     }
 
     #[test]
+    fn mbarrier_arrivals_order_accesses_for_threads_that_observed_them() {
+        let mut m = SharedMemory::new();
+        m.begin_block(8);
+        m.track(0, 4, AccessKind::Write, 1, site()).unwrap();
+        assert!(m.track(0, 4, AccessKind::Read, 2, site()).is_err(), "no ordering yet");
+        let clock = m.tick_now();
+        m.order.arrive(1, clock, 64, 0);
+        m.observe(2, 64, 1);
+        m.track(0, 4, AccessKind::Read, 2, site()).unwrap();
+        let c = m.track(0, 4, AccessKind::Read, 3, site()).unwrap_err();
+        assert_eq!((c.kind, c.thread), (AccessKind::Write, 1), "thread 3 observed nothing");
+        m.observe(3, 64, 1);
+        m.track(0, 4, AccessKind::Read, 3, site()).unwrap();
+        let c = m.track(0, 4, AccessKind::Write, 1, site()).unwrap_err();
+        assert_eq!(c.kind, AccessKind::Read, "the readers released nothing to thread 1");
+    }
+
+    #[test]
+    fn the_async_proxy_needs_a_fence_ordered_before_it() {
+        let mut m = SharedMemory::new();
+        m.begin_block(32);
+        m.track(0, 16, AccessKind::Write, 0, site()).unwrap();
+        let c = m.track(0, 16, AccessKind::TmaStore, 0, site()).unwrap_err();
+        assert!(c.proxy && c.kind == AccessKind::Write, "the writer itself needs the fence");
+        let clock = m.tick_now();
+        m.order.proxy_fence(0, clock);
+        m.track(0, 16, AccessKind::TmaStore, 0, site()).unwrap();
+        m.track(16, 16, AccessKind::Write, 0, site()).unwrap();
+        let clock = m.tick_now();
+        m.order.proxy_fence(0, clock);
+        m.barrier();
+        m.track(16, 16, AccessKind::TmaStore, 5, site()).unwrap();
+        m.barrier();
+        m.track(0, 4, AccessKind::Write, 0, site()).unwrap();
+        m.barrier();
+        let c = m.track(0, 16, AccessKind::TmaStore, 5, site()).unwrap_err();
+        assert!(c.proxy && c.thread == 0, "a barrier without a fence does not do");
+    }
+
+    #[test]
+    fn a_tma_region_holds_until_its_phase_is_observed() {
+        let mut m = SharedMemory::new();
+        m.begin_block(64);
+        let kind = RegionKind::LoadDestination { barrier: 48, phase: 0 };
+        let id = m.new_region(kind, 0, site()).unwrap();
+        m.mark(0, 32, id);
+        let c = m.track(4, 4, AccessKind::Read, 0, site()).unwrap_err();
+        assert_eq!((c.kind, c.region.map(|r| r.kind)), (AccessKind::TmaLoad, Some(kind)));
+        m.observe(0, 48, 1);
+        m.track(4, 4, AccessKind::Read, 0, site()).unwrap();
+        assert!(m.track(8, 4, AccessKind::Read, 1, site()).is_err(), "thread 1 did not wait");
+        m.barrier();
+        m.track(8, 4, AccessKind::Read, 1, site()).unwrap();
+    }
+
+    #[test]
     fn static_arrays_are_aligned_and_named() {
         let mut m = SharedMemory::new();
         m.begin_block(10);
