@@ -283,3 +283,109 @@ fn tma_store_misuses_name_both_sides() {
     let Some(Fault::TmaStoreInFlight { store, access, .. }) = error.fault() else { panic!("{error}") };
     assert_eq!((store.kind, access.kind), (AccessKind::TmaStore, AccessKind::Write), "{error}");
 }
+
+/// Stages and tiles of the pipelined column sum; the tensor's last tile is 3 rows short.
+const RING: usize = 3;
+const TILES: usize = 7;
+const COLS: usize = 64;
+const ROWS: usize = 8 * TILES - 3;
+/// Byte offset of the ring's mbarriers (full, then empty) after its stages.
+const RING_BARS: usize = RING * 1024;
+
+/// Threads 0..63 consume, warp 2 produces: its elected lane waits until a stage is free, then
+/// loads the next 64 x 8 tile (128-byte swizzle) into it with `arrive.expect_tx`; consumer `t`
+/// adds column `t` of each tile (unswizzling the address) and releases the stage. `args[0]`:
+/// the map, `args[1]`: 64 u32 sums, `args[2]`: 1 to skip the producer's wait for a free stage.
+fn column_sums(args: &[u64]) {
+    // SAFETY: the test passes the address of a TensorMap that outlives the launch.
+    let map = unsafe { TensorMapRef::from_address(args[0]) };
+    let out = args[1] as *mut u32;
+    // SAFETY: the launch has RING_BARS + 2 * RING * 8 bytes of dynamic shared memory.
+    let (tiles, bars) =
+        unsafe { (dynamic_shared::<u16>(0, RING * 512), dynamic_shared::<u64>(RING_BARS, 2 * RING)) };
+    let (full, empty) = (0, RING);
+    let t = thread_idx_x() as usize;
+    if t == 0 {
+        for s in 0..RING {
+            mbarrier_init(bars, full + s, 1);
+            mbarrier_init(bars, empty + s, COLS as u32);
+        }
+    }
+    sync_threads();
+    let mut sum = 0u32;
+    for tile in 0..TILES {
+        let (stage, parity) = (tile % RING, ((tile / RING) & 1) as u32);
+        if t >= COLS {
+            let (_, leader) = elect_sync(FULL_MASK);
+            if leader {
+                if args[2] == 0 {
+                    mbarrier_wait_parity(bars, empty + stage, parity ^ 1);
+                }
+                mbarrier_arrive_expect_tx(bars, full + stage, 1024);
+                // SAFETY: the map describes a lent buffer.
+                unsafe { tma_load_2d(tiles, stage * 512, map, [0, 8 * tile as i32], bars, full + stage) };
+            }
+        } else {
+            mbarrier_wait_parity(bars, full + stage, parity);
+            for row in 0..8 {
+                let logical = (row * COLS + t) * 2;
+                let physical = logical ^ (((logical >> 7) & 7) << 4);
+                sum += u32::from(tiles.load(stage * 512 + physical / 2));
+            }
+            mbarrier_arrive(bars, empty + stage);
+        }
+    }
+    if t < COLS {
+        // SAFETY: 64 sums.
+        unsafe { *out.add(t) = sum };
+    }
+}
+
+fn column_sums_run(skip_empty_wait: u64) -> Result<(Vec<u32>, Vec<u32>, LaunchStats), EmuError> {
+    let value = |x: usize, y: usize| ((7 * y + x) % 251) as u16;
+    let data: Vec<u16> = (0..ROWS * COLS).map(|i| value(i % COLS, i / COLS)).collect();
+    let want = (0..COLS).map(|x| (0..ROWS).map(|y| u32::from(value(x, y))).sum()).collect();
+    let _lent = lend(&data);
+    let m = TensorMap::new(&TensorMapFields {
+        data_type: TensorDataType::Bf16,
+        global_address: data.as_ptr() as u64,
+        global_dims: &[COLS as u64, ROWS as u64],
+        global_strides: &[(COLS * 2) as u64],
+        box_dims: &[64, 8],
+        element_strides: &[1, 1],
+        swizzle: Swizzle::B128,
+        l2_promotion: L2Promotion::None,
+        oob_fill: OobFill::Nan,
+    })
+    .unwrap();
+    let mut out = vec![u32::MAX; COLS];
+    let cfg = LaunchConfig {
+        grid: [2, 1, 1],
+        block: [96, 1, 1],
+        dynamic_smem_bytes: (RING_BARS + 2 * RING * 8) as u32,
+    };
+    let stats = run(column_sums, cfg, &[std::ptr::from_ref(&m) as u64, ptr(&mut out), skip_empty_wait])?;
+    Ok((out, want, stats))
+}
+
+#[test]
+fn a_tma_ring_feeds_consumers_through_mbarriers() {
+    let (out, want, stats) = column_sums_run(0).unwrap();
+    // The last tile's missing rows read as NaN fill (0x7FFF): three per column.
+    let want: Vec<u32> = want.iter().map(|w| w + 3 * 0x7FFF).collect();
+    assert_eq!(out, want);
+    let tiles = 2 * TILES as u64;
+    assert_eq!((stats.tma_loads.requests, stats.tma_shared_bytes), (tiles, tiles * 1024));
+    assert_eq!(stats.tma_loads.bytes_requested, 2 * (ROWS * COLS * 2) as u64);
+    assert_eq!(stats.thread_instructions.elect, tiles * 32);
+    assert_eq!(stats.warp_instructions.elect, tiles);
+}
+
+#[test]
+fn a_tma_refill_before_the_consumers_released_the_stage_is_a_race() {
+    let error = column_sums_run(1).unwrap_err();
+    let Some(Fault::SharedRace { earlier, later, .. }) = error.fault() else { panic!("{error}") };
+    assert_eq!((earlier.kind, later.kind), (AccessKind::Read, AccessKind::TmaLoad), "{error}");
+    assert!(earlier.thread.0[0] < 64 && later.thread.0[0] == 64, "{error}");
+    assert!(error.to_string().contains("tests/simt/tma.rs"), "{error}");
+}
