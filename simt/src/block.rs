@@ -20,6 +20,7 @@ use crate::stacks;
 use crate::stats::{BlockCounts, Class, InstructionCounts, MemOp, RequestGroups, CLASSES};
 use crate::warp::{self, WarpState, WARP_SIZE};
 use crate::watchdog::Heartbeat;
+use crate::wgmma::{self as wgmma_state, ThreadWgmma, WarpgroupPending};
 
 /// Where an emulated thread is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +47,8 @@ pub(crate) struct ThreadSlot {
     pub async_copies: AsyncCopies,
     /// Bulk async-groups (TMA stores) the thread has committed.
     pub bulk_committed: u32,
+    /// The thread's `wgmma` state: accumulators in flight, groups, the fence.
+    pub wgmma: ThreadWgmma,
 }
 
 /// State the scheduler and the running thread share. Borrowed only inside one device function
@@ -56,6 +59,8 @@ pub(crate) struct BlockInner {
     pub smem: SharedMemory,
     /// The block's initialized mbarriers.
     pub mbarriers: Mbarriers,
+    /// `wgmma.mma_async` collectives in progress, by warpgroup.
+    pub warpgroups: Vec<WarpgroupPending>,
     pub fault: Option<EmuError>,
     /// Set while the scheduler unwinds the coroutines of a failed block.
     pub tearing_down: bool,
@@ -429,11 +434,13 @@ impl BlockRunner {
                     collective_out: [0; 4],
                     async_copies: AsyncCopies::default(),
                     bulk_committed: 0,
+                    wgmma: ThreadWgmma::default(),
                 })
                 .collect(),
             warps: (0..warps).map(|_| WarpState::default()).collect(),
             smem: SharedMemory::new(),
             mbarriers: Mbarriers::default(),
+            warpgroups: Vec::new(),
             fault: None,
             tearing_down: false,
             log: AccessLog::new(threads),
@@ -475,8 +482,10 @@ impl BlockRunner {
                 slot.yielder = std::ptr::null();
                 slot.async_copies.abandon(&mut inner.smem);
                 slot.bulk_committed = 0;
+                slot.wgmma = ThreadWgmma::default();
             }
             inner.mbarriers.clear();
+            inner.warpgroups.clear();
             for warp in &mut inner.warps {
                 warp.pending.clear();
             }
@@ -593,6 +602,9 @@ fn on_exit(block: &BlockState, t: u32) -> Result<(), EmuError> {
 fn release_barrier(block: &BlockState) -> Result<bool, EmuError> {
     let mut inner = block.inner.borrow_mut();
     if let Some(error) = warp::stalled_collective(block, &inner) {
+        return Err(error);
+    }
+    if let Some(error) = wgmma_state::stalled(block, &inner) {
         return Err(error);
     }
     if let Some(error) = mbarrier::deadlock(block, &inner) {

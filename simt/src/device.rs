@@ -415,3 +415,46 @@ pub fn bulk_commit_group() {
 pub fn bulk_wait_group_read(n: u32) {
     crate::tma::wait_group_read(n);
 }
+
+/// `wgmma.fence.sync.aligned`: orders the running thread's accumulator accesses before the
+/// `wgmma.mma_async` that follow.
+pub fn wgmma_fence() {
+    crate::wgmma::fence();
+}
+
+/// `wgmma.commit_group.sync.aligned`.
+pub fn wgmma_commit_group() {
+    crate::wgmma::commit_group();
+}
+
+/// `wgmma.wait_group.sync.aligned n`.
+pub fn wgmma_wait_group(n: u32) {
+    crate::wgmma::wait_group(n);
+}
+
+/// Checks a read (or write) of the wgmma accumulator at `acc` by the running thread: it fails
+/// when an `mma_async` writing it has not been retired by `wgmma.wait_group`.
+pub fn wgmma_accumulator_access(acc: *const f32, write: bool, site: Site) {
+    crate::wgmma::accumulator_access(acc, write, site);
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{input}.{input}` with A and B from shared
+/// memory through the matrix descriptors `desc_a` and `desc_b` (K-major), accumulating into
+/// the running thread's `n / 2` f32 at `acc` (replacing them when `scale_d` is false); see
+/// `wgmma.rs` for the layouts and the checks.
+///
+/// # Safety
+///
+/// `acc` must be valid for reading and writing `n / 2` f32.
+pub unsafe fn wgmma_mma_async(
+    input: MmaInput,
+    n: u32,
+    desc_a: u64,
+    desc_b: u64,
+    scale_d: bool,
+    acc: *mut f32,
+    site: Site,
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe { crate::wgmma::mma_async(input, n, desc_a, desc_b, scale_d, acc, site) }
+}

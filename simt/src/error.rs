@@ -75,6 +75,8 @@ pub enum AccessKind {
     TmaLoad,
     /// A TMA store (`cp.async.bulk.tensor`, async proxy) reading shared memory.
     TmaStore,
+    /// A `wgmma.mma_async` reading an operand through a matrix descriptor (async proxy).
+    WgmmaRead,
 }
 
 impl fmt::Display for AccessKind {
@@ -86,6 +88,7 @@ impl fmt::Display for AccessKind {
             AccessKind::AsyncCopy => "cp.async copy",
             AccessKind::TmaLoad => "TMA load (async proxy)",
             AccessKind::TmaStore => "TMA store read (async proxy)",
+            AccessKind::WgmmaRead => "wgmma operand read (async proxy)",
         })
     }
 }
@@ -209,6 +212,15 @@ pub enum Fault {
         wait: String,
         /// The state of the mbarrier and what the other threads do.
         why: String,
+    },
+    #[error("wgmma at {site}: {detail}")]
+    /// A `wgmma` misused: not a whole warpgroup, no `wgmma.fence`, an accumulator used before
+    /// its group was waited for, a bad descriptor.
+    Wgmma {
+        /// The kernel source line.
+        site: Site,
+        /// What went wrong.
+        detail: String,
     },
     #[error("invalid tensor map: {detail}")]
     /// A tensor map the driver's `cuTensorMapEncodeTiled` would refuse.

@@ -38,6 +38,9 @@
 //!   written before its bulk group was waited for; a generic-proxy write read by the async
 //!   proxy without the writer's `fence.proxy.async` ordered before the read (the async-proxy
 //!   race); a tensor map the driver's `cuTensorMapEncodeTiled` would refuse ([`TensorMap`]);
+//!   a `wgmma.mma_async` (`wgmma.rs`) not executed by a whole warpgroup from one call site,
+//!   without a `wgmma.fence`, or whose accumulator is read or written before
+//!   `wgmma.wait_group` retired it;
 //! - a panic in kernel code;
 //! - global memory, as compute-sanitizer's memcheck, racecheck and initcheck would (kernels
 //!   reach it only through `Global`/`GlobalMut` pointers; see [`register`]):

@@ -232,7 +232,7 @@ fn track(
     let (op, class) = match kind {
         AccessKind::Read => (MemOp::Load, Class::SharedLoad),
         AccessKind::Write | AccessKind::AsyncCopy | AccessKind::TmaLoad => (MemOp::Store, Class::SharedStore),
-        AccessKind::TmaStore => (MemOp::Load, Class::SharedLoad),
+        AccessKind::TmaStore | AccessKind::WgmmaRead => (MemOp::Load, Class::SharedLoad),
         AccessKind::Atomic => (MemOp::Atomic, Class::SharedAtomic),
     };
     block.count(thread, class);

@@ -283,7 +283,7 @@ impl SharedMemory {
                     || r.observed_barrier.is_some_and(|b| b < self.clocks.barrier)
             }
             RegionKind::StoreSource { .. } => {
-                r.released || matches!(kind, AccessKind::Read | AccessKind::TmaStore)
+                r.released || matches!(kind, AccessKind::Read | AccessKind::TmaStore | AccessKind::WgmmaRead)
             }
         }
     }
@@ -365,7 +365,8 @@ impl SharedMemory {
         let order = &self.order;
         let unordered = |s: Stamp| view.unordered(s) && !order.orders(u32::from(s.thread), s.clock, thread);
         let pair_unordered = |p: &Pair| [p.last, p.other].into_iter().find(|s| unordered(*s));
-        let writes = !matches!(kind, AccessKind::Read | AccessKind::TmaStore);
+        let writes = !matches!(kind, AccessKind::Read | AccessKind::TmaStore | AccessKind::WgmmaRead);
+        let async_read = matches!(kind, AccessKind::TmaStore | AccessKind::WgmmaRead);
         for byte in offset as usize..(offset + len) as usize {
             let shadow = self.shadow[byte];
             let conflict = |s: Stamp, kind: AccessKind, region: Option<Region>, proxy: bool| Conflict {
@@ -401,7 +402,7 @@ impl SharedMemory {
             if let Some((s, kind)) = earlier {
                 return Err(conflict(s, kind, None, false));
             }
-            if kind == AccessKind::TmaStore && !self.proxy_fenced(shadow.write, thread) {
+            if async_read && !self.proxy_fenced(shadow.write, thread) {
                 return Err(conflict(shadow.write, AccessKind::Write, None, true));
             }
         }
@@ -415,7 +416,9 @@ impl SharedMemory {
                 }
             }
             match kind {
-                AccessKind::Read | AccessKind::TmaStore => shadow.reads.record(now, barrier),
+                AccessKind::Read | AccessKind::TmaStore | AccessKind::WgmmaRead => {
+                    shadow.reads.record(now, barrier)
+                }
                 AccessKind::Write | AccessKind::TmaLoad => shadow.write = now,
                 AccessKind::Atomic => shadow.atomics.record(now, barrier),
                 AccessKind::AsyncCopy => shadow.async_copy = now,

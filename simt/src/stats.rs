@@ -72,10 +72,13 @@ pub enum Class {
     /// `wait_group` (the bytes are in [`LaunchStats::tma_loads`] and
     /// [`LaunchStats::tma_stores`]).
     Tma,
+    /// `wgmma.mma_async` (each a 64 x N x 16 product for its warpgroup; `wgmma.fence`,
+    /// `commit_group` and `wait_group` are not counted).
+    Wgmma,
 }
 
 /// Number of [`Class`] values.
-pub(crate) const CLASSES: usize = 19;
+pub(crate) const CLASSES: usize = 20;
 
 /// Instruction counts by class; see [`Class`] for what each counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -118,6 +121,8 @@ pub struct InstructionCounts {
     pub proxy_fence: u64,
     /// Instructions of class [`Class::Tma`].
     pub tma: u64,
+    /// Instructions of class [`Class::Wgmma`].
+    pub wgmma: u64,
 }
 
 impl InstructionCounts {
@@ -142,6 +147,7 @@ impl InstructionCounts {
             elect: a[Class::Elect as usize],
             proxy_fence: a[Class::ProxyFence as usize],
             tma: a[Class::Tma as usize],
+            wgmma: a[Class::Wgmma as usize],
         }
     }
 
@@ -166,6 +172,7 @@ impl InstructionCounts {
         a[Class::Elect as usize] = self.elect;
         a[Class::ProxyFence as usize] = self.proxy_fence;
         a[Class::Tma as usize] = self.tma;
+        a[Class::Wgmma as usize] = self.wgmma;
         a
     }
 

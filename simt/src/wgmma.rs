@@ -1,6 +1,32 @@
-//! `wgmma` shared-memory matrix descriptors (PTX ISA, "Asynchronous Warpgroup Level Matrix
-//! Multiply-Accumulate Instructions: Matrix Descriptor Format"), and the design the emulation
-//! of `wgmma.mma_async` itself will follow.
+//! `wgmma.mma_async` (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate
+//! Instructions") with A and B in shared memory through matrix descriptors ("Matrix Descriptor
+//! Format"), its groups, and the accumulator checks.
+//!
+//! What is emulated: `wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}` with both operands
+//! K-major from descriptors (no transpose), N a multiple of 8 from 8 to 256, scale-d, and
+//! `wgmma.fence` / `commit_group` / `wait_group`. The four warps of a warpgroup (128 threads,
+//! starting at a multiple of 128) must all execute it from one call site with the same
+//! operands; the last to arrive computes `D = A x B^T (+ D)`, the exact products summed in
+//! f64 and rounded once (the hardware accumulates in f32 in an unspecified order), and writes
+//! every thread's accumulator in the D fragment layout: thread `t` of the warpgroup, warp
+//! `w = t / 32`, lane `l`, holds for each 8-column block `j` the registers
+//! `d[4j..4j+4] = D(r, c), D(r, c+1), D(r+8, c), D(r+8, c+1)` with `r = 16w + l/4`,
+//! `c = 8j + 2(l%4)`.
+//!
+//! Operand element (row, k) (row < 64 for A, < N for B; k < 16) is at shared address
+//! `start + (row/8)*SBO + (k/8)*LBO + (row%8)*16 + (k%8)*2` without swizzle (8 x 16-byte core
+//! matrices), and at `swizzle(start + (row/8)*SBO + (row%8)*span + 2k)` with a 32/64/128-byte
+//! swizzle of span `span` ([`crate::Swizzle::apply`], the TMA's permutation, so a tile a TMA
+//! load wrote with the same swizzle reads back in place; the leading byte offset is unused
+//! there). A base offset other than 0 is refused (not modelled). The operand bytes are read
+//! through the async proxy: a generic write not covered by the writer's `fence.proxy.async`
+//! (ordered before the `wgmma`) is the async-proxy race, a TMA destination not yet observed
+//! is refused.
+//!
+//! Checks: a `wgmma.mma_async` without a `wgmma.fence` of the thread since it last wrote an
+//! accumulator; reading or writing an accumulator ([`crate::device::wgmma_accumulator_access`])
+//! whose `mma_async` is in a group not yet retired by `wgmma.wait_group` (or not committed);
+//! a warpgroup member missing, at another call site or with other operands.
 //!
 //! A descriptor is 64 bits:
 //!
@@ -14,45 +40,283 @@
 //!
 //! [`MatrixDescriptor`] encodes and decodes it; decoding checks the reserved bits are zero.
 //!
-//! # Design of the `wgmma.mma_async` emulation (not built yet)
+//! # Not modelled yet (next steps)
 //!
-//! - **The instruction**: `wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}.{bf16,f16}`,
-//!   N a multiple of 8 up to 256, executed by the four warps of a warpgroup (128 threads,
-//!   warp index a multiple of 4) from one call site: a warpgroup collective, built like the
-//!   warp collectives of `warp.rs` (all 128 lanes arrive, the last computes), with `.aligned`
-//!   checks naming the missing lane. A comes from a descriptor or from registers (four
-//!   `b32` per thread in the `mma.m16n8k16` A layout per warp's 16 rows), B from a
-//!   descriptor; the scale-d, imm-scale-a/b and transpose operands as the PTX ISA defines
-//!   them.
-//! - **Reading operands**: the 8x8 "core matrices" (8 rows of 16 bytes) of the canonical
-//!   K-major and MN-major layouts, placed by the leading and stride byte offsets, each 16-byte
-//!   row at the address the descriptor's swizzle gives ([`crate::Swizzle::apply`] on the
-//!   shared address, plus the base offset). Every byte read goes through
-//!   `SharedMemory::track` as [`crate::AccessKind::TmaStore`]-like async-proxy reads (a new
-//!   kind, "wgmma operand read"), so a generic write without `fence.proxy.async` ordered
-//!   before the `wgmma` is the async-proxy race, and a TMA destination not yet observed is
-//!   refused, exactly as for TMA stores today.
-//! - **Accumulators and groups**: the kernel-side API holds the accumulator as an opaque
-//!   `WgmmaAccumulator<N>` (on the GPU, N/2 f32 registers per thread in the PTX ISA's
-//!   "wgmma D fragment" layout); on the host it is an index into per-thread state in
-//!   `ThreadSlot` holding the values and the wgmma group that last wrote them.
-//!   `wgmma.fence` marks the accumulators as about to be used (an accumulator written by
-//!   ordinary code and then passed to `mma_async` without a `wgmma.fence` in between is an
-//!   error), `wgmma.commit_group` closes the open group, `wgmma.wait_group N` retires all
-//!   but the N most recent; reading or writing an accumulator whose group is not retired is
-//!   an error naming the `mma_async` call site and the access. The product is computed at
-//!   issue (f32 accumulation of exact bf16/f16 products in k order, as `fragments.rs` does
-//!   for `mma.sync`) and published at retirement.
-//! - **Counters**: a `Wgmma` instruction class counted once per warp (per warpgroup it is
-//!   4 warp instructions), with the MACs (64 * N * 16 per instruction) and the shared bytes
-//!   the descriptors read beside TMA's in `LaunchStats`, for the time model's wgmma pipe.
-//! - **PTX**: the nvptx path is the inline `asm!` of the instruction with N/2 `+f` operands
-//!   per thread (generated by a macro per N), `wgmma.fence.sync.aligned`,
-//!   `wgmma.commit_group.sync.aligned`, `wgmma.wait_group.sync.aligned N`, in an sm_90a
-//!   module only (`wgmma` needs the `a` target; the sm_80 module must not contain it).
+//! - A from registers (`wgmma.mma_async` with an A fragment instead of a descriptor), the
+//!   MN-major layouts (the transpose immediates), a nonzero base offset, `.f16` accumulators
+//!   and the other input types (tf32, e4m3/e5m2, integer): each is refused or absent.
+//! - The kernel-side API (`trident_kernels::simt`) offers N = 8, 16, 32 and 64; larger N
+//!   (the 128 x 256 tiles of issue-sized GEMMs) needs the same macro with more registers
+//!   (the emulator takes any N from 8 to 256).
+//! - Counters: each `mma_async` counts one [`Class::Wgmma`] per thread (one warp instruction
+//!   per warp); the MACs (64 * N * 16) and the operand bytes read through descriptors are
+//!   not yet in `LaunchStats`, which the time model's wgmma pipe will want.
+//! - `setmaxnreg`, `stmatrix` and clusters (`mapa`, `barrier.cluster`, multicast TMA) are
+//!   not emulated; the sm_90a PTX module that would carry kernels using any of these
+//!   instructions is not built.
 
-use crate::error::Fault;
+use crate::block::{BlockInner, BlockState, Status};
+use crate::context::{self, fail, fail_with, suspend};
+use crate::error::{Access, AccessKind, EmuError, Fault, Site};
+use crate::fragments::{bf16_to_f32, f16_to_f32};
+use crate::shared::race_error;
+use crate::stats::Class;
 use crate::tensor_map::Swizzle;
+use crate::warp::MmaInput;
+
+/// Threads per warpgroup.
+const WARPGROUP: u32 = 128;
+
+/// One thread's `wgmma` state.
+#[derive(Default)]
+pub(crate) struct ThreadWgmma {
+    /// Whether a `wgmma.fence` ran since the thread last wrote an accumulator.
+    fenced: bool,
+    committed: u32,
+    /// Accumulators in flight: (address, group, the `mma_async` site).
+    in_flight: Vec<(usize, u32, Site)>,
+}
+
+/// A `wgmma.mma_async` some threads of a warpgroup have reached.
+pub(crate) struct WarpgroupPending {
+    group: u32,
+    site: Site,
+    operands: (MmaInput, u32, u64, u64, bool),
+    arrived: u128,
+    acc: Vec<usize>,
+}
+
+/// The error for a warpgroup collective some member never reaches.
+pub(crate) fn stalled(block: &BlockState, inner: &BlockInner) -> Option<EmuError> {
+    let p = inner.warpgroups.first()?;
+    let base = p.group * WARPGROUP;
+    let waiter = base + p.arrived.trailing_zeros();
+    let missing = base + (!p.arrived).trailing_zeros();
+    let state = match inner.threads[missing as usize].status {
+        Status::Exited => "has exited".to_string(),
+        Status::AtBarrier(site) => format!("waits at the barrier at {site}"),
+        other => format!("is {other:?}"),
+    };
+    let detail = format!(
+        "wgmma.mma_async waits for warpgroup member thread {}, which {state}: every thread of the \
+         warpgroup must execute it (.sync.aligned)",
+        block.dim3(missing)
+    );
+    Some(block.error_at(waiter, Fault::Wgmma { site: p.site, detail }))
+}
+
+fn wgmma_fault(block: &BlockState, thread: u32, site: Site, detail: String) -> ! {
+    fail(block, thread, Fault::Wgmma { site, detail })
+}
+
+/// `wgmma.fence.sync.aligned`.
+pub(crate) fn fence() {
+    let (block, thread) = context::current();
+    block.inner.borrow_mut().threads[thread as usize].wgmma.fenced = true;
+}
+
+/// `wgmma.commit_group.sync.aligned`.
+pub(crate) fn commit_group() {
+    let (block, thread) = context::current();
+    block.inner.borrow_mut().threads[thread as usize].wgmma.committed += 1;
+}
+
+/// `wgmma.wait_group.sync.aligned n`: retires every committed group but the `n` most recent.
+pub(crate) fn wait_group(n: u32) {
+    let (block, thread) = context::current();
+    let mut inner = block.inner.borrow_mut();
+    let w = &mut inner.threads[thread as usize].wgmma;
+    let limit = w.committed.saturating_sub(n);
+    w.in_flight.retain(|&(_, group, _)| group >= limit);
+}
+
+/// Checks a read or write of the accumulator at `acc` by the running thread.
+pub(crate) fn accumulator_access(acc: *const f32, write: bool, site: Site) {
+    let (block, thread) = context::current();
+    let mut inner = block.inner.borrow_mut();
+    let w = &mut inner.threads[thread as usize].wgmma;
+    if let Some(&(_, group, issued)) = w.in_flight.iter().find(|e| e.0 == acc as usize) {
+        let state =
+            if group >= w.committed { "not yet committed (wgmma.commit_group)" } else { "not yet retired" };
+        let detail = format!(
+            "{} of a wgmma accumulator while the wgmma.mma_async at {issued} that writes it is in \
+             group {group}, {state}: wait for it first (wgmma.wait_group)",
+            if write { "write" } else { "read" }
+        );
+        let error = block.error_at(thread, Fault::Wgmma { site, detail });
+        drop(inner);
+        fail_with(block, thread, error);
+    }
+    if write {
+        w.fenced = false;
+    }
+}
+
+/// The shared address of operand element (row, k) under descriptor `d`.
+fn operand_address(d: &MatrixDescriptor, row: u32, k: u32) -> u32 {
+    let sbo = (row / 8) * d.stride_byte_offset;
+    match d.swizzle.span() {
+        None => d.start_address + sbo + (k / 8) * d.leading_byte_offset + (row % 8) * 16 + (k % 8) * 2,
+        Some(span) => d.swizzle.apply(d.start_address + sbo + (row % 8) * span + 2 * k),
+    }
+}
+
+/// Reads a `rows` x 16 K-major operand through descriptor `d` (async proxy, as `thread`).
+fn read_operand(
+    block: &BlockState,
+    inner: &mut BlockInner,
+    thread: u32,
+    d: &MatrixDescriptor,
+    rows: u32,
+    input: MmaInput,
+    site: Site,
+) -> Result<Vec<[f64; 16]>, EmuError> {
+    let used = inner.smem.used_bytes();
+    let mut out = vec![[0f64; 16]; rows as usize];
+    for row in 0..rows {
+        for chunk in 0..2 {
+            let at = operand_address(d, row, 8 * chunk);
+            if at % 16 != 0 || at + 16 > used {
+                let detail = format!(
+                    "the descriptor's row {row}, k {} is at shared byte {at}, {} (the block uses {used} bytes)",
+                    8 * chunk,
+                    if at % 16 != 0 { "not 16-byte aligned" } else { "out of range" }
+                );
+                return Err(block.error_at(thread, Fault::Wgmma { site, detail }));
+            }
+            inner.smem.track(at, 16, AccessKind::WgmmaRead, thread, site).map_err(|c| {
+                let later = Access { kind: AccessKind::WgmmaRead, thread: block.dim3(thread), site };
+                race_error(block, inner, c, later, thread)
+            })?;
+            let bits: [u16; 8] = inner.smem.read(at);
+            for (i, &b) in bits.iter().enumerate() {
+                out[row as usize][8 * chunk as usize + i] = f64::from(match input {
+                    MmaInput::Bf16 => bf16_to_f32(b),
+                    MmaInput::F16 => f16_to_f32(b),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{input}.{input}` with the running thread's
+/// accumulator of `n / 2` f32 at `acc` (see the module documentation).
+///
+/// # Safety
+///
+/// `acc` must be valid for reading and writing `n / 2` f32 until this returns.
+pub(crate) unsafe fn mma_async(
+    input: MmaInput,
+    n: u32,
+    desc_a: u64,
+    desc_b: u64,
+    scale_d: bool,
+    acc: *mut f32,
+    site: Site,
+) {
+    let (block, thread) = context::current();
+    block.count(thread, Class::Wgmma);
+    let group = thread / WARPGROUP;
+    if block.threads < (group + 1) * WARPGROUP {
+        let detail = format!("thread {thread} is in warpgroup {group}, which the block of {} threads does not fill: wgmma needs whole warpgroups of 128 threads", block.threads);
+        wgmma_fault(block, thread, site, detail);
+    }
+    if n % 8 != 0 || !(8..=256).contains(&n) {
+        wgmma_fault(block, thread, site, format!("m64n{n}k16: N must be a multiple of 8 from 8 to 256"));
+    }
+    let operands = (input, n, desc_a, desc_b, scale_d);
+    let fault = |detail: String| block.error_at(thread, Fault::Wgmma { site, detail });
+    // Ok(None): wait for the other members; Ok(Some(())): this thread completed it.
+    let result: Result<Option<()>, EmuError> = {
+        let mut inner = block.inner.borrow_mut();
+        let inner = &mut *inner;
+        let w = &mut inner.threads[thread as usize].wgmma;
+        let index = inner.warpgroups.iter().position(|p| p.group == group);
+        if !w.fenced {
+            Err(fault(
+                "wgmma.mma_async without a wgmma.fence since this thread last wrote the accumulator \
+                 registers (PTX ISA: wgmma.fence must order register accesses before wgmma.mma_async)"
+                    .to_string(),
+            ))
+        } else if let Some(p) =
+            index.map(|i| &inner.warpgroups[i]).filter(|p| p.site != site || p.operands != operands)
+        {
+            Err(fault(format!(
+                "this thread reaches wgmma.mma_async {operands:?} here while members of its warpgroup \
+                 wait at {} with {:?}: .aligned needs one instruction with one set of operands",
+                p.site, p.operands
+            )))
+        } else {
+            w.in_flight.push((acc as usize, w.committed, site));
+            let index = index.unwrap_or_else(|| {
+                let acc = vec![0; WARPGROUP as usize];
+                inner.warpgroups.push(WarpgroupPending { group, site, operands, arrived: 0, acc });
+                inner.warpgroups.len() - 1
+            });
+            let p = &mut inner.warpgroups[index];
+            let lane = thread % WARPGROUP;
+            p.acc[lane as usize] = acc as usize;
+            p.arrived |= 1u128 << lane;
+            if p.arrived != u128::MAX {
+                inner.threads[thread as usize].status = Status::InCollective;
+                Ok(None)
+            } else {
+                let p = inner.warpgroups.swap_remove(index);
+                complete(block, inner, thread, &p).map(Some)
+            }
+        }
+    };
+    match result {
+        Ok(None) => suspend(block, thread),
+        Ok(Some(())) => {}
+        Err(error) => fail_with(block, thread, error),
+    }
+}
+
+/// Computes the warpgroup's product and writes every member's accumulator.
+fn complete(
+    block: &BlockState,
+    inner: &mut BlockInner,
+    thread: u32,
+    p: &WarpgroupPending,
+) -> Result<(), EmuError> {
+    let (input, n, desc_a, desc_b, scale_d) = p.operands;
+    let site = p.site;
+    let decode = |word: u64, which: &str| {
+        let d = MatrixDescriptor::decode(word).map_err(|f| block.error_at(thread, f))?;
+        if d.base_offset != 0 {
+            let detail = format!(
+                "{which} descriptor has base offset {}, which the emulator does not model",
+                d.base_offset
+            );
+            return Err(block.error_at(thread, Fault::Wgmma { site, detail }));
+        }
+        Ok(d)
+    };
+    let (da, db) = (decode(desc_a, "the A")?, decode(desc_b, "the B")?);
+    let a = read_operand(block, inner, thread, &da, 64, input, site)?;
+    let b = read_operand(block, inner, thread, &db, n, input, site)?;
+    let base = p.group * WARPGROUP;
+    for t in 0..WARPGROUP {
+        let (warp, lane) = (t / 32, t % 32);
+        // SAFETY: each member is suspended inside `mma_async`, whose caller guarantees its
+        // accumulator of n / 2 f32 stays valid until the call returns.
+        let acc = unsafe { std::slice::from_raw_parts_mut(p.acc[t as usize] as *mut f32, (n / 2) as usize) };
+        for j in 0..n / 8 {
+            for (v, value) in acc[4 * j as usize..4 * j as usize + 4].iter_mut().enumerate() {
+                let v = v as u32;
+                let row = 16 * warp + lane / 4 + 8 * (v / 2);
+                let col = 8 * j + 2 * (lane % 4) + v % 2;
+                let dot: f64 = (0..16).map(|k| a[row as usize][k] * b[col as usize][k]).sum();
+                let c = if scale_d { f64::from(*value) } else { 0.0 };
+                *value = (dot + c) as f32;
+            }
+        }
+        inner.threads[(base + t) as usize].status = Status::Runnable;
+    }
+    Ok(())
+}
 
 /// The fields of a `wgmma` shared-memory matrix descriptor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,6 +11,7 @@ mod rng;
 mod selftest;
 mod tensor_core;
 mod tma;
+mod wgmma;
 
 use trident_simt::{launch, register, EmuError, HostKernel, LaunchConfig, LaunchStats, Registration};
 
