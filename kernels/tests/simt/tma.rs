@@ -107,8 +107,16 @@ fn load(map: &TensorMap, coords: [i32; 2], plant: u64) -> Result<(Vec<u16>, Laun
     Ok((out, stats))
 }
 
-/// Checks a loaded box against the tensor: element (bx, by) at its swizzled place.
-fn check_box(out: &[u16], boxes: [u32; 2], coords: [i32; 2], swizzle: Swizzle, fill: u16) -> (u64, u64) {
+/// Checks a loaded box against the tensor at `base`: element (bx, by) at its swizzled place.
+/// Returns the in-bounds bytes and the 32-byte sectors they lie in.
+fn check_box(
+    out: &[u16],
+    base: *const u16,
+    boxes: [u32; 2],
+    coords: [i32; 2],
+    swizzle: Swizzle,
+    fill: u16,
+) -> (u64, u64) {
     let (mut in_bounds, mut sectors) = (0, std::collections::BTreeSet::new());
     for by in 0..boxes[1] as i32 {
         for bx in 0..boxes[0] as i32 {
@@ -117,7 +125,7 @@ fn check_box(out: &[u16], boxes: [u32; 2], coords: [i32; 2], swizzle: Swizzle, f
             let (x, y) = (coords[0] + bx, coords[1] + by);
             let want = if (0..W as i32).contains(&x) && (0..H as i32).contains(&y) {
                 in_bounds += 2;
-                sectors.insert((y as usize * PITCH + x as usize) * 2 / 32);
+                sectors.insert((base as usize + (y as usize * PITCH + x as usize) * 2) / 32);
                 (1000 * y + x) as u16
             } else {
                 fill
@@ -146,7 +154,7 @@ fn tma_loads_land_swizzled_with_out_of_bounds_fill_and_are_counted() {
         let m = map(data.as_ptr(), H as u64, boxes, swizzle, fill);
         let (out, stats) = load(&m, coords, FINE).unwrap();
         let fill_bits = if fill == OobFill::Nan { 0x7FFF } else { 0 };
-        let (bytes, sectors) = check_box(&out, boxes, coords, swizzle, fill_bits);
+        let (bytes, sectors) = check_box(&out, data.as_ptr(), boxes, coords, swizzle, fill_bits);
         assert_eq!(stats.tma_loads.requests, 1);
         assert_eq!(stats.tma_loads.bytes_requested, bytes, "{boxes:?} at {coords:?}");
         assert_eq!(stats.tma_loads.sectors, sectors, "{boxes:?} at {coords:?}");
@@ -158,7 +166,7 @@ fn tma_loads_land_swizzled_with_out_of_bounds_fill_and_are_counted() {
     // One thread waits, a barrier publishes the box to the others.
     let m = map(data.as_ptr(), H as u64, [64, 8], Swizzle::B128, OobFill::Zero);
     let (out, _) = load(&m, [3, 2], ONE_WAITER_THEN_BARRIER).unwrap();
-    check_box(&out, [64, 8], [3, 2], Swizzle::B128, 0);
+    check_box(&out, data.as_ptr(), [64, 8], [3, 2], Swizzle::B128, 0);
 }
 
 #[test]
