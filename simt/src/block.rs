@@ -13,12 +13,14 @@ use crate::config::{HostKernel, KernelAttributes, LaunchConfig};
 use crate::context;
 use crate::error::{Access, AccessKind, Dim3, EmuError, Fault, Site};
 use crate::global::{self, BlockSpan, LaunchMemory, Record, SyncPoint, SyncTags};
+use crate::mbarrier::{self, Mbarriers};
 use crate::sites::SiteTable;
 use crate::smem::SharedMemory;
 use crate::stacks;
 use crate::stats::{BlockCounts, Class, InstructionCounts, MemOp, RequestGroups, CLASSES};
 use crate::warp::{self, WarpState, WARP_SIZE};
 use crate::watchdog::Heartbeat;
+use crate::wgmma::{self as wgmma_state, ThreadWgmma, WarpgroupPending};
 
 /// Where an emulated thread is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +28,12 @@ pub(crate) enum Status {
     Runnable,
     AtBarrier(Site),
     InCollective,
+    /// Waiting for the phase of parity `parity` of the mbarrier at shared byte `offset`.
+    AtMbarrier {
+        offset: u32,
+        parity: u32,
+        site: Site,
+    },
     Exited,
     Faulted,
 }
@@ -37,6 +45,10 @@ pub(crate) struct ThreadSlot {
     pub collective_out: [u32; 4],
     /// `cp.async` copies the thread has not waited for.
     pub async_copies: AsyncCopies,
+    /// Bulk async-groups (TMA stores) the thread has committed.
+    pub bulk_committed: u32,
+    /// The thread's `wgmma` state: accumulators in flight, groups, the fence.
+    pub wgmma: ThreadWgmma,
 }
 
 /// State the scheduler and the running thread share. Borrowed only inside one device function
@@ -45,6 +57,10 @@ pub(crate) struct BlockInner {
     pub threads: Vec<ThreadSlot>,
     pub warps: Vec<WarpState>,
     pub smem: SharedMemory,
+    /// The block's initialized mbarriers.
+    pub mbarriers: Mbarriers,
+    /// `wgmma.mma_async` collectives in progress, by warpgroup.
+    pub warpgroups: Vec<WarpgroupPending>,
     pub fault: Option<EmuError>,
     /// Set while the scheduler unwinds the coroutines of a failed block.
     pub tearing_down: bool,
@@ -191,6 +207,14 @@ impl AccessLog {
         let warp_syncs = self.warp_syncs.get((thread / WARP_SIZE) as usize).copied().unwrap_or(0);
         self.global.push(Record { addr, bytes, op, thread, site, seq, warp_syncs });
         self.global_requests.add(thread, site, instance, op, addr, bytes);
+    }
+
+    /// Logs a bulk (TMA) global access for the race checks; its traffic is counted apart.
+    pub fn push_bulk_global(&mut self, addr: u64, bytes: u32, op: MemOp, thread: u32, site: Site) {
+        let (site, _) = self.visit(thread, site);
+        let seq = self.global.len() as u32;
+        let warp_syncs = self.warp_syncs.get((thread / WARP_SIZE) as usize).copied().unwrap_or(0);
+        self.global.push(Record { addr, bytes, op, thread, site, seq, warp_syncs });
     }
 
     pub fn push_shared(&mut self, offset: u32, bytes: u32, op: MemOp, thread: u32, site: Site) {
@@ -409,10 +433,14 @@ impl BlockRunner {
                     yielder: std::ptr::null(),
                     collective_out: [0; 4],
                     async_copies: AsyncCopies::default(),
+                    bulk_committed: 0,
+                    wgmma: ThreadWgmma::default(),
                 })
                 .collect(),
             warps: (0..warps).map(|_| WarpState::default()).collect(),
             smem: SharedMemory::new(),
+            mbarriers: Mbarriers::default(),
+            warpgroups: Vec::new(),
             fault: None,
             tearing_down: false,
             log: AccessLog::new(threads),
@@ -453,7 +481,11 @@ impl BlockRunner {
                 slot.status = Status::Runnable;
                 slot.yielder = std::ptr::null();
                 slot.async_copies.abandon(&mut inner.smem);
+                slot.bulk_committed = 0;
+                slot.wgmma = ThreadWgmma::default();
             }
+            inner.mbarriers.clear();
+            inner.warpgroups.clear();
             for warp in &mut inner.warps {
                 warp.pending.clear();
             }
@@ -570,6 +602,12 @@ fn on_exit(block: &BlockState, t: u32) -> Result<(), EmuError> {
 fn release_barrier(block: &BlockState) -> Result<bool, EmuError> {
     let mut inner = block.inner.borrow_mut();
     if let Some(error) = warp::stalled_collective(block, &inner) {
+        return Err(error);
+    }
+    if let Some(error) = wgmma_state::stalled(block, &inner) {
+        return Err(error);
+    }
+    if let Some(error) = mbarrier::deadlock(block, &inner) {
         return Err(error);
     }
     let statuses: Vec<Status> = inner.threads.iter().map(|s| s.status).collect();

@@ -8,6 +8,7 @@ use crate::error::{Fault, Site};
 use crate::global::Problem;
 use crate::shared::{self, Shared};
 use crate::stats::{Class, MemOp};
+use crate::tensor_map::TensorMap;
 use crate::warp::{self, Arrival, Op};
 
 pub use crate::warp::{MmaInput, ShflMode, VoteMode, FULL_MASK, POISON_WORD, WARP_SIZE};
@@ -57,6 +58,7 @@ fn collective(op: Op, mask: u32, site: Site, input: &[u32]) -> [u32; 4] {
         Op::SyncWarp => Class::WarpSync,
         Op::Mma(_) => Class::Mma,
         Op::Ldmatrix { .. } => Class::Ldmatrix,
+        Op::Elect => Class::Elect,
     };
     block.count(thread, class);
     let arrival = {
@@ -82,6 +84,14 @@ pub fn shfl(mode: ShflMode, mask: u32, value: u32, b: u32, site: Site) -> u32 {
 /// `vote.sync.{mode}`: all/any return 0 or 1, ballot the bit mask of lanes whose predicate holds.
 pub fn vote(mode: VoteMode, mask: u32, predicate: bool, site: Site) -> u32 {
     collective(Op::Vote(mode), mask, site, &[u32::from(predicate)])[0]
+}
+
+/// `elect.sync d|p, mask`: elects one leader among the lanes of `mask` (every one must execute
+/// it, the running lane included) and returns `(leader lane, whether this lane is it)`. The
+/// leader is the lowest lane of `mask` (see `warp.rs` for the rule and its PTX ISA section).
+pub fn elect_sync(mask: u32, site: Site) -> (u32, bool) {
+    let out = collective(Op::Elect, mask, site, &[]);
+    (out[0], out[1] != 0)
 }
 
 /// `bar.warp.sync mask`: waits for the lanes in `mask`. When `mask` names every lane of the
@@ -307,4 +317,144 @@ pub fn cp_async_wait_group(n: u32) {
 pub fn cp_async_wait_all() {
     crate::async_copy::commit_group();
     crate::async_copy::wait_group(0);
+}
+
+/// `mbarrier.init.shared::cta.b64`: initializes mbarrier `i` of `bars` with an expected
+/// arrival count of `count` (1 to 2^20 - 1). Another thread may use it only after a barrier.
+pub fn mbarrier_init(bars: Shared<u64>, i: usize, count: u32, site: Site) {
+    crate::mbarrier::init(bars, i, count, site);
+}
+
+/// `mbarrier.inval.shared::cta.b64`: ends mbarrier `i` of `bars`.
+pub fn mbarrier_inval(bars: Shared<u64>, i: usize, site: Site) {
+    crate::mbarrier::inval(bars, i, site);
+}
+
+/// `mbarrier.arrive.shared::cta.b64`: one arrival; returns the state token.
+pub fn mbarrier_arrive(bars: Shared<u64>, i: usize, site: Site) -> u64 {
+    crate::mbarrier::arrive(bars, i, site)
+}
+
+/// `mbarrier.arrive.expect_tx.shared::cta.b64`: raises the tx-count by `bytes`, then arrives.
+pub fn mbarrier_arrive_expect_tx(bars: Shared<u64>, i: usize, bytes: u32, site: Site) -> u64 {
+    crate::mbarrier::arrive_expect_tx(bars, i, bytes, site)
+}
+
+/// `mbarrier.expect_tx.shared::cta.b64`: raises the tx-count by `bytes` without arriving.
+pub fn mbarrier_expect_tx(bars: Shared<u64>, i: usize, bytes: u32, site: Site) {
+    crate::mbarrier::expect_tx(bars, i, bytes, site);
+}
+
+/// `mbarrier.complete_tx.shared::cta.b64`: lowers the tx-count by `bytes` (as an async copy
+/// completing would).
+pub fn mbarrier_complete_tx(bars: Shared<u64>, i: usize, bytes: u32, site: Site) {
+    crate::mbarrier::complete_tx(bars, i, bytes, site);
+}
+
+/// `mbarrier.try_wait.parity.shared::cta.b64`: waits until the phase of parity `parity` (0
+/// or 1) completed and returns true (the emulator's try_wait never times out); a wait that
+/// can never succeed fails the block as a deadlock.
+pub fn mbarrier_try_wait_parity(bars: Shared<u64>, i: usize, parity: u32, site: Site) -> bool {
+    crate::mbarrier::wait_parity(bars, i, parity, true, site)
+}
+
+/// `mbarrier.test_wait.parity.shared::cta.b64`: whether the phase of parity `parity`
+/// completed; when it has not, the thread yields first (so a polling loop lets the others run).
+pub fn mbarrier_test_wait_parity(bars: Shared<u64>, i: usize, parity: u32, site: Site) -> bool {
+    crate::mbarrier::wait_parity(bars, i, parity, false, site)
+}
+
+/// `fence.proxy.async.shared::cta`: the running thread's earlier generic-proxy writes to shared
+/// memory become visible to async-proxy operations (TMA stores, `wgmma`) ordered after it.
+pub fn fence_proxy_async() {
+    let (block, thread) = context::current();
+    block.count(thread, Class::ProxyFence);
+    let mut inner = block.inner.borrow_mut();
+    let clock = inner.smem.tick_now();
+    inner.smem.order.proxy_fence(thread, clock);
+}
+
+/// `cp.async.bulk.tensor` load of the box at `coords` (one per dimension of `map`) into `dst`
+/// from element `index` on (128-byte aligned), completing the box's bytes on mbarrier `bar`
+/// of `bars`; see `tma.rs` for the rules checked.
+///
+/// # Safety
+///
+/// `map`'s global address must describe memory valid for reading the in-bounds elements
+/// (checked against the registered allocations).
+pub unsafe fn tma_load<T: Copy>(
+    map: &TensorMap,
+    dst: Shared<T>,
+    index: usize,
+    coords: &[i32],
+    bars: Shared<u64>,
+    bar: usize,
+    site: Site,
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe { crate::tma::load(map, dst, index, coords, bars, bar, site) }
+}
+
+/// `cp.async.bulk.tensor` store of the box in `src` (from element `index` on) to the tensor at
+/// `coords`; out-of-bounds elements are not written.
+///
+/// # Safety
+///
+/// `map`'s global address must describe memory valid for writing the in-bounds elements.
+pub unsafe fn tma_store<T: Copy>(map: &TensorMap, src: Shared<T>, index: usize, coords: &[i32], site: Site) {
+    // SAFETY: forwarded from the caller.
+    unsafe { crate::tma::store(map, src, index, coords, site) }
+}
+
+/// `cp.async.bulk.commit_group`.
+pub fn bulk_commit_group() {
+    crate::tma::commit_group();
+}
+
+/// `cp.async.bulk.wait_group.read n`.
+pub fn bulk_wait_group_read(n: u32) {
+    crate::tma::wait_group_read(n);
+}
+
+/// `wgmma.fence.sync.aligned`: orders the running thread's accumulator accesses before the
+/// `wgmma.mma_async` that follow.
+pub fn wgmma_fence() {
+    crate::wgmma::fence();
+}
+
+/// `wgmma.commit_group.sync.aligned`.
+pub fn wgmma_commit_group() {
+    crate::wgmma::commit_group();
+}
+
+/// `wgmma.wait_group.sync.aligned n`.
+pub fn wgmma_wait_group(n: u32) {
+    crate::wgmma::wait_group(n);
+}
+
+/// Checks a read (or write) of the wgmma accumulator at `acc` by the running thread: it fails
+/// when an `mma_async` writing it has not been retired by `wgmma.wait_group`.
+pub fn wgmma_accumulator_access(acc: *const f32, write: bool, site: Site) {
+    crate::wgmma::accumulator_access(acc, write, site);
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{input}.{input}` with A and B from shared
+/// memory through the matrix descriptors `desc_a` and `desc_b` (K-major), accumulating into
+/// the running thread's `n / 2` f32 at `acc` (replacing them when `scale_d` is false); see
+/// `wgmma.rs` for the layouts and the checks.
+///
+/// # Safety
+///
+/// `acc` must be valid for reading and writing `n / 2` f32.
+pub unsafe fn wgmma_mma_async(
+    input: MmaInput,
+    n: u32,
+    desc_a: u64,
+    desc_b: u64,
+    scale_d: bool,
+    acc: *mut f32,
+    site: Site,
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe { crate::wgmma::mma_async(input, n, desc_a, desc_b, scale_d, acc, site) }
 }

@@ -71,6 +71,12 @@ pub enum AccessKind {
     Atomic,
     /// A `cp.async` copy into shared memory that has not been waited for.
     AsyncCopy,
+    /// A TMA load (`cp.async.bulk.tensor`, async proxy) writing shared memory.
+    TmaLoad,
+    /// A TMA store (`cp.async.bulk.tensor`, async proxy) reading shared memory.
+    TmaStore,
+    /// A `wgmma.mma_async` reading an operand through a matrix descriptor (async proxy).
+    WgmmaRead,
 }
 
 impl fmt::Display for AccessKind {
@@ -80,6 +86,9 @@ impl fmt::Display for AccessKind {
             AccessKind::Write => "write",
             AccessKind::Atomic => "atomic",
             AccessKind::AsyncCopy => "cp.async copy",
+            AccessKind::TmaLoad => "TMA load (async proxy)",
+            AccessKind::TmaStore => "TMA store read (async proxy)",
+            AccessKind::WgmmaRead => "wgmma operand read (async proxy)",
         })
     }
 }
@@ -134,6 +143,90 @@ pub enum Fault {
         copy: Access,
         /// The access that came too early.
         access: Access,
+    },
+    #[error(
+        "shared-memory byte {byte} of {region} is written by {load}, whose mbarrier phase \
+         has not been seen to complete when {access} (wait for the phase with \
+         mbarrier try_wait/test_wait on its parity; other threads also need sync_threads after \
+         a waiting thread)"
+    )]
+    /// Shared memory a TMA load fills was accessed before its mbarrier phase was observed.
+    TmaLoadInFlight {
+        /// The shared array.
+        region: String,
+        /// The byte's offset in it.
+        byte: u32,
+        /// The TMA load, its mbarrier and the phase it completes.
+        load: String,
+        /// The access that came too early.
+        access: Access,
+    },
+    #[error(
+        "shared-memory byte {byte} of {region} is the source of {store}, which has not been \
+         waited for (cp.async.bulk.wait_group.read) when {access}"
+    )]
+    /// A TMA store's source was written before its bulk group was waited for.
+    TmaStoreInFlight {
+        /// The shared array.
+        region: String,
+        /// The byte's offset in it.
+        byte: u32,
+        /// The TMA store.
+        store: Access,
+        /// The access that came too early.
+        access: Access,
+    },
+    #[error(
+        "async-proxy race on shared-memory byte {byte} of {region}: {write} (generic proxy), \
+         then {read} with no fence.proxy.async by the writing thread ordered before it (the \
+         writer must run fence.proxy.async after its writes, and a barrier or mbarrier must \
+         order that fence before another thread's async operation: PTX ISA, \"Proxies\")"
+    )]
+    /// A generic-proxy write read by the async proxy without a proxy fence in between.
+    AsyncProxyRace {
+        /// The shared array.
+        region: String,
+        /// The byte's offset in it.
+        byte: u32,
+        /// The generic-proxy write.
+        write: Access,
+        /// The async-proxy read.
+        read: Access,
+    },
+    #[error("mbarrier {barrier} at {site}: {detail}")]
+    /// An mbarrier misused: not initialized, too many arrivals, a transaction count out of range.
+    Mbarrier {
+        /// The kernel source line.
+        site: Site,
+        /// The barrier's shared address.
+        barrier: String,
+        /// What went wrong.
+        detail: String,
+    },
+    #[error("deadlock: this thread waits at {site} for {wait}, which can never happen: {why}")]
+    /// Every live thread of the block waits, and nothing in flight can release any of them.
+    Deadlock {
+        /// Where this thread waits.
+        site: Site,
+        /// What it waits for (an mbarrier phase).
+        wait: String,
+        /// The state of the mbarrier and what the other threads do.
+        why: String,
+    },
+    #[error("wgmma at {site}: {detail}")]
+    /// A `wgmma` misused: not a whole warpgroup, no `wgmma.fence`, an accumulator used before
+    /// its group was waited for, a bad descriptor.
+    Wgmma {
+        /// The kernel source line.
+        site: Site,
+        /// What went wrong.
+        detail: String,
+    },
+    #[error("invalid tensor map: {detail}")]
+    /// A tensor map the driver's `cuTensorMapEncodeTiled` would refuse.
+    TensorMap {
+        /// The field and the rule it breaks.
+        detail: String,
     },
     #[error("invalid operand at {site}: {detail}")]
     /// An operand outside what the instruction accepts (a shuffle lane, an alignment).

@@ -28,6 +28,19 @@
 //! - a shared-memory access out of range (static or dynamic) or misaligned for the width of
 //!   the instruction that makes it (`ld.shared.v4.b32` needs 16 bytes even for a `[u32; 4]`),
 //!   and a read of a `cp.async` destination before the copy was waited for;
+//! - Hopper synchronization and copies (`mbarrier.rs`, `sync_order.rs`, `tma.rs`,
+//!   `tensor_map.rs`): an mbarrier used before `init` or initialized twice, more arrivals in
+//!   one phase than its count, a transaction count out of range or below zero once every
+//!   arrival of the phase is in, a wait that can never complete (every live thread waits on
+//!   an mbarrier or a barrier: a deadlock, reported instead of hung); shared accesses ordered
+//!   only by an mbarrier arrival a thread observed count as ordered; a TMA load's destination
+//!   read before the accessing thread observed its mbarrier phase; a TMA store's source
+//!   written before its bulk group was waited for; a generic-proxy write read by the async
+//!   proxy without the writer's `fence.proxy.async` ordered before the read (the async-proxy
+//!   race); a tensor map the driver's `cuTensorMapEncodeTiled` would refuse ([`TensorMap`]);
+//!   a `wgmma.mma_async` (`wgmma.rs`) not executed by a whole warpgroup from one call site,
+//!   without a `wgmma.fence`, or whose accumulator is read or written before
+//!   `wgmma.wait_group` retired it;
 //! - a panic in kernel code;
 //! - global memory, as compute-sanitizer's memcheck, racecheck and initcheck would (kernels
 //!   reach it only through `Global`/`GlobalMut` pointers; see [`register`]):
@@ -47,7 +60,8 @@
 //!     or marked with [`mark_initialized`]).
 //!
 //! Each launch also counts its work exactly ([`LaunchStats`]: instructions by class,
-//! shared-memory wavefronts under the 32-bank model, global sectors, the launch shape); with
+//! shared-memory wavefronts under the 32-bank model, global sectors, TMA bytes and sectors,
+//! the launch shape); with
 //! [`BlockSample::Edges`] it runs only a sample of a large grid and scales the counts.
 //!
 //! A thread that runs for `TRIDENT_EMU_WATCHDOG_SECS` seconds (default 120) without reaching a
@@ -66,13 +80,18 @@ mod error;
 pub mod fragments;
 mod global;
 mod launch;
+mod mbarrier;
 mod shared;
 mod sites;
 mod smem;
 mod stacks;
 mod stats;
+mod sync_order;
+mod tensor_map;
+mod tma;
 mod warp;
 mod watchdog;
+mod wgmma;
 
 pub use arg::{KernelArg, ParamType};
 pub use config::{
@@ -91,3 +110,5 @@ pub use stats::{
     Class, GlobalTraffic, InstructionCounts, LaunchStats, SharedTraffic, ASYNC_OVERLAP_BUCKETS, BANK_BYTES,
     SECTOR_BYTES, SHARED_BANKS,
 };
+pub use tensor_map::{L2Promotion, OobFill, Swizzle, TensorDataType, TensorMap, TensorMapFields};
+pub use wgmma::MatrixDescriptor;

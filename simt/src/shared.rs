@@ -8,7 +8,7 @@ use crate::block::{BlockInner, BlockState};
 use crate::config::MAX_SHARED_BYTES;
 use crate::context::{self, fail, fail_with};
 use crate::error::{Access, AccessKind, EmuError, Fault, Site};
-use crate::smem::Conflict;
+use crate::smem::{Conflict, RegionKind};
 use crate::stats::{Class, MemOp};
 
 /// An array of `len` elements of `T` in the current block's shared memory.
@@ -231,7 +231,8 @@ fn track(
     let site: Site = Location::caller();
     let (op, class) = match kind {
         AccessKind::Read => (MemOp::Load, Class::SharedLoad),
-        AccessKind::Write | AccessKind::AsyncCopy => (MemOp::Store, Class::SharedStore),
+        AccessKind::Write | AccessKind::AsyncCopy | AccessKind::TmaLoad => (MemOp::Store, Class::SharedStore),
+        AccessKind::TmaStore | AccessKind::WgmmaRead => (MemOp::Load, Class::SharedLoad),
         AccessKind::Atomic => (MemOp::Atomic, Class::SharedAtomic),
     };
     block.count(thread, class);
@@ -252,12 +253,33 @@ pub(crate) fn race_error(
 ) -> EmuError {
     let (region, byte) = inner.smem.describe(c.byte);
     let earlier = Access { kind: c.kind, thread: block.dim3(c.thread), site: c.site };
-    let fault = if c.kind == AccessKind::AsyncCopy {
-        Fault::AsyncCopyInFlight { region, byte, copy: earlier, access: later }
-    } else {
-        Fault::SharedRace { region, byte, earlier, later }
+    let fault = match (c.region.map(|r| r.kind), c.kind) {
+        (Some(RegionKind::LoadDestination { barrier, phase }), _) => Fault::TmaLoadInFlight {
+            region,
+            byte,
+            load: format!(
+                "{earlier} (completing phase {phase}, parity {}, of the mbarrier {})",
+                phase & 1,
+                describe_mbarrier(inner, barrier)
+            ),
+            access: later,
+        },
+        (Some(RegionKind::StoreSource { .. }), _) => {
+            Fault::TmaStoreInFlight { region, byte, store: earlier, access: later }
+        }
+        _ if c.proxy => Fault::AsyncProxyRace { region, byte, write: earlier, read: later },
+        (None, AccessKind::AsyncCopy) => {
+            Fault::AsyncCopyInFlight { region, byte, copy: earlier, access: later }
+        }
+        _ => Fault::SharedRace { region, byte, earlier, later },
     };
     block.error_at(thread, fault)
+}
+
+/// Names the mbarrier at shared byte `offset`: its array, offset and shared address.
+pub(crate) fn describe_mbarrier(inner: &BlockInner, offset: u32) -> String {
+    let (region, byte) = inner.smem.describe(offset);
+    format!("at shared address {offset:#x} (byte {byte} of {region})")
 }
 
 /// A window of `len` elements of `T` at `byte_offset` in the launch's dynamic shared memory.

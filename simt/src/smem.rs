@@ -7,9 +7,18 @@
 //! later one when a barrier came between them, or when both threads are in one warp and that
 //! warp synchronized in between. Synchronizing only moves clocks, so stale entries are ignored
 //! rather than cleared; the clock keeps counting across the blocks a worker runs.
+//!
+//! mbarriers add ordering ([`SyncOrder`]): an access an mbarrier arrival released to a thread
+//! that observed its phase is ordered too. Bytes a TMA load fills belong to a *region* until
+//! they are visible to the accessing thread (it observed the load's mbarrier phase, or a
+//! barrier followed some thread's observation); bytes a TMA store reads belong to one until
+//! its thread waits for the store's bulk group to have read them (writes fault until then).
+//! An async-proxy read (TMA store source, later `wgmma` operands) of a generic-proxy write
+//! needs the writer's `fence.proxy.async` ordered before the read.
 
 use crate::error::{AccessKind, Site};
 use crate::sites::SiteTable;
+use crate::sync_order::SyncOrder;
 use crate::warp::WARP_SIZE;
 
 /// Fresh shared memory holds this byte pattern: a NaN for f32 and bf16, so reading memory
@@ -69,10 +78,6 @@ impl Pair {
         }
         self.last = now;
     }
-
-    fn unordered(&self, view: Viewpoint) -> Option<Stamp> {
-        [self.last, self.other].into_iter().find(|s| view.unordered(*s))
-    }
 }
 
 #[derive(Clone, Copy, Default)]
@@ -82,6 +87,33 @@ struct ByteShadow {
     atomics: Pair,
     /// The `cp.async` copy filling this byte until it is waited for (clock 0: none).
     async_copy: Stamp,
+    /// 1 + the index of the TMA region the byte belongs to (0: none).
+    region: u16,
+}
+
+/// What a TMA region of shared memory is waiting for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RegionKind {
+    /// A TMA load's destination: defined once phase `phase` of the mbarrier at `barrier`
+    /// completed and the accessing thread observed it.
+    LoadDestination { barrier: u32, phase: u32 },
+    /// A TMA store's source: must not be written until its issuing thread waited for bulk
+    /// group `group` (`cp.async.bulk.wait_group.read`).
+    StoreSource { group: u32 },
+}
+
+/// Shared bytes an in-flight TMA operation owns.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Region {
+    pub kind: RegionKind,
+    /// The issuing thread and call site.
+    pub thread: u32,
+    pub site: Site,
+    /// `clocks.barrier` when some thread first observed the load's phase (its data is then
+    /// visible to every thread after the next barrier).
+    observed_barrier: Option<u32>,
+    /// Whether a store source has been waited for.
+    released: bool,
 }
 
 /// The earlier access of a conflicting pair.
@@ -91,6 +123,11 @@ pub(crate) struct Conflict {
     pub kind: AccessKind,
     pub thread: u32,
     pub site: Site,
+    /// The TMA region the byte belongs to, when that is the conflict.
+    pub region: Option<Region>,
+    /// For an async-proxy read: the earlier access is a generic-proxy write that no
+    /// `fence.proxy.async` of its thread (ordered before the read) covers.
+    pub proxy: bool,
 }
 
 struct StaticArray {
@@ -110,6 +147,12 @@ pub(crate) struct SharedMemory {
     /// Size of the static arrays declared so far, laid out as `.shared` declarations are
     /// (each at a multiple of [`STATIC_ALIGN`]).
     static_bytes: u32,
+    /// The clock when the running block began: older stamps belong to earlier blocks.
+    block_start: u32,
+    /// mbarrier arrivals and observations, proxy fences.
+    pub order: SyncOrder,
+    /// TMA regions of the running block, indexed by `ByteShadow::region - 1`.
+    regions: Vec<Region>,
 }
 
 impl SharedMemory {
@@ -122,6 +165,9 @@ impl SharedMemory {
             dynamic_bytes: 0,
             statics: Vec::new(),
             static_bytes: 0,
+            block_start: 0,
+            order: SyncOrder::default(),
+            regions: Vec::new(),
         }
     }
 
@@ -133,7 +179,13 @@ impl SharedMemory {
         self.dynamic_bytes = dynamic_bytes;
         self.statics.clear();
         self.static_bytes = 0;
+        if !self.regions.is_empty() {
+            self.shadow.iter_mut().for_each(|s| s.region = 0);
+            self.regions.clear();
+        }
+        self.order.clear();
         self.barrier();
+        self.block_start = self.clocks.now;
     }
 
     /// A barrier: accesses before it no longer conflict with later ones.
@@ -160,8 +212,80 @@ impl SharedMemory {
             self.clocks.now = 1;
             self.clocks.barrier = 1;
             self.clocks.warp_synced.fill(0);
+            self.regions.clear();
+            self.order.clear();
+            self.block_start = 1;
         }
         self.clocks.now += 1;
+    }
+
+    /// Ticks the clock and returns it: the time of an mbarrier arrival or a proxy fence, after
+    /// every earlier access of the thread.
+    pub fn tick_now(&mut self) -> u32 {
+        self.tick();
+        self.clocks.now
+    }
+
+    /// `thread` observed that `phases` phases of the mbarrier at `barrier` completed.
+    pub fn observe(&mut self, thread: u32, barrier: u32, phases: u32) {
+        self.order.observe(thread, barrier, phases);
+        let now = self.clocks.barrier;
+        for r in &mut self.regions {
+            if let RegionKind::LoadDestination { barrier: b, phase } = r.kind {
+                if b == barrier && phase < phases && r.observed_barrier.is_none() {
+                    r.observed_barrier = Some(now);
+                }
+            }
+        }
+    }
+
+    /// Starts a TMA region issued by `thread` at `site`; returns its id for [`SharedMemory::mark`].
+    pub fn new_region(&mut self, kind: RegionKind, thread: u32, site: Site) -> Result<u16, String> {
+        if self.regions.len() >= usize::from(u16::MAX) - 1 {
+            return Err("more than 65534 TMA operations in one block".to_string());
+        }
+        self.regions.push(Region { kind, thread, site, observed_barrier: None, released: false });
+        Ok(self.regions.len() as u16)
+    }
+
+    /// Puts `len` bytes at `offset` (already checked with [`SharedMemory::track`]) in region
+    /// `id`; a load's destination bytes forget their earlier accesses (the load ordered after
+    /// them).
+    pub fn mark(&mut self, offset: u32, len: u32, id: u16) {
+        let load = matches!(self.regions[usize::from(id) - 1].kind, RegionKind::LoadDestination { .. });
+        for shadow in &mut self.shadow[offset as usize..(offset + len) as usize] {
+            shadow.region = id;
+            if load {
+                shadow.write = Stamp::default();
+                shadow.reads = Pair::default();
+                shadow.atomics = Pair::default();
+            }
+        }
+    }
+
+    /// The TMA store sources of `thread` in bulk groups before `limit` may be written again.
+    pub fn release_store_sources(&mut self, thread: u32, limit: u32) {
+        for r in &mut self.regions {
+            if let RegionKind::StoreSource { group } = r.kind {
+                if r.thread == thread && group < limit {
+                    r.released = true;
+                }
+            }
+        }
+    }
+
+    /// Whether a region no longer restricts an access of `kind` by `thread`.
+    /// (Observing a phase implies it completed.)
+    fn region_allows(&self, r: &Region, kind: AccessKind, thread: u32) -> bool {
+        match r.kind {
+            RegionKind::LoadDestination { barrier, phase } => {
+                self.order.seen(thread, barrier) > phase
+                    || r.observed_barrier.is_some_and(|b| b < self.clocks.barrier)
+            }
+            RegionKind::StoreSource { .. } => {
+                r.released || matches!(kind, AccessKind::Read | AccessKind::TmaStore | AccessKind::WgmmaRead)
+            }
+        }
     }
 
     pub fn dynamic_bytes(&self) -> u32 {
@@ -219,7 +343,9 @@ impl SharedMemory {
     }
 
     /// Records an access by `thread` to `len` bytes at `offset` (already bounds-checked) and
-    /// returns the earlier conflicting access if it races with one.
+    /// returns the earlier conflicting access if it races with one. An async-proxy read
+    /// ([`AccessKind::TmaStore`]) also needs every generic write it reads covered by a
+    /// `fence.proxy.async` of the writer ordered before it.
     pub fn track(
         &mut self,
         offset: u32,
@@ -236,33 +362,86 @@ impl SharedMemory {
             warp_synced: self.clocks.warp_synced.get(warp as usize).copied().unwrap_or(0),
         };
         let now = Stamp { clock: self.clocks.now, thread: thread as u16, site: self.sites.id(site) };
-        let range = offset as usize..(offset + len) as usize;
-        for (byte, shadow) in range.clone().zip(&mut self.shadow[range]) {
+        let order = &self.order;
+        let unordered = |s: Stamp| view.unordered(s) && !order.orders(u32::from(s.thread), s.clock, thread);
+        let pair_unordered = |p: &Pair| [p.last, p.other].into_iter().find(|s| unordered(*s));
+        let writes = !matches!(kind, AccessKind::Read | AccessKind::TmaStore | AccessKind::WgmmaRead);
+        let async_read = matches!(kind, AccessKind::TmaStore | AccessKind::WgmmaRead);
+        for byte in offset as usize..(offset + len) as usize {
+            let shadow = self.shadow[byte];
+            let conflict = |s: Stamp, kind: AccessKind, region: Option<Region>, proxy: bool| Conflict {
+                byte: byte as u32,
+                kind,
+                thread: u32::from(s.thread),
+                site: self.sites.site(s.site),
+                region,
+                proxy,
+            };
+            if shadow.region != 0 {
+                let r = self.regions[usize::from(shadow.region) - 1];
+                if !self.region_allows(&r, kind, thread) {
+                    let what = match r.kind {
+                        RegionKind::LoadDestination { .. } => AccessKind::TmaLoad,
+                        RegionKind::StoreSource { .. } => AccessKind::TmaStore,
+                    };
+                    let (byte, thread, site, region) = (byte as u32, r.thread, r.site, Some(r));
+                    return Err(Conflict { byte, kind: what, thread, site, region, proxy: false });
+                }
+            }
             let earlier = if shadow.async_copy.clock != 0 {
                 Some((shadow.async_copy, AccessKind::AsyncCopy))
-            } else if view.unordered(shadow.write) {
+            } else if unordered(shadow.write) {
                 Some((shadow.write, AccessKind::Write))
-            } else if let Some(s) = shadow.reads.unordered(view).filter(|_| kind != AccessKind::Read) {
+            } else if let Some(s) = pair_unordered(&shadow.reads).filter(|_| writes) {
                 Some((s, AccessKind::Read))
             } else {
-                shadow
-                    .atomics
-                    .unordered(view)
+                pair_unordered(&shadow.atomics)
                     .filter(|_| kind != AccessKind::Atomic)
                     .map(|s| (s, AccessKind::Atomic))
             };
             if let Some((s, kind)) = earlier {
-                let (thread, site) = (u32::from(s.thread), self.sites.site(s.site));
-                return Err(Conflict { byte: byte as u32, kind, thread, site });
+                return Err(conflict(s, kind, None, false));
+            }
+            if async_read && !self.proxy_fenced(shadow.write, thread) {
+                return Err(conflict(shadow.write, AccessKind::Write, None, true));
+            }
+        }
+        let barrier = view.barrier;
+        for shadow in &mut self.shadow[offset as usize..(offset + len) as usize] {
+            if shadow.region != 0 {
+                // The region allowed this access: once visible, its bytes are plain data.
+                let r = &self.regions[usize::from(shadow.region) - 1];
+                if matches!(r.kind, RegionKind::LoadDestination { .. }) || r.released {
+                    shadow.region = 0;
+                }
             }
             match kind {
-                AccessKind::Read => shadow.reads.record(now, view.barrier),
-                AccessKind::Write => shadow.write = now,
-                AccessKind::Atomic => shadow.atomics.record(now, view.barrier),
+                AccessKind::Read | AccessKind::TmaStore | AccessKind::WgmmaRead => {
+                    shadow.reads.record(now, barrier)
+                }
+                AccessKind::Write | AccessKind::TmaLoad => shadow.write = now,
+                AccessKind::Atomic => shadow.atomics.record(now, barrier),
                 AccessKind::AsyncCopy => shadow.async_copy = now,
             }
         }
         Ok(())
+    }
+
+    /// Whether the async proxy may read what the generic write `write` stored, when `thread`
+    /// issues the read now: the writer ran `fence.proxy.async` after the write and that fence
+    /// is ordered before now (the writer is the reader, a barrier came after the fence, or an
+    /// mbarrier released it to the reader).
+    fn proxy_fenced(&self, write: Stamp, thread: u32) -> bool {
+        if write.clock == 0 || write.clock < self.block_start {
+            return true;
+        }
+        let writer = u32::from(write.thread);
+        match self.order.proxy_fence_after(writer, write.clock) {
+            None => false,
+            Some(fence) => {
+                writer == thread || fence < self.clocks.barrier || self.order.orders(writer, fence, thread)
+            }
+        }
     }
 
     /// Lands a `cp.async` copy started with `track(.., AccessKind::AsyncCopy, ..)`: writes its
@@ -363,6 +542,62 @@ mod tests {
         }
         let c = m.track(0, 4, AccessKind::Read, 0, site()).unwrap_err();
         assert_eq!(c.kind, AccessKind::Atomic);
+    }
+
+    #[test]
+    fn mbarrier_arrivals_order_accesses_for_threads_that_observed_them() {
+        let mut m = SharedMemory::new();
+        m.begin_block(8);
+        m.track(0, 4, AccessKind::Write, 1, site()).unwrap();
+        assert!(m.track(0, 4, AccessKind::Read, 2, site()).is_err(), "no ordering yet");
+        let clock = m.tick_now();
+        m.order.arrive(1, clock, 64, 0);
+        m.observe(2, 64, 1);
+        m.track(0, 4, AccessKind::Read, 2, site()).unwrap();
+        let c = m.track(0, 4, AccessKind::Read, 3, site()).unwrap_err();
+        assert_eq!((c.kind, c.thread), (AccessKind::Write, 1), "thread 3 observed nothing");
+        m.observe(3, 64, 1);
+        m.track(0, 4, AccessKind::Read, 3, site()).unwrap();
+        let c = m.track(0, 4, AccessKind::Write, 1, site()).unwrap_err();
+        assert_eq!(c.kind, AccessKind::Read, "the readers released nothing to thread 1");
+    }
+
+    #[test]
+    fn the_async_proxy_needs_a_fence_ordered_before_it() {
+        let mut m = SharedMemory::new();
+        m.begin_block(32);
+        m.track(0, 16, AccessKind::Write, 0, site()).unwrap();
+        let c = m.track(0, 16, AccessKind::TmaStore, 0, site()).unwrap_err();
+        assert!(c.proxy && c.kind == AccessKind::Write, "the writer itself needs the fence");
+        let clock = m.tick_now();
+        m.order.proxy_fence(0, clock);
+        m.track(0, 16, AccessKind::TmaStore, 0, site()).unwrap();
+        m.track(16, 16, AccessKind::Write, 0, site()).unwrap();
+        let clock = m.tick_now();
+        m.order.proxy_fence(0, clock);
+        m.barrier();
+        m.track(16, 16, AccessKind::TmaStore, 5, site()).unwrap();
+        m.barrier();
+        m.track(0, 4, AccessKind::Write, 0, site()).unwrap();
+        m.barrier();
+        let c = m.track(0, 16, AccessKind::TmaStore, 5, site()).unwrap_err();
+        assert!(c.proxy && c.thread == 0, "a barrier without a fence does not do");
+    }
+
+    #[test]
+    fn a_tma_region_holds_until_its_phase_is_observed() {
+        let mut m = SharedMemory::new();
+        m.begin_block(64);
+        let kind = RegionKind::LoadDestination { barrier: 48, phase: 0 };
+        let id = m.new_region(kind, 0, site()).unwrap();
+        m.mark(0, 32, id);
+        let c = m.track(4, 4, AccessKind::Read, 0, site()).unwrap_err();
+        assert_eq!((c.kind, c.region.map(|r| r.kind)), (AccessKind::TmaLoad, Some(kind)));
+        m.observe(0, 48, 1);
+        m.track(4, 4, AccessKind::Read, 0, site()).unwrap();
+        assert!(m.track(8, 4, AccessKind::Read, 1, site()).is_err(), "thread 1 did not wait");
+        m.barrier();
+        m.track(8, 4, AccessKind::Read, 1, site()).unwrap();
     }
 
     #[test]

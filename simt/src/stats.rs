@@ -61,10 +61,24 @@ pub enum Class {
     Shuffle,
     /// `vote.sync`.
     Vote,
+    /// `mbarrier` operations: `init`, `inval`, `arrive` (with or without `expect_tx`),
+    /// `expect_tx`, `complete_tx`, `try_wait`/`test_wait` (each call).
+    Mbarrier,
+    /// `elect.sync`.
+    Elect,
+    /// `fence.proxy.async`.
+    ProxyFence,
+    /// TMA: `cp.async.bulk.tensor` loads and stores, `cp.async.bulk.commit_group` and
+    /// `wait_group` (the bytes are in [`LaunchStats::tma_loads`] and
+    /// [`LaunchStats::tma_stores`]).
+    Tma,
+    /// `wgmma.mma_async` (each a 64 x N x 16 product for its warpgroup; `wgmma.fence`,
+    /// `commit_group` and `wait_group` are not counted).
+    Wgmma,
 }
 
 /// Number of [`Class`] values.
-pub(crate) const CLASSES: usize = 15;
+pub(crate) const CLASSES: usize = 20;
 
 /// Instruction counts by class; see [`Class`] for what each counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -99,6 +113,16 @@ pub struct InstructionCounts {
     pub shuffle: u64,
     /// Instructions of class [`Class::Vote`].
     pub vote: u64,
+    /// Instructions of class [`Class::Mbarrier`].
+    pub mbarrier: u64,
+    /// Instructions of class [`Class::Elect`].
+    pub elect: u64,
+    /// Instructions of class [`Class::ProxyFence`].
+    pub proxy_fence: u64,
+    /// Instructions of class [`Class::Tma`].
+    pub tma: u64,
+    /// Instructions of class [`Class::Wgmma`].
+    pub wgmma: u64,
 }
 
 impl InstructionCounts {
@@ -119,6 +143,11 @@ impl InstructionCounts {
             warp_sync: a[Class::WarpSync as usize],
             shuffle: a[Class::Shuffle as usize],
             vote: a[Class::Vote as usize],
+            mbarrier: a[Class::Mbarrier as usize],
+            elect: a[Class::Elect as usize],
+            proxy_fence: a[Class::ProxyFence as usize],
+            tma: a[Class::Tma as usize],
+            wgmma: a[Class::Wgmma as usize],
         }
     }
 
@@ -139,6 +168,11 @@ impl InstructionCounts {
         a[Class::WarpSync as usize] = self.warp_sync;
         a[Class::Shuffle as usize] = self.shuffle;
         a[Class::Vote as usize] = self.vote;
+        a[Class::Mbarrier as usize] = self.mbarrier;
+        a[Class::Elect as usize] = self.elect;
+        a[Class::ProxyFence as usize] = self.proxy_fence;
+        a[Class::Tma as usize] = self.tma;
+        a[Class::Wgmma as usize] = self.wgmma;
         a
     }
 
@@ -261,6 +295,16 @@ pub struct LaunchStats {
     /// for in the barrier interval that issued it overlaps no other work of the block; one
     /// issued `d` intervals ahead (a `d + 1`-stage ring) overlaps `d` intervals of it.
     pub async_copies_by_overlap: [u64; ASYNC_OVERLAP_BUCKETS],
+    /// TMA loads (`cp.async.bulk.tensor` global to shared): `requests` counts instructions,
+    /// `sectors` the distinct 32-byte sectors of the in-bounds elements each reads (summed
+    /// over instructions), `bytes_requested` those elements' bytes.
+    pub tma_loads: GlobalTraffic,
+    /// TMA stores (shared to global), counted as [`LaunchStats::tma_loads`] (out-of-bounds
+    /// elements are not written).
+    pub tma_stores: GlobalTraffic,
+    /// Bytes TMA loads wrote to and stores read from shared memory (whole boxes, out-of-bounds
+    /// fill included).
+    pub tma_shared_bytes: u64,
 }
 
 impl LaunchStats {
@@ -320,8 +364,10 @@ impl Default for WeightedSums {
 impl WeightedSums {
     /// Thread and warp instruction counts, then requests/wavefronts/bytes of shared loads,
     /// stores and atomics, then requests/sectors/bytes of global ones, then the `cp.async`
-    /// overlap buckets.
-    const LEN: usize = 2 * CLASSES + 9 + 9 + ASYNC_OVERLAP_BUCKETS;
+    /// overlap buckets, then the TMA loads' and stores' requests/sectors/bytes and the TMA
+    /// shared bytes.
+    const LEN: usize = 2 * CLASSES + 9 + 9 + ASYNC_OVERLAP_BUCKETS + 7;
+    const TMA: usize = 2 * CLASSES + 18 + ASYNC_OVERLAP_BUCKETS;
 
     fn flatten(c: &BlockCounts) -> [u64; Self::LEN] {
         let mut out = [0; Self::LEN];
@@ -333,7 +379,12 @@ impl WeightedSums {
             let g = &c.global[k];
             out[2 * CLASSES + 9 + 3 * k..][..3].copy_from_slice(&[g.requests, g.sectors, g.bytes_requested]);
         }
-        out[2 * CLASSES + 18..].copy_from_slice(&c.async_overlap);
+        out[2 * CLASSES + 18..Self::TMA].copy_from_slice(&c.async_overlap);
+        for k in 0..2 {
+            let t = &c.tma[k];
+            out[Self::TMA + 3 * k..][..3].copy_from_slice(&[t.requests, t.sectors, t.bytes_requested]);
+        }
+        out[Self::TMA + 6] = c.tma_shared_bytes;
         out
     }
 
@@ -368,7 +419,13 @@ impl WeightedSums {
         };
         (stats.shared_loads, stats.shared_stores, stats.shared_atomics) = (shared(0), shared(1), shared(2));
         (stats.global_loads, stats.global_stores, stats.global_atomics) = (global(0), global(1), global(2));
-        stats.async_copies_by_overlap.copy_from_slice(&v[2 * CLASSES + 18..]);
+        stats.async_copies_by_overlap.copy_from_slice(&v[2 * CLASSES + 18..Self::TMA]);
+        let tma = |k: usize| {
+            let x = &v[Self::TMA + 3 * k..];
+            GlobalTraffic { requests: x[0], sectors: x[1], bytes_requested: x[2] }
+        };
+        (stats.tma_loads, stats.tma_stores) = (tma(0), tma(1));
+        stats.tma_shared_bytes = v[Self::TMA + 6];
         stats.shared_bytes_per_block = self.shared_bytes;
     }
 }
@@ -384,6 +441,10 @@ pub(crate) struct BlockCounts {
     pub shared_bytes: u32,
     /// `cp.async` copies by overlap bucket (see [`LaunchStats::async_copies_by_overlap`]).
     pub async_overlap: [u64; ASYNC_OVERLAP_BUCKETS],
+    /// TMA loads and stores (see [`LaunchStats::tma_loads`]).
+    pub tma: [GlobalTraffic; 2],
+    /// See [`LaunchStats::tma_shared_bytes`].
+    pub tma_shared_bytes: u64,
 }
 
 /// Access kinds as memory counters index them.

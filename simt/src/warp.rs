@@ -51,6 +51,7 @@ pub(crate) enum Op {
     SyncWarp,
     Mma(MmaInput),
     Ldmatrix { matrices: u8, trans: bool },
+    Elect,
 }
 
 impl Op {
@@ -75,6 +76,7 @@ impl fmt::Display for Op {
             Op::Shfl(mode) => write!(f, "shfl.sync.{}", format!("{mode:?}").to_lowercase()),
             Op::Vote(mode) => write!(f, "vote.sync.{}", format!("{mode:?}").to_lowercase()),
             Op::SyncWarp => f.write_str("bar.warp.sync"),
+            Op::Elect => f.write_str("elect.sync"),
             Op::Mma(MmaInput::Bf16) => f.write_str("mma.sync.m16n8k16.bf16"),
             Op::Mma(MmaInput::F16) => f.write_str("mma.sync.m16n8k16.f16"),
             Op::Ldmatrix { matrices, trans } => {
@@ -290,6 +292,16 @@ fn complete(
             };
             for l in lanes(p.members) {
                 out[l as usize][0] = result;
+            }
+        }
+        Op::Elect => {
+            // The rule implemented: the leader is the lowest lane of the member mask (PTX ISA,
+            // "Parallel Synchronization and Communication Instructions: elect.sync" elects one
+            // leader among the active threads of membermask; the lowest lane is what the
+            // hardware elects, and the choice is made here deterministically so).
+            let leader = p.members.trailing_zeros();
+            for l in lanes(p.members) {
+                out[l as usize] = [leader, u32::from(l == leader), 0, 0];
             }
         }
         Op::SyncWarp => {

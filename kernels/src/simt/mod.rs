@@ -27,22 +27,34 @@
 //!   [`f32_to_f16`], [`f16_to_f32`] (pairs packed as bf16 pairs are).
 //! - Tensor cores: [`mma_m16n8k16_bf16`], [`mma_m16n8k16_f16`], `ldmatrix_x{1,2,4}` and their
 //!   `_trans` forms, in the PTX ISA fragment layouts.
+//! - Hopper (sm_90, emitted only into kernels that call them): mbarriers ([`mbarrier_init`],
+//!   [`mbarrier_arrive`], [`mbarrier_arrive_expect_tx`], [`mbarrier_try_wait_parity`], ...),
+//!   [`elect_sync`], [`fence_proxy_async_shared_cta`], and TMA copies through a
+//!   [`TensorMapRef`] (`tma_load_{1..5}d`, `tma_store_{1..5}d`, [`bulk_commit_group`],
+//!   [`bulk_wait_group_read`]); `wgmma_m64n{8,16,32,64}k16_{bf16,f16}` with [`WgmmaAccumulator`],
+//!   [`matrix_descriptor`], [`wgmma_fence`], [`wgmma_commit_group`], [`wgmma_wait_group`].
 
 mod bf16;
 mod f16;
 mod global;
+mod hopper;
 #[cfg(not(target_arch = "nvptx64"))]
 mod host;
 #[cfg(target_arch = "nvptx64")]
 mod ptx;
+mod tma;
+mod wgmma;
 
 pub use bf16::{bf16_to_f32, f32_to_bf16, pack_bf16x2, unpack_bf16x2};
 pub use f16::{f16_to_f32, f32_to_f16};
 pub use global::{Global, GlobalMut, Word32};
+pub use hopper::*;
 #[cfg(not(target_arch = "nvptx64"))]
 pub use host::*;
 #[cfg(target_arch = "nvptx64")]
 pub use ptx::*;
+pub use tma::*;
+pub use wgmma::*;
 
 pub use crate::static_shared;
 

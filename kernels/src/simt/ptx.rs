@@ -205,7 +205,7 @@ impl<T: Copy> Shared<T> {
     }
 
     #[inline(always)]
-    fn address_of(self, i: usize) -> u32 {
+    pub(crate) fn address_of(self, i: usize) -> u32 {
         self.addr + (i * size_of::<T>()) as u32
     }
 

@@ -5,10 +5,13 @@ mod collectives;
 mod faults;
 mod global;
 mod launch_rules;
+mod mbarrier;
 mod memory;
 mod rng;
 mod selftest;
 mod tensor_core;
+mod tma;
+mod wgmma;
 
 use trident_simt::{launch, register, EmuError, HostKernel, LaunchConfig, LaunchStats, Registration};
 
