@@ -5,7 +5,7 @@
 //!   with a message where no GPU is usable and fails instead under `TRIDENT_REQUIRE_CUDA=1`);
 //! - [`rel_err`] and [`assert_close`]: the norm-wise relative error against an f64 reference, in
 //!   which a NaN or infinite output always fails; [`assert_each`], a bound per element;
-//! - [`reference`]: the f64 references of the ops (GeLU, LayerNorm, GEMM and the linear layer,
+//! - [`reference`](mod@reference): the f64 references of the ops (GeLU, LayerNorm, GEMM and the linear layer,
 //!   causal attention, cross-entropy, AdamW) and central differences for their gradients;
 //! - [`rng`] and [`uniform`]: seeded random data, the seed printed so that a failure can be
 //!   repeated;
