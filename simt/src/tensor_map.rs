@@ -12,7 +12,9 @@
 //! - `element_strides[i]` 1 to 8;
 //! - with a swizzle, `box_dims[0]` times the element size at most the swizzle's span (32, 64
 //!   or 128 bytes);
-//! - NaN fill only for floating-point data types.
+//! - NaN fill only for floating-point data types;
+//! - (the emulator's own rule) the box, traversed with its element strides, at most
+//!   [`crate::MAX_SHARED_BYTES`]: no larger box can land in shared memory.
 //!
 //! Interleaved layouts are not modelled (interleave is always none).
 //!
@@ -243,6 +245,16 @@ impl TensorMap {
                 return bad(format!("elementStrides[{i}] is {e}, not 1 to 8"));
             }
         }
+        let elements: u64 =
+            f.box_dims.iter().zip(f.element_strides).map(|(&b, &e)| u64::from(b.div_ceil(e))).product();
+        if elements * elem > u64::from(crate::MAX_SHARED_BYTES) {
+            return bad(format!(
+                "the box (boxDim over elementStrides) holds {} bytes, more than the {} bytes of shared \
+                 memory a block can have",
+                elements * elem,
+                crate::MAX_SHARED_BYTES
+            ));
+        }
         if f.oob_fill == OobFill::Nan && !f.data_type.is_float() {
             return bad(format!("oobFill NaN needs a floating-point tensorDataType, not {:?}", f.data_type));
         }
@@ -334,6 +346,10 @@ mod tests {
         assert!(error(&fields(&[100, 0], &[256], &[64, 32], &[1, 1])).contains("globalDim[1] is 0"));
         assert!(error(&fields(&[100, 50], &[256], &[64], &[1, 1])).contains("boxDim has 1 entries"));
         assert!(error(&fields(&[1; 6], &[16; 5], &[8; 6], &[1; 6])).contains("tensorRank"));
+        let (dims, strides) = ([64, 256, 256, 256, 256], [128, 32768, 1 << 23, 1 << 31]);
+        assert!(
+            error(&fields(&dims, &strides, &[64, 256, 256, 256, 256], &[1; 5])).contains("bytes of shared")
+        );
         let mut misaligned = ok.clone();
         misaligned.global_address = 0x1008;
         assert!(error(&misaligned).contains("globalAddress"));
