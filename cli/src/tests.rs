@@ -520,7 +520,9 @@ fn checkpoints_grow_and_shrink_the_tensor_parallel_size() {
     let pp4_zero =
         ["--world-size", "8", "--pipeline-model-parallel-size", "4", "--use-distributed-optimizer"];
     let tp2 = ["--world-size", "2", "--tensor-model-parallel-size", "2"];
-    let cases: [(&str, &[&str], &str, &[&str], &str); 4] = [
+    // (what, the grid, --load, more flags, --train-iters)
+    type Case<'a> = (&'a str, &'a [&'a str], &'a str, &'a [&'a str], &'a str);
+    let cases: [Case; 4] = [
         ("TP 4", &tp4, saved.as_str(), &["--save", tp4_saved.as_str()], "3"),
         ("TP 1 x PP 4 x DP 2, ZeRO-1", &pp4_zero, saved.as_str(), &[], "3"),
         ("one rank", &[], saved.as_str(), &[], "3"),

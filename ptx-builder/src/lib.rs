@@ -459,12 +459,19 @@ fn nested(toolchain: &str, program: &str) -> Command {
     cmd
 }
 
-/// Removes every `CARGO*` and `RUST*` variable but `RUSTUP_HOME` and `CARGO_HOME`, which
-/// rustup needs to find its toolchains.
-fn clean(mut cmd: Command) -> Command {
-    for (key, _) in env::vars_os() {
+/// Removes every `CARGO*` and `RUST*` variable of this build's environment ([`clean_of`]).
+fn clean(cmd: Command) -> Command {
+    clean_of(cmd, env::vars_os().map(|(key, _)| key))
+}
+
+/// Removes the variables named by `keys` that would steer the nested build: every `CARGO*`
+/// and `RUST*` one but `CARGO_HOME` and rustup's own settings (`RUSTUP_*`: its home, and the
+/// mirror a `RUSTUP_DIST_SERVER` or `RUSTUP_UPDATE_ROOT` names for the self-install), except
+/// `RUSTUP_TOOLCHAIN`, which would pin the outer build's toolchain.
+fn clean_of(mut cmd: Command, keys: impl Iterator<Item = std::ffi::OsString>) -> Command {
+    for key in keys {
         let key = key.to_string_lossy();
-        let keep = key == "RUSTUP_HOME" || key == "CARGO_HOME";
+        let keep = key == "CARGO_HOME" || (key.starts_with("RUSTUP_") && key != "RUSTUP_TOOLCHAIN");
         if !keep && (key.starts_with("CARGO") || key.starts_with("RUST")) {
             cmd.env_remove(key.as_ref());
         }
@@ -526,6 +533,23 @@ mod tests {
         assert!(removed.iter().any(|k| k == "CARGO_PKG_NAME"), "{removed:?}");
         assert!(!removed.iter().any(|k| k == "RUSTUP_HOME" || k == "CARGO_HOME"));
         assert!(removed.iter().all(|k| k.starts_with("CARGO") || k.starts_with("RUST")));
+    }
+
+    #[test]
+    fn a_configured_rustup_mirror_reaches_the_self_install() {
+        let keys = [
+            "RUSTUP_DIST_SERVER",
+            "RUSTUP_UPDATE_ROOT",
+            "RUSTUP_HOME",
+            "RUSTUP_TOOLCHAIN",
+            "RUSTFLAGS",
+            "CARGO_HOME",
+        ];
+        let cmd = clean_of(Command::new("true"), keys.iter().map(std::ffi::OsString::from));
+        let mut removed: Vec<String> =
+            cmd.get_envs().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
+        removed.sort();
+        assert_eq!(removed, ["RUSTFLAGS", "RUSTUP_TOOLCHAIN"]);
     }
 
     #[test]

@@ -177,6 +177,10 @@ fn previous_checkpoint_note(dir: &Path) -> String {
     }
 }
 
+/// One (tensor rank, stage)'s AdamW moments on world rank 0 while their data-parallel
+/// shares arrive: `m`, `v` and the count of shares in.
+type PendingMoments = Option<(Vec<f32>, Vec<f32>, usize)>;
+
 /// Writes the checkpoint of the step `trainer` has just finished, every rank of `world`
 /// taking part, under the save's deadline ([`save_timeout`]). `loader` is this rank's
 /// training data.
@@ -241,8 +245,7 @@ fn save_under_deadline(
     // Each (tensor rank, stage)'s moments while their data-parallel shares arrive (ZeRO-1),
     // with the count of shares in.
     let shares = if zero { grid.dp } else { 1 };
-    let mut pending: Vec<Option<(Vec<f32>, Vec<f32>, usize)>> =
-        (0..grid.tp * grid.pp).map(|_| None).collect();
+    let mut pending: Vec<PendingMoments> = (0..grid.tp * grid.pp).map(|_| None).collect();
     let mut positions = vec![[0u64; 3]; grid.dp];
     for r in 0..grid.world_size() {
         let c = grid.coords(r);

@@ -120,7 +120,7 @@ pub enum MemoryError {
     )]
     TooLarge {
         /// What all `ranks` processes need together, by kind.
-        need: MemoryNeed,
+        need: Box<MemoryNeed>,
         /// Processes or rank threads sharing the machine.
         ranks: u64,
         /// Bytes that can still be allocated.
@@ -280,7 +280,7 @@ impl MemoryNeed {
         }
         let share_grads =
             if shares >= 2 { mul(bytes, shares, "the shares' gradients", SHAPE_FLAGS)? } else { 0 };
-        Ok(Self {
+        Self {
             params: bytes,
             grads: add(bytes, share_grads, "the gradients", SHAPE_FLAGS)?,
             optimizer: mul(bytes, 2, "the optimizer state", SHAPE_FLAGS)?,
@@ -292,7 +292,7 @@ impl MemoryNeed {
             data: 0,
             workspace: WORKSPACE_MARGIN,
         }
-        .with_save_if(saves, config)?)
+        .with_save_if(saves, config)
     }
 
     /// [`with_save`](Self::with_save) for one rank, when `saves`.
@@ -381,7 +381,7 @@ impl MemoryNeed {
             .saturating_add(self.start);
         if all > available {
             return Err(MemoryError::TooLarge {
-                need: MemoryNeed {
+                need: Box::new(MemoryNeed {
                     params: self.params.saturating_mul(ranks),
                     grads: self.grads.saturating_mul(ranks),
                     optimizer: self.optimizer.saturating_mul(ranks),
@@ -392,7 +392,7 @@ impl MemoryNeed {
                     start: self.start,
                     data: self.data.saturating_mul(ranks),
                     workspace: self.workspace.saturating_mul(ranks),
-                },
+                }),
                 ranks,
                 available,
                 from: source,
