@@ -182,7 +182,7 @@ fn earlier_intact(dir: &Path) -> String {
     else {
         return String::new();
     };
-    let earlier = crate::checkpoint::list_checkpoints(parent).unwrap_or_default();
+    let earlier = trident::checkpoint::list_checkpoints(parent).unwrap_or_default();
     for (s, path) in earlier.iter().rev().filter(|(s, _)| *s < step).take(3) {
         if Checkpoint::<serde_json::Value>::load(path).is_ok() {
             return format!(

@@ -545,13 +545,13 @@ fn checkpoints_grow_and_shrink_the_tensor_parallel_size() {
 #[test]
 fn an_llmc_model_file_starts_runs_on_any_tensor_parallel_size() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = crate::llmc::WorkdirSpec {
-        config: crate::model::GptConfig::new(64, 256, 2, 4, 32, 384).unwrap(),
+    let spec = trident::llmc::WorkdirSpec {
+        config: trident::model::GptConfig::new(64, 256, 2, 4, 32, 384).unwrap(),
         train_problems: 40,
         val_problems: 16,
         ..Default::default()
     };
-    let files = crate::llmc::write_workdir(dir.path(), &spec).unwrap();
+    let files = trident::llmc::write_workdir(dir.path(), &spec).unwrap();
     let data = format!("{},{}", files.train.display(), files.val.display());
     let model = files.model.to_str().unwrap();
     let mut losses = Vec::new();
