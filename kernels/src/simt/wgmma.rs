@@ -115,418 +115,65 @@ pub fn wgmma_wait_group<const N: u32>() {
     trident_simt::device::wgmma_wait_group(N);
 }
 
-/// `wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16`: `acc (+)= A x B^T` for the
-/// warpgroup, A (64 x 16) and B (8 x 16) K-major in shared memory through the descriptors;
-/// `scale_d` false replaces the accumulator instead of adding to it.
-#[inline(always)]
-#[track_caller]
-pub fn wgmma_m64n8k16_bf16(acc: &mut WgmmaAccumulator<4>, desc_a: u64, desc_b: u64, scale_d: bool) {
-    #[cfg(target_arch = "nvptx64")]
-    // SAFETY: the operands are in shared memory as the descriptors say; every thread of the
-    // warpgroup executes this together.
-    unsafe {
-        asm!(
-            "{{",
-            ".reg .pred %p;",
-            "setp.ne.b32 %p, {s}, 0;",
-            "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {{{d0}, {d1}, {d2}, {d3}}}, {a}, {b}, %p, 1, 1, 0, 0;",
-            "}}",
-                    d0 = inout(reg32) acc.0[0],
-                    d1 = inout(reg32) acc.0[1],
-                    d2 = inout(reg32) acc.0[2],
-                    d3 = inout(reg32) acc.0[3],
-            a = in(reg64) desc_a,
-            b = in(reg64) desc_b,
-            s = in(reg32) u32::from(scale_d),
-            options(nostack),
-        )
-    };
-    #[cfg(not(target_arch = "nvptx64"))]
-    // SAFETY: the accumulator lives across the call.
-    unsafe {
-        trident_simt::device::wgmma_mma_async(
-            trident_simt::device::MmaInput::Bf16,
-            8,
-            desc_a,
-            desc_b,
-            scale_d,
-            acc.0.as_mut_ptr(),
-            core::panic::Location::caller(),
-        )
-    };
-}
-
-/// `wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16`: `acc (+)= A x B^T` for the
-/// warpgroup, A (64 x 16) and B (16 x 16) K-major in shared memory through the descriptors;
-/// `scale_d` false replaces the accumulator instead of adding to it.
-#[inline(always)]
-#[track_caller]
-pub fn wgmma_m64n16k16_bf16(acc: &mut WgmmaAccumulator<8>, desc_a: u64, desc_b: u64, scale_d: bool) {
-    #[cfg(target_arch = "nvptx64")]
-    // SAFETY: the operands are in shared memory as the descriptors say; every thread of the
-    // warpgroup executes this together.
-    unsafe {
-        asm!(
-            "{{",
-            ".reg .pred %p;",
-            "setp.ne.b32 %p, {s}, 0;",
-            "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}}}, {a}, {b}, %p, 1, 1, 0, 0;",
-            "}}",
-                    d0 = inout(reg32) acc.0[0],
-                    d1 = inout(reg32) acc.0[1],
-                    d2 = inout(reg32) acc.0[2],
-                    d3 = inout(reg32) acc.0[3],
-                    d4 = inout(reg32) acc.0[4],
-                    d5 = inout(reg32) acc.0[5],
-                    d6 = inout(reg32) acc.0[6],
-                    d7 = inout(reg32) acc.0[7],
-            a = in(reg64) desc_a,
-            b = in(reg64) desc_b,
-            s = in(reg32) u32::from(scale_d),
-            options(nostack),
-        )
-    };
-    #[cfg(not(target_arch = "nvptx64"))]
-    // SAFETY: the accumulator lives across the call.
-    unsafe {
-        trident_simt::device::wgmma_mma_async(
-            trident_simt::device::MmaInput::Bf16,
-            16,
-            desc_a,
-            desc_b,
-            scale_d,
-            acc.0.as_mut_ptr(),
-            core::panic::Location::caller(),
-        )
+/// Declares `wgmma_m64n{N}k16_{T}`: one `wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T` per
+/// shape and input type, with its `R = N/2` accumulator registers listed as `[0 1 .. R-1]`.
+/// The operands are `d` (the R registers, positional operands `{0}` .. `{R-1}`), the two
+/// descriptors, the scale-d predicate (set from `scale_d`), and the immediates scale-a = 1,
+/// scale-b = 1, transpose-a = 0, transpose-b = 0 (PTX ISA, "wgmma.mma_async").
+macro_rules! wgmma_mma_async {
+    ($name:ident, n = $n:literal, $ptx_type:literal, $input:ident, $regs:literal, [$first:literal $($rest:literal)*]) => {
+        #[doc = concat!(
+            "`wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ptx_type, ".", $ptx_type,
+            "`: `acc (+)= A x B^T` for the warpgroup, A (64 x 16) and B (", $n, " x 16) K-major in ",
+            "shared memory through the descriptors; `scale_d` false replaces the accumulator ",
+            "instead of adding to it."
+        )]
+        #[inline(always)]
+        #[track_caller]
+        pub fn $name(acc: &mut WgmmaAccumulator<$regs>, desc_a: u64, desc_b: u64, scale_d: bool) {
+            #[cfg(target_arch = "nvptx64")]
+            // SAFETY: the operands are in shared memory as the descriptors say; every thread of
+            // the warpgroup executes this together.
+            unsafe {
+                asm!(
+                    "{{",
+                    ".reg .pred %p;",
+                    "setp.ne.b32 %p, {s}, 0;",
+                    concat!(
+                        "wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ptx_type, ".", $ptx_type,
+                        " {{{", $first, "}", $(", {", $rest, "}",)* "}}, {a}, {b}, %p, 1, 1, 0, 0;"
+                    ),
+                    "}}",
+                    inout(reg32) acc.0[$first],
+                    $(inout(reg32) acc.0[$rest],)*
+                    a = in(reg64) desc_a,
+                    b = in(reg64) desc_b,
+                    s = in(reg32) u32::from(scale_d),
+                    options(nostack),
+                )
+            };
+            #[cfg(not(target_arch = "nvptx64"))]
+            // SAFETY: the accumulator lives across the call.
+            unsafe {
+                trident_simt::device::wgmma_mma_async(
+                    trident_simt::device::MmaInput::$input,
+                    $n,
+                    desc_a,
+                    desc_b,
+                    scale_d,
+                    acc.0.as_mut_ptr(),
+                    core::panic::Location::caller(),
+                )
+            };
+        }
     };
 }
 
-/// `wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16`: `acc (+)= A x B^T` for the
-/// warpgroup, A (64 x 16) and B (32 x 16) K-major in shared memory through the descriptors;
-/// `scale_d` false replaces the accumulator instead of adding to it.
-#[inline(always)]
-#[track_caller]
-pub fn wgmma_m64n32k16_bf16(acc: &mut WgmmaAccumulator<16>, desc_a: u64, desc_b: u64, scale_d: bool) {
-    #[cfg(target_arch = "nvptx64")]
-    // SAFETY: the operands are in shared memory as the descriptors say; every thread of the
-    // warpgroup executes this together.
-    unsafe {
-        asm!(
-            "{{",
-            ".reg .pred %p;",
-            "setp.ne.b32 %p, {s}, 0;",
-            "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}}}, {a}, {b}, %p, 1, 1, 0, 0;",
-            "}}",
-                    d0 = inout(reg32) acc.0[0],
-                    d1 = inout(reg32) acc.0[1],
-                    d2 = inout(reg32) acc.0[2],
-                    d3 = inout(reg32) acc.0[3],
-                    d4 = inout(reg32) acc.0[4],
-                    d5 = inout(reg32) acc.0[5],
-                    d6 = inout(reg32) acc.0[6],
-                    d7 = inout(reg32) acc.0[7],
-                    d8 = inout(reg32) acc.0[8],
-                    d9 = inout(reg32) acc.0[9],
-                    d10 = inout(reg32) acc.0[10],
-                    d11 = inout(reg32) acc.0[11],
-                    d12 = inout(reg32) acc.0[12],
-                    d13 = inout(reg32) acc.0[13],
-                    d14 = inout(reg32) acc.0[14],
-                    d15 = inout(reg32) acc.0[15],
-            a = in(reg64) desc_a,
-            b = in(reg64) desc_b,
-            s = in(reg32) u32::from(scale_d),
-            options(nostack),
-        )
-    };
-    #[cfg(not(target_arch = "nvptx64"))]
-    // SAFETY: the accumulator lives across the call.
-    unsafe {
-        trident_simt::device::wgmma_mma_async(
-            trident_simt::device::MmaInput::Bf16,
-            32,
-            desc_a,
-            desc_b,
-            scale_d,
-            acc.0.as_mut_ptr(),
-            core::panic::Location::caller(),
-        )
-    };
-}
-
-/// `wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16`: `acc (+)= A x B^T` for the
-/// warpgroup, A (64 x 16) and B (64 x 16) K-major in shared memory through the descriptors;
-/// `scale_d` false replaces the accumulator instead of adding to it.
-#[inline(always)]
-#[track_caller]
-pub fn wgmma_m64n64k16_bf16(acc: &mut WgmmaAccumulator<32>, desc_a: u64, desc_b: u64, scale_d: bool) {
-    #[cfg(target_arch = "nvptx64")]
-    // SAFETY: the operands are in shared memory as the descriptors say; every thread of the
-    // warpgroup executes this together.
-    unsafe {
-        asm!(
-            "{{",
-            ".reg .pred %p;",
-            "setp.ne.b32 %p, {s}, 0;",
-            "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}}}, {a}, {b}, %p, 1, 1, 0, 0;",
-            "}}",
-                    d0 = inout(reg32) acc.0[0],
-                    d1 = inout(reg32) acc.0[1],
-                    d2 = inout(reg32) acc.0[2],
-                    d3 = inout(reg32) acc.0[3],
-                    d4 = inout(reg32) acc.0[4],
-                    d5 = inout(reg32) acc.0[5],
-                    d6 = inout(reg32) acc.0[6],
-                    d7 = inout(reg32) acc.0[7],
-                    d8 = inout(reg32) acc.0[8],
-                    d9 = inout(reg32) acc.0[9],
-                    d10 = inout(reg32) acc.0[10],
-                    d11 = inout(reg32) acc.0[11],
-                    d12 = inout(reg32) acc.0[12],
-                    d13 = inout(reg32) acc.0[13],
-                    d14 = inout(reg32) acc.0[14],
-                    d15 = inout(reg32) acc.0[15],
-                    d16 = inout(reg32) acc.0[16],
-                    d17 = inout(reg32) acc.0[17],
-                    d18 = inout(reg32) acc.0[18],
-                    d19 = inout(reg32) acc.0[19],
-                    d20 = inout(reg32) acc.0[20],
-                    d21 = inout(reg32) acc.0[21],
-                    d22 = inout(reg32) acc.0[22],
-                    d23 = inout(reg32) acc.0[23],
-                    d24 = inout(reg32) acc.0[24],
-                    d25 = inout(reg32) acc.0[25],
-                    d26 = inout(reg32) acc.0[26],
-                    d27 = inout(reg32) acc.0[27],
-                    d28 = inout(reg32) acc.0[28],
-                    d29 = inout(reg32) acc.0[29],
-                    d30 = inout(reg32) acc.0[30],
-                    d31 = inout(reg32) acc.0[31],
-            a = in(reg64) desc_a,
-            b = in(reg64) desc_b,
-            s = in(reg32) u32::from(scale_d),
-            options(nostack),
-        )
-    };
-    #[cfg(not(target_arch = "nvptx64"))]
-    // SAFETY: the accumulator lives across the call.
-    unsafe {
-        trident_simt::device::wgmma_mma_async(
-            trident_simt::device::MmaInput::Bf16,
-            64,
-            desc_a,
-            desc_b,
-            scale_d,
-            acc.0.as_mut_ptr(),
-            core::panic::Location::caller(),
-        )
-    };
-}
-
-/// `wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16`: `acc (+)= A x B^T` for the
-/// warpgroup, A (64 x 16) and B (8 x 16) K-major in shared memory through the descriptors;
-/// `scale_d` false replaces the accumulator instead of adding to it.
-#[inline(always)]
-#[track_caller]
-pub fn wgmma_m64n8k16_f16(acc: &mut WgmmaAccumulator<4>, desc_a: u64, desc_b: u64, scale_d: bool) {
-    #[cfg(target_arch = "nvptx64")]
-    // SAFETY: the operands are in shared memory as the descriptors say; every thread of the
-    // warpgroup executes this together.
-    unsafe {
-        asm!(
-            "{{",
-            ".reg .pred %p;",
-            "setp.ne.b32 %p, {s}, 0;",
-            "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {{{d0}, {d1}, {d2}, {d3}}}, {a}, {b}, %p, 1, 1, 0, 0;",
-            "}}",
-                    d0 = inout(reg32) acc.0[0],
-                    d1 = inout(reg32) acc.0[1],
-                    d2 = inout(reg32) acc.0[2],
-                    d3 = inout(reg32) acc.0[3],
-            a = in(reg64) desc_a,
-            b = in(reg64) desc_b,
-            s = in(reg32) u32::from(scale_d),
-            options(nostack),
-        )
-    };
-    #[cfg(not(target_arch = "nvptx64"))]
-    // SAFETY: the accumulator lives across the call.
-    unsafe {
-        trident_simt::device::wgmma_mma_async(
-            trident_simt::device::MmaInput::F16,
-            8,
-            desc_a,
-            desc_b,
-            scale_d,
-            acc.0.as_mut_ptr(),
-            core::panic::Location::caller(),
-        )
-    };
-}
-
-/// `wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16`: `acc (+)= A x B^T` for the
-/// warpgroup, A (64 x 16) and B (16 x 16) K-major in shared memory through the descriptors;
-/// `scale_d` false replaces the accumulator instead of adding to it.
-#[inline(always)]
-#[track_caller]
-pub fn wgmma_m64n16k16_f16(acc: &mut WgmmaAccumulator<8>, desc_a: u64, desc_b: u64, scale_d: bool) {
-    #[cfg(target_arch = "nvptx64")]
-    // SAFETY: the operands are in shared memory as the descriptors say; every thread of the
-    // warpgroup executes this together.
-    unsafe {
-        asm!(
-            "{{",
-            ".reg .pred %p;",
-            "setp.ne.b32 %p, {s}, 0;",
-            "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}}}, {a}, {b}, %p, 1, 1, 0, 0;",
-            "}}",
-                    d0 = inout(reg32) acc.0[0],
-                    d1 = inout(reg32) acc.0[1],
-                    d2 = inout(reg32) acc.0[2],
-                    d3 = inout(reg32) acc.0[3],
-                    d4 = inout(reg32) acc.0[4],
-                    d5 = inout(reg32) acc.0[5],
-                    d6 = inout(reg32) acc.0[6],
-                    d7 = inout(reg32) acc.0[7],
-            a = in(reg64) desc_a,
-            b = in(reg64) desc_b,
-            s = in(reg32) u32::from(scale_d),
-            options(nostack),
-        )
-    };
-    #[cfg(not(target_arch = "nvptx64"))]
-    // SAFETY: the accumulator lives across the call.
-    unsafe {
-        trident_simt::device::wgmma_mma_async(
-            trident_simt::device::MmaInput::F16,
-            16,
-            desc_a,
-            desc_b,
-            scale_d,
-            acc.0.as_mut_ptr(),
-            core::panic::Location::caller(),
-        )
-    };
-}
-
-/// `wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16`: `acc (+)= A x B^T` for the
-/// warpgroup, A (64 x 16) and B (32 x 16) K-major in shared memory through the descriptors;
-/// `scale_d` false replaces the accumulator instead of adding to it.
-#[inline(always)]
-#[track_caller]
-pub fn wgmma_m64n32k16_f16(acc: &mut WgmmaAccumulator<16>, desc_a: u64, desc_b: u64, scale_d: bool) {
-    #[cfg(target_arch = "nvptx64")]
-    // SAFETY: the operands are in shared memory as the descriptors say; every thread of the
-    // warpgroup executes this together.
-    unsafe {
-        asm!(
-            "{{",
-            ".reg .pred %p;",
-            "setp.ne.b32 %p, {s}, 0;",
-            "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}}}, {a}, {b}, %p, 1, 1, 0, 0;",
-            "}}",
-                    d0 = inout(reg32) acc.0[0],
-                    d1 = inout(reg32) acc.0[1],
-                    d2 = inout(reg32) acc.0[2],
-                    d3 = inout(reg32) acc.0[3],
-                    d4 = inout(reg32) acc.0[4],
-                    d5 = inout(reg32) acc.0[5],
-                    d6 = inout(reg32) acc.0[6],
-                    d7 = inout(reg32) acc.0[7],
-                    d8 = inout(reg32) acc.0[8],
-                    d9 = inout(reg32) acc.0[9],
-                    d10 = inout(reg32) acc.0[10],
-                    d11 = inout(reg32) acc.0[11],
-                    d12 = inout(reg32) acc.0[12],
-                    d13 = inout(reg32) acc.0[13],
-                    d14 = inout(reg32) acc.0[14],
-                    d15 = inout(reg32) acc.0[15],
-            a = in(reg64) desc_a,
-            b = in(reg64) desc_b,
-            s = in(reg32) u32::from(scale_d),
-            options(nostack),
-        )
-    };
-    #[cfg(not(target_arch = "nvptx64"))]
-    // SAFETY: the accumulator lives across the call.
-    unsafe {
-        trident_simt::device::wgmma_mma_async(
-            trident_simt::device::MmaInput::F16,
-            32,
-            desc_a,
-            desc_b,
-            scale_d,
-            acc.0.as_mut_ptr(),
-            core::panic::Location::caller(),
-        )
-    };
-}
-
-/// `wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16`: `acc (+)= A x B^T` for the
-/// warpgroup, A (64 x 16) and B (64 x 16) K-major in shared memory through the descriptors;
-/// `scale_d` false replaces the accumulator instead of adding to it.
-#[inline(always)]
-#[track_caller]
-pub fn wgmma_m64n64k16_f16(acc: &mut WgmmaAccumulator<32>, desc_a: u64, desc_b: u64, scale_d: bool) {
-    #[cfg(target_arch = "nvptx64")]
-    // SAFETY: the operands are in shared memory as the descriptors say; every thread of the
-    // warpgroup executes this together.
-    unsafe {
-        asm!(
-            "{{",
-            ".reg .pred %p;",
-            "setp.ne.b32 %p, {s}, 0;",
-            "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}}}, {a}, {b}, %p, 1, 1, 0, 0;",
-            "}}",
-                    d0 = inout(reg32) acc.0[0],
-                    d1 = inout(reg32) acc.0[1],
-                    d2 = inout(reg32) acc.0[2],
-                    d3 = inout(reg32) acc.0[3],
-                    d4 = inout(reg32) acc.0[4],
-                    d5 = inout(reg32) acc.0[5],
-                    d6 = inout(reg32) acc.0[6],
-                    d7 = inout(reg32) acc.0[7],
-                    d8 = inout(reg32) acc.0[8],
-                    d9 = inout(reg32) acc.0[9],
-                    d10 = inout(reg32) acc.0[10],
-                    d11 = inout(reg32) acc.0[11],
-                    d12 = inout(reg32) acc.0[12],
-                    d13 = inout(reg32) acc.0[13],
-                    d14 = inout(reg32) acc.0[14],
-                    d15 = inout(reg32) acc.0[15],
-                    d16 = inout(reg32) acc.0[16],
-                    d17 = inout(reg32) acc.0[17],
-                    d18 = inout(reg32) acc.0[18],
-                    d19 = inout(reg32) acc.0[19],
-                    d20 = inout(reg32) acc.0[20],
-                    d21 = inout(reg32) acc.0[21],
-                    d22 = inout(reg32) acc.0[22],
-                    d23 = inout(reg32) acc.0[23],
-                    d24 = inout(reg32) acc.0[24],
-                    d25 = inout(reg32) acc.0[25],
-                    d26 = inout(reg32) acc.0[26],
-                    d27 = inout(reg32) acc.0[27],
-                    d28 = inout(reg32) acc.0[28],
-                    d29 = inout(reg32) acc.0[29],
-                    d30 = inout(reg32) acc.0[30],
-                    d31 = inout(reg32) acc.0[31],
-            a = in(reg64) desc_a,
-            b = in(reg64) desc_b,
-            s = in(reg32) u32::from(scale_d),
-            options(nostack),
-        )
-    };
-    #[cfg(not(target_arch = "nvptx64"))]
-    // SAFETY: the accumulator lives across the call.
-    unsafe {
-        trident_simt::device::wgmma_mma_async(
-            trident_simt::device::MmaInput::F16,
-            64,
-            desc_a,
-            desc_b,
-            scale_d,
-            acc.0.as_mut_ptr(),
-            core::panic::Location::caller(),
-        )
-    };
-}
+wgmma_mma_async!(wgmma_m64n8k16_bf16, n = 8, "bf16", Bf16, 4, [0 1 2 3]);
+wgmma_mma_async!(wgmma_m64n16k16_bf16, n = 16, "bf16", Bf16, 8, [0 1 2 3 4 5 6 7]);
+wgmma_mma_async!(wgmma_m64n32k16_bf16, n = 32, "bf16", Bf16, 16, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15]);
+wgmma_mma_async!(wgmma_m64n64k16_bf16, n = 64, "bf16", Bf16, 32, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31]);
+wgmma_mma_async!(wgmma_m64n8k16_f16, n = 8, "f16", F16, 4, [0 1 2 3]);
+wgmma_mma_async!(wgmma_m64n16k16_f16, n = 16, "f16", F16, 8, [0 1 2 3 4 5 6 7]);
+wgmma_mma_async!(wgmma_m64n32k16_f16, n = 32, "f16", F16, 16, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15]);
+wgmma_mma_async!(wgmma_m64n64k16_f16, n = 64, "f16", F16, 32, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31]);
