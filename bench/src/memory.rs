@@ -5,8 +5,8 @@
 use trident_perfmodel::Workload;
 use trident_runtime::{Buffer, Device};
 
-use super::{filled, filled_bf16, Bench, Op, GPT2_C, GPT2_TC_ROWS, GPT2_V, GPT2_VP};
-use trident::launch::{self, AdamW, HalfFormat, Kernels, LaunchError};
+use super::{filled, filled_bf16, Bench, Op, BENCH_ADAMW, GPT2_C, GPT2_TC_ROWS, GPT2_V, GPT2_VP};
+use trident::launch::{self, HalfFormat, Kernels, LaunchError};
 
 /// GPT-2 small's parameters, as the AdamW case counts them.
 const GPT2_PARAMS: usize = 124_475_904;
@@ -368,15 +368,7 @@ impl VecOp {
             VecOp::AdamWChunks { n } => {
                 let (outs, g) = f.split_at_mut(3);
                 let [p, m, v] = outs else { unreachable!("three outputs") };
-                let h = AdamW {
-                    lr: 1e-4,
-                    beta1: 0.9,
-                    beta2: 0.95,
-                    eps: 1e-8,
-                    weight_decay: 0.1,
-                    step: 1,
-                    grad_scale: 1.0,
-                };
+                let h = BENCH_ADAMW;
                 launch::adamw_chunks(
                     k,
                     &mut p.view_mut(..)?,

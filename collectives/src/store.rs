@@ -703,18 +703,25 @@ impl StoreClient {
         })
     }
 
-    /// Sets `key` to `value` (at most [`MAX_VALUE`] bytes, a key of at most [`MAX_KEY`]),
-    /// waking the clients that wait for it.
-    pub fn set(&mut self, key: &str, value: &[u8]) -> Result<()> {
+    /// The request of `op` carrying `key` and `value` (at most [`MAX_VALUE`] bytes): the key's
+    /// request, then the value's length and bytes.
+    fn value_request(&mut self, op: u8, key: &str, value: &[u8]) -> Result<Vec<u8>> {
         if value.len() > MAX_VALUE {
             return Err(CommError::InvalidArgument(format!(
                 "store value of {} bytes exceeds {MAX_VALUE}",
                 value.len()
             )));
         }
-        let mut req = self.send_key(OP_SET, key)?;
+        let mut req = self.send_key(op, key)?;
         req.extend_from_slice(&(value.len() as u32).to_le_bytes());
         req.extend_from_slice(value);
+        Ok(req)
+    }
+
+    /// Sets `key` to `value` (at most [`MAX_VALUE`] bytes, a key of at most [`MAX_KEY`]),
+    /// waking the clients that wait for it.
+    pub fn set(&mut self, key: &str, value: &[u8]) -> Result<()> {
+        let req = self.value_request(OP_SET, key, value)?;
         let within = self.timeout;
         let status = self.call(key, &req, within, |s, deadline| {
             let mut status = [0u8; 1];
@@ -729,15 +736,7 @@ impl StoreClient {
     /// Sets `key` to `value` unless it is set already: `None` when this call set it, else
     /// the value that holds it (for claims only one client may make, such as a rank).
     pub fn claim(&mut self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>> {
-        if value.len() > MAX_VALUE {
-            return Err(CommError::InvalidArgument(format!(
-                "store value of {} bytes exceeds {MAX_VALUE}",
-                value.len()
-            )));
-        }
-        let mut req = self.send_key(OP_CLAIM, key)?;
-        req.extend_from_slice(&(value.len() as u32).to_le_bytes());
-        req.extend_from_slice(value);
+        let req = self.value_request(OP_CLAIM, key, value)?;
         let within = self.timeout;
         let answer = self.call(key, &req, within, |s, deadline| {
             let mut status = [0u8; 1];
