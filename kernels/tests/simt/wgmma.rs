@@ -1,4 +1,4 @@
-//! `wgmma` on the emulator: a warpgroup product from descriptors over a core-matrix layout
+//! `wgmma` on the emulator: every shape and input type over a core-matrix layout
 //! written by the threads and over 128-byte-swizzled tiles a TMA loaded, against a reference;
 //! each planted misuse fails naming the place.
 
@@ -186,4 +186,80 @@ fn wgmma_reads_tma_tiles_in_the_128_byte_swizzle() {
     // A descriptor with the wrong swizzle reads the tiles in the wrong order.
     let (out, _) = run_with(0);
     assert_ne!(out, want, "a descriptor without the tiles' swizzle must not reproduce the product");
+}
+
+/// A 64 x N x 16 product of the core-matrix layout through one wrapper: the threads write A
+/// (64 x 16) and B (N x 16), K-major, as 8 x 16-byte core matrices (LBO 128, SBO 256), then one
+/// `wgmma` of the wrapper's shape; D to `args[2]`. Declared once per wrapper, so that every
+/// shape and input type the API offers runs against the reference.
+macro_rules! core_product {
+    ($name:ident, $wgmma:ident, n = $n:literal, regs = $r:literal) => {
+        fn $name(args: &[u64]) {
+            let (a, b, out) = (args[0] as *const u16, args[1] as *const u16, args[2] as *mut f32);
+            // SAFETY: the launch has 4096 bytes of dynamic shared memory (A 2048, B up to 2048).
+            let smem = unsafe { dynamic_shared::<u16>(0, 2048) };
+            let t = thread_idx_x() as usize;
+            let place =
+                |row: usize, k: usize| ((row / 8) * 256 + (k / 8) * 128 + (row % 8) * 16 + (k % 8) * 2) / 2;
+            for i in (t..64 * 16).step_by(128) {
+                // SAFETY: 64 x 16 inputs.
+                smem.store(place(i / 16, i % 16), unsafe { *a.add(i) });
+            }
+            for i in (t..$n * 16).step_by(128) {
+                // SAFETY: N x 16 inputs.
+                smem.store(1024 + place(i / 16, i % 16), unsafe { *b.add(i) });
+            }
+            fence_proxy_async_shared_cta();
+            sync_threads();
+            let mut acc = WgmmaAccumulator::<$r>::zeroed();
+            wgmma_fence();
+            $wgmma(&mut acc, matrix_descriptor(0, 128, 256, 0), matrix_descriptor(2048, 128, 256, 0), false);
+            wgmma_commit_group();
+            wgmma_wait_group::<0>();
+            write_d(&acc, out);
+        }
+    };
+}
+
+core_product!(product_n8_bf16, wgmma_m64n8k16_bf16, n = 8, regs = 4);
+core_product!(product_n16_bf16, wgmma_m64n16k16_bf16, n = 16, regs = 8);
+core_product!(product_n32_bf16, wgmma_m64n32k16_bf16, n = 32, regs = 16);
+core_product!(product_n64_bf16, wgmma_m64n64k16_bf16, n = 64, regs = 32);
+core_product!(product_n8_f16, wgmma_m64n8k16_f16, n = 8, regs = 4);
+core_product!(product_n16_f16, wgmma_m64n16k16_f16, n = 16, regs = 8);
+core_product!(product_n32_f16, wgmma_m64n32k16_f16, n = 32, regs = 16);
+core_product!(product_n64_f16, wgmma_m64n64k16_f16, n = 64, regs = 32);
+
+#[test]
+fn every_wgmma_shape_and_input_type_matches_the_reference() {
+    type Kernel = fn(&[u64]);
+    let cases: [(Kernel, usize, bool); 8] = [
+        (product_n8_bf16, 8, false),
+        (product_n16_bf16, 16, false),
+        (product_n32_bf16, 32, false),
+        (product_n64_bf16, 64, false),
+        (product_n8_f16, 8, true),
+        (product_n16_f16, 16, true),
+        (product_n32_f16, 32, true),
+        (product_n64_f16, 64, true),
+    ];
+    for (kernel, n, is_f16) in cases {
+        // The same values (multiples of 1/4, exact in both formats) in the input type's bits.
+        let bits = |i: usize| {
+            let x = f(value(i));
+            if is_f16 {
+                half::f16::from_f32(x).to_bits()
+            } else {
+                value(i)
+            }
+        };
+        let a: Vec<u16> = (0..64 * 16).map(bits).collect();
+        let b: Vec<u16> = (0..n * 16).map(|i| bits(3 * i + 1)).collect();
+        let (a_bf16, b_bf16): (Vec<u16>, Vec<u16>) =
+            ((0..64 * 16).map(value).collect(), (0..n * 16).map(|i| value(3 * i + 1)).collect());
+        let mut out = vec![f32::NAN; 64 * n];
+        let cfg = LaunchConfig { grid: [1, 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 4096 };
+        run(kernel, cfg, &[a.as_ptr() as u64, b.as_ptr() as u64, ptr(&mut out)]).unwrap();
+        assert_eq!(out, reference(&a_bf16, &b_bf16, n, 16), "N = {n}, f16 {is_f16}");
+    }
 }
