@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use trident::collectives::launch::{self, LaunchOptions};
+use trident::collectives::launcher::{self, LauncherOptions};
 use trident::collectives::Communicator;
 use trident::model::GptConfig;
 use trident::model::{ShardLayout, ShardPlace};
@@ -118,12 +118,12 @@ fn main() {
         return rank_main();
     }
     let exe = std::env::current_exe().expect("the bench's own path");
-    let opts = LaunchOptions {
+    let opts = LauncherOptions {
         prefix_output: false,
         env: vec![("TRIDENT_TRANSPORT".into(), "shm".into())],
-        ..LaunchOptions::default()
+        ..LauncherOptions::default()
     };
     let code =
-        launch::run(2, &[exe.to_string_lossy().into_owned()], &opts).expect("launching the bench's ranks");
+        launcher::run(2, &[exe.to_string_lossy().into_owned()], &opts).expect("launching the bench's ranks");
     std::process::exit(code);
 }

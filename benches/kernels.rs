@@ -39,16 +39,16 @@ fn elementwise(c: &mut Criterion) {
             })
         });
         g.throughput(Throughput::Bytes((2 * 4 * n) as u64));
-        g.bench_function(BenchmarkId::new("gelu_forward", n), |bench| {
+        g.bench_function(BenchmarkId::new("gelu_forward_v4", n), |bench| {
             bench.iter(|| {
-                launch::gelu_forward(&k, &mut out.view_mut(..).unwrap(), &a.view(..).unwrap()).unwrap();
+                launch::gelu_forward_v4(&k, &mut out.view_mut(..).unwrap(), &a.view(..).unwrap()).unwrap();
                 device.synchronize().unwrap();
             })
         });
         g.throughput(Throughput::Bytes((3 * 4 * n) as u64));
-        g.bench_function(BenchmarkId::new("gelu_backward", n), |bench| {
+        g.bench_function(BenchmarkId::new("gelu_backward_v4", n), |bench| {
             bench.iter(|| {
-                launch::gelu_backward(
+                launch::gelu_backward_v4(
                     &k,
                     &mut out.view_mut(..).unwrap(),
                     &a.view(..).unwrap(),

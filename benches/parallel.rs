@@ -56,7 +56,7 @@ fn settings(micro: usize, global: usize, steps: u64) -> TrainSettings {
         micro_batch: micro,
         global_batch: global,
         seq_len: SEQ,
-        schedule: LrSchedule {
+        lr_schedule: LrSchedule {
             max_lr: 1e-3,
             min_lr: 1e-3,
             warmup_iters: 0,

@@ -45,7 +45,7 @@ fn trainer(case: &Case) -> (Trainer, RandomTokens) {
         micro_batch: case.batch,
         global_batch: case.batch,
         seq_len: case.seq,
-        schedule: LrSchedule {
+        lr_schedule: LrSchedule {
             max_lr: 1e-4,
             min_lr: 1e-5,
             warmup_iters: 0,

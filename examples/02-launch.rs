@@ -16,7 +16,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // GeLU of a vector.
     let x = Buffer::from_slice(&device, &[-2.0f32, -1.0, 0.0, 1.0, 2.0])?;
     let mut y = Buffer::<f32>::zeros(&device, 5)?;
-    launch::gelu_forward(&kernels, &mut y.view_mut(..)?, &x.view(..)?)?;
+    launch::gelu_forward_v4(&kernels, &mut y.view_mut(..)?, &x.view(..)?)?;
     println!("gelu({:?}) = {:?}", x.to_vec()?, y.to_vec()?);
 
     // C = A B^T for A: 2 x 3, B: 2 x 3 (stored [n, k], as a linear layer's weight).

@@ -4,7 +4,7 @@
 # no root, no path of the build machine.
 #
 # Phases, in this order, each within its own time limit (seconds; under ten minutes in all):
-#   a. selftest  60   the instruction self-test (tests/simt_selftest), TRIDENT_CUDA_SYNC=1:
+#   a. selftest  60   the instruction self-test (dev/tests/simt_selftest), TRIDENT_CUDA_SYNC=1:
 #                     launches are synchronous, so a fault names its kernel;
 #   b. tests    240   every other test binary, TRIDENT_REQUIRE_CUDA=1 (no GPU: they fail);
 #   c. bench    110   `trident bench kernels --device cuda` beside the emulator's predictions;

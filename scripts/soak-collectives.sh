@@ -8,12 +8,18 @@
 # SIGSTOPs a random rank (rank 0, the store host, included), while foreign connections
 # (garbage, and silent ones held open) hit the store port. A run holds when every other
 # rank exits on its own within the deadline (timeout + slack) with the fault exit code 3,
-# and it counts as "named" when every survivor's error names the victim. Shared-memory
-# files left behind by the run are counted as leaks.
+# and it counts as "named" when every survivor's error names the victim by world rank and
+# pid. Shared-memory files left behind by the run are counted as leaks.
+#
+# With GRID=tp,pp,dp the ranks run a training step's communication on that grid instead
+# (TP AllReduce, pipeline sends forward and back, DP AllReduce), so a survivor may share no
+# group with the victim and must still name it: e.g. GRID=1,4,1 VICTIM=1 stops pipeline
+# stage 1 of a PP 4 run, GRID=2,2,1 a rank of TP 2 x PP 2.
 #
 # Environment: BIN (default target/release/trident-coll, built if missing), TIMEOUT_S
 # (the ranks' TRIDENT_TIMEOUT_S, default 3), SLACK_S (default 15), SEED (for $RANDOM);
-# TRANSPORT (tcp|shm), FAULT (KILL|STOP) and VICTIM (a rank) fix what is otherwise random.
+# TRANSPORT (tcp|shm), FAULT (KILL|STOP) and VICTIM (a rank) fix what is otherwise random;
+# GRID as above.
 set -u
 RUNS=${1:-20}
 WORLD=${2:-4}
@@ -45,7 +51,7 @@ for run in $(seq 1 "$RUNS"); do
         RANK=$rank WORLD_SIZE=$WORLD LOCAL_RANK=$rank LOCAL_WORLD_SIZE=$WORLD \
             MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TRIDENT_JOB_TOKEN=$token \
             TRIDENT_TRANSPORT=$transport TRIDENT_TIMEOUT_S=$TIMEOUT_S \
-            "$BIN" fault run --iters 1000000000 >"$WORK/out.$rank" 2>"$WORK/err.$rank" &
+            "$BIN" fault run --iters 1000000000 ${GRID:+--grid "$GRID"} >"$WORK/out.$rank" 2>"$WORK/err.$rank" &
         pids+=($!)
         # The victim's end is ours; keep the shell from reporting it.
         [ "$rank" = "$victim" ] && disown $!
@@ -91,7 +97,8 @@ for run in $(seq 1 "$RUNS"); do
             wrong=$((wrong + 1))
             echo "run $run: rank $rank exited with $code: $(tail -c 400 "$WORK/err.$rank")"
         fi
-        grep -q "rank $victim[^0-9]" "$WORK/err.$rank" || grep -q "rank $victim\$" "$WORK/err.$rank" || all_named=0
+        # The blamed rank, in the error's last words: "world rank V ... pid P".
+        grep -qE "world rank $victim [^(]*pid ${pids[$victim]}([^0-9]|\$)" "$WORK/err.$rank" || all_named=0
     done
     kill -KILL "${pids[$victim]}" 2>/dev/null
     kill "$foreign" 2>/dev/null
@@ -105,7 +112,7 @@ for run in $(seq 1 "$RUNS"); do
     [ "$ok" = 1 ] && held=$((held + 1))
     [ "$ok" = 1 ] && [ "$all_named" = 1 ] && named=$((named + 1))
     took=$(($(date +%s) - start))
-    echo "run $run: $transport, SIG$fault rank $victim $note: $([ $ok = 1 ] && echo held || echo FAILED), victim named by all: $([ $all_named = 1 ] && echo yes || echo no), ended ${took}s after the fault"
+    echo "run $run: $transport${GRID:+, grid $GRID}, SIG$fault rank $victim $note: $([ $ok = 1 ] && echo held || echo FAILED), victim named by all: $([ $all_named = 1 ] && echo yes || echo no), ended ${took}s after the fault"
     if [ "$all_named" = 0 ]; then
         for rank in $(seq 0 $((WORLD - 1))); do
             [ "$rank" = "$victim" ] || echo "    rank $rank: $(grep -v '^step' "$WORK/err.$rank" | tail -n 1 | cut -c1-300)"

@@ -12,7 +12,7 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use trident::launch::{
-    self, GemmTc, GemmTcOutput, GemmTcPlan, GemmTcWorkspace, HalfType, Kernels, LaunchError,
+    self, GemmTc, GemmTcOutput, GemmTcPlan, GemmTcWorkspace, HalfFormat, Kernels, LaunchError,
 };
 use trident::runtime::{last_launch_stats, set_block_order, BlockOrder, Buffer, Device};
 use trident_kernels::gemm_tc::Config;
@@ -20,22 +20,22 @@ use trident_kernels::gemm_tc::{BK, CONFIGS, LARGE, SMALL};
 use trident_kernels::simt::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 use trident_testkit::{kernel_tests, reference, rng};
 
-fn round(t: HalfType, x: f32) -> u16 {
+fn round(t: HalfFormat, x: f32) -> u16 {
     match t {
-        HalfType::Bf16 => f32_to_bf16(x),
-        HalfType::F16 => f32_to_f16(x),
+        HalfFormat::Bf16 => f32_to_bf16(x),
+        HalfFormat::F16 => f32_to_f16(x),
     }
 }
 
-fn widen(t: HalfType, bits: u16) -> f32 {
+fn widen(t: HalfFormat, bits: u16) -> f32 {
     match t {
-        HalfType::Bf16 => bf16_to_f32(bits),
-        HalfType::F16 => f16_to_f32(bits),
+        HalfFormat::Bf16 => bf16_to_f32(bits),
+        HalfFormat::F16 => f16_to_f32(bits),
     }
 }
 
 /// `n` random 16-bit values in [-scale, scale).
-fn random_half(rng: &mut StdRng, t: HalfType, n: usize, scale: f32) -> Vec<u16> {
+fn random_half(rng: &mut StdRng, t: HalfFormat, n: usize, scale: f32) -> Vec<u16> {
     (0..n).map(|_| round(t, rng.gen_range(-scale..scale))).collect()
 }
 
@@ -43,21 +43,21 @@ fn random_half(rng: &mut StdRng, t: HalfType, n: usize, scale: f32) -> Vec<u16> 
 trait Out: GemmTcOutput + Copy + PartialEq + std::fmt::Debug {
     const POISON: Self;
     /// Relative rounding of the output for input type `t`.
-    fn rounding(t: HalfType) -> f64;
-    fn value(self, t: HalfType) -> f64;
-    fn from_value(t: HalfType, v: f32) -> Self;
+    fn rounding(t: HalfFormat) -> f64;
+    fn value(self, t: HalfFormat) -> f64;
+    fn from_value(t: HalfFormat, v: f32) -> Self;
     fn is_poison(self) -> bool;
 }
 
 impl Out for f32 {
     const POISON: f32 = f32::NAN;
-    fn rounding(_: HalfType) -> f64 {
+    fn rounding(_: HalfFormat) -> f64 {
         0.0
     }
-    fn value(self, _: HalfType) -> f64 {
+    fn value(self, _: HalfFormat) -> f64 {
         f64::from(self)
     }
-    fn from_value(_: HalfType, v: f32) -> f32 {
+    fn from_value(_: HalfFormat, v: f32) -> f32 {
         v
     }
     fn is_poison(self) -> bool {
@@ -68,16 +68,16 @@ impl Out for f32 {
 impl Out for u16 {
     /// NaN in both bf16 and f16.
     const POISON: u16 = 0xFFFF;
-    fn rounding(t: HalfType) -> f64 {
+    fn rounding(t: HalfFormat) -> f64 {
         match t {
-            HalfType::Bf16 => 2f64.powi(-8),
-            HalfType::F16 => 2f64.powi(-11),
+            HalfFormat::Bf16 => 2f64.powi(-8),
+            HalfFormat::F16 => 2f64.powi(-11),
         }
     }
-    fn value(self, t: HalfType) -> f64 {
+    fn value(self, t: HalfFormat) -> f64 {
         f64::from(widen(t, self))
     }
-    fn from_value(t: HalfType, v: f32) -> u16 {
+    fn from_value(t: HalfFormat, v: f32) -> u16 {
         round(t, v)
     }
     fn is_poison(self) -> bool {
@@ -90,7 +90,7 @@ impl Out for u16 {
 struct Case {
     trans_a: bool,
     trans_b: bool,
-    input: HalfType,
+    input: HalfFormat,
     bias: bool,
     gelu: bool,
     residual: bool,
@@ -225,7 +225,7 @@ fn gemm_tc_matches_f64_reference(device: &Device) {
     let layouts = [(false, true), (false, false), (true, false)];
     let mut i = 0usize;
     for (trans_a, trans_b) in layouts {
-        for input in [HalfType::Bf16, HalfType::F16] {
+        for input in [HalfFormat::Bf16, HalfFormat::F16] {
             for f32_out in [true, false] {
                 // Cycle the 8 epilogues, the 2 tiles and split-K over the 12 cases.
                 let (bias, gelu, residual) = (i & 1 != 0, i & 2 != 0, i & 4 != 0);
@@ -264,7 +264,7 @@ fn gemm_tc_matches_f64_reference(device: &Device) {
     let case = |plan| Case {
         trans_a: false,
         trans_b: true,
-        input: HalfType::Bf16,
+        input: HalfFormat::Bf16,
         bias: true,
         gelu: false,
         residual: false,
@@ -292,7 +292,7 @@ fn gemm_tc_split_k_matches_f64_reference(device: &Device) {
         let i = splits - 2;
         let (bias, gelu, residual) = (i & 1 != 0, i & 2 != 0, i & 4 != 0);
         let (trans_a, trans_b) = [(true, false), (false, true), (false, false)][i % 3];
-        let input = if i % 4 == 3 { HalfType::F16 } else { HalfType::Bf16 };
+        let input = if i % 4 == 3 { HalfFormat::F16 } else { HalfFormat::Bf16 };
         let (m, n, _) = random_shape(&mut rng);
         // One slice per split, the last one short by 1 to 31 elements; 8 splits over 7 slices
         // leave the last one nothing to reduce (its partial is zeros).
@@ -322,7 +322,7 @@ fn gemm_tc_split_k_workspace_is_reused(device: &Device) {
     let case = |plan| Case {
         trans_a: true,
         trans_b: false,
-        input: HalfType::Bf16,
+        input: HalfFormat::Bf16,
         bias: true,
         gelu: false,
         residual: false,
@@ -341,7 +341,7 @@ fn gemm_tc_split_k_workspace_is_reused(device: &Device) {
     let a = Buffer::from_slice(device, &vec![0u16; 150 * 256]).unwrap();
     let b = Buffer::from_slice(device, &vec![0u16; 256 * 200]).unwrap();
     let mut c = Buffer::<f32>::zeros(device, 150 * 200).unwrap();
-    let spec = GemmTc::new(150, 200, 256, HalfType::Bf16).with_plan(big);
+    let spec = GemmTc::new(150, 200, 256, HalfFormat::Bf16).with_plan(big);
     let err = launch::gemm_tc_with_workspace(
         &k,
         &mut c.view_mut(..).unwrap(),
@@ -368,7 +368,7 @@ fn gemm_tc_split_k_is_independent_of_block_order(device: &Device) {
         let case = Case {
             trans_a: true,
             trans_b: false,
-            input: HalfType::Bf16,
+            input: HalfFormat::Bf16,
             bias: true,
             gelu: true,
             residual: false,
@@ -422,7 +422,7 @@ fn gemm_tc_main_loop_is_conflict_free(device: &Device) {
             let a = Buffer::from_slice(device, &vec![f32_to_bf16(0.5); m * kk]).unwrap();
             let b = Buffer::from_slice(device, &vec![f32_to_bf16(0.25); kk * n]).unwrap();
             let mut c = Buffer::<f32>::uninit(device, m * n).unwrap();
-            let mut spec = GemmTc::new(m, n, kk, HalfType::Bf16).with_plan(GemmTcPlan {
+            let mut spec = GemmTc::new(m, n, kk, HalfFormat::Bf16).with_plan(GemmTcPlan {
                 config,
                 splits: 1,
                 k_split: kk,
@@ -523,14 +523,14 @@ fn gemm_tc_checks_its_arguments(device: &Device) {
         let (a, b) = (a.view(..).unwrap(), a.view(..).unwrap());
         launch::gemm_tc::<f32>(&k, &mut c.view_mut(..).unwrap(), &a, &b, None, None, &spec)
     };
-    let err = run(&mut c, GemmTc::new(64, 64, 60, HalfType::Bf16).trans_b()).unwrap_err();
+    let err = run(&mut c, GemmTc::new(64, 64, 60, HalfFormat::Bf16).trans_b()).unwrap_err();
     assert!(err.to_string().contains("not a multiple of 8"), "{err}");
-    let err = run(&mut c, GemmTc::new(64, 64, 64, HalfType::Bf16).trans_a().trans_b()).unwrap_err();
+    let err = run(&mut c, GemmTc::new(64, 64, 64, HalfFormat::Bf16).trans_a().trans_b()).unwrap_err();
     assert!(err.to_string().contains("both transposed"), "{err}");
-    let err = run(&mut c, GemmTc::new(64, 72, 64, HalfType::F16)).unwrap_err();
+    let err = run(&mut c, GemmTc::new(64, 72, 64, HalfFormat::F16)).unwrap_err();
     assert!(matches!(err, LaunchError::TooShort { what: "B", .. }), "{err}");
     let plan = GemmTcPlan { config: LARGE, splits: 1, k_split: 32 };
-    let err = run(&mut c, GemmTc::new(64, 64, 64, HalfType::Bf16).with_plan(plan)).unwrap_err();
+    let err = run(&mut c, GemmTc::new(64, 64, 64, HalfFormat::Bf16).with_plan(plan)).unwrap_err();
     assert!(err.to_string().contains("does not cover"), "{err}");
     // A view starting 8 bytes into its buffer is not 16-byte aligned for cp.async.
     let err = launch::gemm_tc::<f32>(
@@ -540,7 +540,7 @@ fn gemm_tc_checks_its_arguments(device: &Device) {
         &a.view(..).unwrap(),
         None,
         None,
-        &GemmTc::new(8, 8, 8, HalfType::Bf16),
+        &GemmTc::new(8, 8, 8, HalfFormat::Bf16),
     )
     .unwrap_err();
     assert!(err.to_string().contains("16-byte aligned"), "{err}");
@@ -553,12 +553,12 @@ fn gemm_tc_checks_its_arguments(device: &Device) {
         &a.view(..).unwrap(),
         None,
         Some(&r.view(..).unwrap()),
-        &GemmTc::new(64, 64, 64, HalfType::Bf16).accumulate(),
+        &GemmTc::new(64, 64, 64, HalfFormat::Bf16).accumulate(),
     )
     .unwrap_err();
     assert!(err.to_string().contains("no residual"), "{err}");
     // GeLU's derivative needs GeLU's input as the residual.
-    let err = run(&mut c, GemmTc::new(64, 64, 64, HalfType::Bf16).gelu_grad()).unwrap_err();
+    let err = run(&mut c, GemmTc::new(64, 64, 64, HalfFormat::Bf16).gelu_grad()).unwrap_err();
     assert!(err.to_string().contains("GeLU's input"), "{err}");
 }
 

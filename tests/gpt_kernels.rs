@@ -254,80 +254,6 @@ fn attention(device: &Device) {
     attention_case(&k, device, &mut rng, AttentionShape { b: 2, t, nh: 3, hs: 128 }, false);
 }
 
-fn crossentropy(device: &Device) {
-    let k = Kernels::load(device).unwrap();
-    let mut rng = rng("crossentropy");
-    let (rows, v): (usize, usize) = (rng.gen_range(1..30), rng.gen_range(2..700));
-    let vp = v.div_ceil(64) * 64;
-    let logits = uniform(&mut rng, rows * vp, 4.0);
-    let targets: Vec<u32> = (0..rows).map(|_| rng.gen_range(0..v as u32)).collect();
-    let dt = Buffer::from_slice(device, &targets).unwrap();
-    let want = refs::cross_entropy(&f64s(&logits), &targets, v, vp);
-    let dloss = 1.0 / rows as f32;
-
-    let mut l = buf(device, &logits);
-    let mut losses = poisoned(device, rows);
-    launch::crossentropy(
-        &k,
-        &mut l.view_mut(..).unwrap(),
-        &mut losses.view_mut(..).unwrap(),
-        &dt.view(..).unwrap(),
-        rows,
-        v,
-        vp,
-        None,
-    )
-    .unwrap();
-    assert_close("crossentropy loss", &losses.to_vec().unwrap(), &want, approx_tol(device, 1e-6));
-    assert_eq!(l.to_vec().unwrap(), logits, "without a gradient the logits stay");
-
-    launch::crossentropy(
-        &k,
-        &mut l.view_mut(..).unwrap(),
-        &mut losses.view_mut(..).unwrap(),
-        &dt.view(..).unwrap(),
-        rows,
-        v,
-        vp,
-        Some(dloss),
-    )
-    .unwrap();
-    // d(mean loss)/d logits, by the closed form (checked against finite differences below).
-    let mut want_g = vec![0.0f64; rows * vp];
-    for r in 0..rows {
-        let row = &logits[r * vp..r * vp + v];
-        let m = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
-        let z: f64 = row.iter().map(|&x| (x as f64 - m).exp()).sum();
-        for i in 0..v {
-            want_g[r * vp + i] = ((row[i] as f64 - m).exp() / z
-                - if i == targets[r] as usize { 1.0 } else { 0.0 })
-                * dloss as f64;
-        }
-    }
-    assert_close("crossentropy dlogits", &l.to_vec().unwrap(), &want_g, approx_tol(device, 1e-5));
-
-    // Finite differences on a tiny case.
-    let (rows, v, vp) = (2, 5, 8);
-    let logits: Vec<f64> = uniform(&mut rng, rows * vp, 2.0).iter().map(|&x| x as f64).collect();
-    let targets = [1u32, 4];
-    let fd =
-        weighted_differences(&logits, &[dloss as f64; 2], 1e-6, |x| refs::cross_entropy(x, &targets, v, vp));
-    let mut l = buf(device, &logits.iter().map(|&x| x as f32).collect::<Vec<_>>());
-    let mut losses = poisoned(device, rows);
-    launch::crossentropy(
-        &k,
-        &mut l.view_mut(..).unwrap(),
-        &mut losses.view_mut(..).unwrap(),
-        &Buffer::from_slice(device, &targets).unwrap().view(..).unwrap(),
-        rows,
-        v,
-        vp,
-        Some(dloss),
-    )
-    .unwrap();
-    assert_close("crossentropy finite differences", &l.to_vec().unwrap(), &fd, 1e-4);
-}
-
 fn adamw_and_norm(device: &Device) {
     let k = Kernels::load(device).unwrap();
     let mut rng = rng("adamw");
@@ -376,4 +302,4 @@ fn adamw_and_norm(device: &Device) {
     assert_close("scale", &dp.to_vec().unwrap(), &want_s, 1e-6);
 }
 
-kernel_tests!(encoder, layernorm, linear, attention, crossentropy, adamw_and_norm);
+kernel_tests!(encoder, layernorm, linear, attention, adamw_and_norm);

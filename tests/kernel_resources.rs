@@ -1,6 +1,7 @@
 //! Keeps `perfmodel/resources.tsv` — every kernel's registers and static shared memory per
 //! `ptxas` target, which the time model reads — in step with the embedded machine code. Reads
-//! the table `build.rs` made from its `ptxas -v` reports (`trident::kernels::RESOURCES`) for
+//! the tables the builds made from their `ptxas -v` reports (`trident::kernels::RESOURCES`, and
+//! `trident_dev::RESOURCES` for the scalar generations and designs the benchmark predicts) for
 //! each target the model predicts (sm_80 for A100, sm_86 for the RTX A6000, sm_90 for
 //! H100/H200) and fails when the checked-in table differs.
 //! `TRIDENT_UPDATE_RESOURCES=1` rewrites the table instead.
@@ -21,7 +22,11 @@ fn checked_in_kernel_resources_match_ptxas() {
         return;
     }
     // The build's table, read from its `ptxas -v` reports by trident-ptx-builder.
-    let built = resources::parse(trident::kernels::RESOURCES).expect("the build's resource table parses");
+    let mut built = resources::parse(trident::kernels::RESOURCES).expect("the build's resource table parses");
+    if trident_dev::NO_CUBINS.is_none() {
+        built
+            .extend(resources::parse(trident_dev::RESOURCES).expect("the dev build's resource table parses"));
+    }
     let rows: Vec<_> = built.into_iter().filter(|r| TARGETS.contains(&r.arch.as_str())).collect();
     for arch in TARGETS {
         assert!(rows.iter().any(|r| r.arch == *arch), "the build reported no {arch} kernels");

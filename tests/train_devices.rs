@@ -33,7 +33,7 @@ fn losses(device: &Device, seed: u64, repeat: bool) -> Vec<f32> {
         micro_batch: b,
         global_batch: 2 * b,
         seq_len: t,
-        schedule: LrSchedule {
+        lr_schedule: LrSchedule {
             max_lr: 1e-2,
             min_lr: 1e-3,
             warmup_iters: 1,
@@ -80,7 +80,7 @@ fn small_run(device: &Device, precision: Precision, steps: usize) -> Vec<f32> {
         micro_batch: b,
         global_batch: b,
         seq_len: t,
-        schedule: LrSchedule {
+        lr_schedule: LrSchedule {
             max_lr: 1e-2,
             min_lr: 1e-3,
             warmup_iters: 5,

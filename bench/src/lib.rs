@@ -1,7 +1,8 @@
 //! `trident bench kernels`: Trident's kernels at the sizes that matter (square GEMMs, the
-//! GPT-2 layer's GEMMs, causal attention, every memory-bound kernel) and the published SGEMM
-//! designs, timed on `Cuda` or counted on `Emu` and predicted by the time model
-//! (`trident-perfmodel`) for a named GPU.
+//! GPT-2 layer's GEMMs, causal attention, every memory-bound kernel) beside the scalar
+//! generations they replaced and the published SGEMM designs (both `trident-dev`'s), timed
+//! on `Cuda` or counted on `Emu` and predicted by the time model (`trident-perfmodel`) for a
+//! named GPU.
 //!
 //! Counting on `Emu` runs a sample of each grid ([`BlockSample::Edges`]) and, where the work
 //! repeats exactly, less of it: a GEMM at two short `K` (its counters are affine in the
@@ -13,7 +14,6 @@
 //! count ([`Bench::count_launches`]). Cases of several launches are predicted one after the
 //! other ([`predict_launches`]).
 
-pub mod designs;
 pub mod memory;
 pub mod step;
 
@@ -21,13 +21,13 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use trident_perfmodel::{Prediction, Target, Workload};
-use trident_runtime::{set_block_sample, BlockSample, Buffer, Device, Module};
+use trident_runtime::{set_block_sample, BlockSample, Buffer, Device};
 
-use designs::SgemmDesign;
 use trident::launch::{
-    self, AdamW, AttentionShape, EncoderShape, FlashAttentionShape, Gemm, GemmTc, GemmTcPlan, HalfType,
+    self, AdamW, AttentionShape, EncoderShape, FlashAttentionShape, Gemm, GemmTc, GemmTcPlan, HalfFormat,
     Kernels, Transpose,
 };
+use trident_dev::designs::SgemmDesign;
 
 /// The AdamW step every benchmarked update takes (GPT-2's settings; the values do not change
 /// the work).
@@ -166,12 +166,12 @@ pub fn suite() -> Vec<Case> {
         cases.push(case(format!("gemm {s}^3 (nn)"), Op::Gemm(Gemm::new(s, s, s))));
     }
     for s in [4096, 8192] {
-        let g = GemmTc::new(s, s, s, HalfType::Bf16).trans_b();
+        let g = GemmTc::new(s, s, s, HalfFormat::Bf16).trans_b();
         cases.push(case(format!("tc gemm {s}^3 bf16 (nt)"), Op::GemmTc(g, TcOut::B16)));
     }
     let (r, c) = (GPT2_TC_ROWS, GPT2_C);
     for (what, oc, ic) in [("qkv", 3 * c, c), ("attn proj", c, c), ("fc", 4 * c, c), ("fc proj", c, 4 * c)] {
-        let bf16 = HalfType::Bf16;
+        let bf16 = HalfFormat::Bf16;
         cases.push(case(
             format!("tc gpt2 {what} fwd {r}x{oc}x{ic} bf16 (nt)"),
             Op::GemmTc(GemmTc::new(r, oc, ic, bf16).trans_b(), TcOut::B16),
@@ -257,7 +257,7 @@ fn gemm_tc_kernel(g: &GemmTc, out: TcOut) -> &'static str {
         (Transpose::No, Transpose::Yes) => "nt",
         _ => "tn",
     };
-    let input = if g.input == HalfType::Bf16 { "bf16" } else { "f16" };
+    let input = if g.input == HalfFormat::Bf16 { "bf16" } else { "f16" };
     let out = if out == TcOut::F32 { "f32" } else { "b16" };
     let name = format!("gemm_tc_{input}_{layout}_{out}_{}", plan.config.suffix);
     trident_kernels::gemm_tc::KERNEL_NAMES
@@ -479,7 +479,7 @@ impl Op {
     fn launch(
         &self,
         k: &Kernels,
-        module: &Module,
+        dev: &Kernels,
         bufs: &mut Buffers,
     ) -> Result<Option<trident_runtime::LaunchStats>, launch::LaunchError> {
         if let (Op::Vector(v), Some(b)) = (self, bufs.v.as_mut()) {
@@ -528,16 +528,11 @@ impl Op {
             }
             _ => {}
         }
-        self.launch_one(k, module, bufs).map(|()| None)
+        self.launch_one(k, dev, bufs).map(|()| None)
     }
 
     /// Launches a case of one launch on f32 buffers.
-    fn launch_one(
-        &self,
-        k: &Kernels,
-        module: &Module,
-        bufs: &mut Buffers,
-    ) -> Result<(), launch::LaunchError> {
+    fn launch_one(&self, k: &Kernels, dev: &Kernels, bufs: &mut Buffers) -> Result<(), launch::LaunchError> {
         let f = &mut bufs.f;
         match self {
             Op::FlashForward(_) | Op::FlashBackward(..) => unreachable!("launched on bf16 buffers"),
@@ -565,7 +560,7 @@ impl Op {
             Op::Design { design, size } => {
                 let [c, a, b] = three(f);
                 design.launch(
-                    module,
+                    dev,
                     &mut c.view_mut(..)?,
                     &a.view(..)?,
                     &b.view(..)?,
@@ -590,11 +585,11 @@ impl Op {
             }
             Op::GeluForward { .. } => {
                 let (out, rest) = f.split_at_mut(1);
-                launch::gelu_forward(k, &mut out[0].view_mut(..)?, &rest[0].view(..)?)
+                trident_dev::scalar::gelu_forward(dev, &mut out[0].view_mut(..)?, &rest[0].view(..)?)
             }
             Op::GeluBackward { .. } => {
                 let [d, inp, dout] = three(f);
-                launch::gelu_backward(k, &mut d.view_mut(..)?, &inp.view(..)?, &dout.view(..)?)
+                trident_dev::scalar::gelu_backward(dev, &mut d.view_mut(..)?, &inp.view(..)?, &dout.view(..)?)
             }
             Op::LayerNormForward { rows, c } => {
                 let (outs, ins) = f.split_at_mut(3);
@@ -643,8 +638,8 @@ impl Op {
             }
             Op::CrossEntropy { rows, v, vp } => {
                 let (logits, losses) = f.split_at_mut(1);
-                launch::crossentropy(
-                    k,
+                trident_dev::scalar::crossentropy(
+                    dev,
                     &mut logits[0].view_mut(..)?,
                     &mut losses[0].view_mut(..)?,
                     &bufs.u[0].view(..)?,
@@ -697,19 +692,19 @@ pub fn predict_launches(
     Ok(longest)
 }
 
-/// The kernels and the raw module (for the design kernels) on one device.
+/// Trident's kernels and the dev kernels (`trident-dev`: the scalar generations and the
+/// designs) on one device.
 pub struct Bench {
     /// Trident's kernels, through the launch wrappers.
     pub kernels: Kernels,
-    /// The same module, for launching the design kernels directly.
-    pub module: Module,
+    /// The dev kernels.
+    pub dev: Kernels,
 }
 
 impl Bench {
     /// Loads the kernels on `device` (`Emu` or `Cuda`).
     pub fn load(device: &Device) -> anyhow::Result<Bench> {
-        let kernels = Kernels::load(device)?;
-        Ok(Bench { module: kernels.module().clone(), kernels })
+        Ok(Bench { kernels: Kernels::load(device)?, dev: trident_dev::load(device)? })
     }
 
     fn device(&self) -> &Device {
@@ -736,7 +731,7 @@ impl Bench {
     fn count_sampled(&self, op: &Op, kernel: &str, sample: BlockSample) -> anyhow::Result<Workload> {
         let mut bufs = op.buffers(self.device())?;
         let previous = set_block_sample(sample);
-        let result = op.launch(&self.kernels, &self.module, &mut bufs);
+        let result = op.launch(&self.kernels, &self.dev, &mut bufs);
         set_block_sample(previous);
         let captured = result?;
         let stats = captured
@@ -860,7 +855,7 @@ impl Bench {
             (filled(dev, size * size, 0)?, filled(dev, size * k, 1)?, filled(dev, k * size, 2)?);
         let previous = set_block_sample(BlockSample::Edges);
         let result = design.launch(
-            &self.module,
+            &self.dev,
             &mut c.view_mut(..)?,
             &a.view(..)?,
             &b.view(..)?,
@@ -878,13 +873,13 @@ impl Bench {
     /// Mean seconds per launch of the case on `Cuda`, over at least `min_seconds` of launches.
     pub fn time(&self, case: &Case, min_seconds: f64) -> anyhow::Result<f64> {
         let mut bufs = case.op.buffers(self.device())?;
-        case.op.launch(&self.kernels, &self.module, &mut bufs)?;
+        case.op.launch(&self.kernels, &self.dev, &mut bufs)?;
         self.device().synchronize()?;
         let (mut iters, start) = (0u32, Instant::now());
         let mut batch = 1;
         loop {
             for _ in 0..batch {
-                case.op.launch(&self.kernels, &self.module, &mut bufs)?;
+                case.op.launch(&self.kernels, &self.dev, &mut bufs)?;
             }
             self.device().synchronize()?;
             iters += batch;
@@ -1125,11 +1120,15 @@ mod tests {
         for c in &cases {
             assert!(c.bytes() > 0, "{}", c.name);
             assert_eq!(c.flops() > 0.0, c.group() != Group::Memory, "{}", c.name);
-            assert!(trident::kernels::module_source()
-                .host_kernels
-                .iter()
-                .flat_map(|g| g.iter())
-                .any(|k| k.name == c.kernel()));
+            let in_module = |m: trident_runtime::ModuleSource<'static>| {
+                m.host_kernels.iter().flat_map(|g| g.iter()).any(|k| k.name == c.kernel())
+            };
+            assert!(
+                in_module(trident::kernels::module_source()) || in_module(trident_dev::module_source()),
+                "{}: no kernel {}",
+                c.name,
+                c.kernel()
+            );
         }
     }
 }

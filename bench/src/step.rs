@@ -25,9 +25,9 @@ use trident_runtime::{record_launches, set_block_sample, BlockSample, Buffer, De
 
 use super::memory::VecOp;
 use super::{filled, filled_bf16, predict_launches, Bench, Case, FlashStep, Op, TcOut};
-use trident::launch::{self, EncoderShape, FlashAttentionShape, GemmTc, HalfType};
+use trident::launch::{self, EncoderShape, FlashAttentionShape, GemmTc, HalfFormat};
 use trident::model::{GptConfig, ShardLayout, ShardPlace};
-use trident::ops::{HalfFormat, OpsContext};
+use trident::ops::OpsContext;
 use trident::optim::{AdamW, AdamWConfig};
 
 /// The step a prediction is for: a model, its micro-batch and how many micro-batches a step
@@ -153,7 +153,7 @@ pub fn step_launches(s: &StepShape) -> Vec<StepLaunch> {
     let (v, vp, l) = (cfg.vocab_size, cfg.padded_vocab_size, cfg.num_layers as u64);
     let n = b * t;
     let mb = s.micro_batches as u64;
-    let bf16 = HalfType::Bf16;
+    let bf16 = HalfFormat::Bf16;
     let mut out = Vec::new();
     let mut add = |name: &str, op: StepOp, count: u64| out.push(StepLaunch { name: name.into(), op, count });
     let case = |op: Op| StepOp::Case(op, 0);

@@ -3,7 +3,7 @@
 //! counted for one (sequence, head) and scaled equals it counted for all, for the f32 kernel
 //! and for the tensor-core flash attention (forward and the backward's main launch).
 
-use trident::launch::{AttentionShape, FlashAttentionShape, Gemm, GemmTc, GemmTcPlan, HalfType};
+use trident::launch::{AttentionShape, FlashAttentionShape, Gemm, GemmTc, GemmTcPlan, HalfFormat};
 use trident::runtime::Device;
 use trident_bench::{Bench, Case, FlashStep, Op, TcOut};
 use trident_kernels::gemm_tc::{Config, BK, SMALL};
@@ -67,7 +67,7 @@ fn split_plan(config: Config, splits: usize, k_split_slices: usize) -> GemmTcPla
 #[test]
 fn bench_counts_of_tensor_core_gemms_extrapolated_in_k_equal_the_whole_launch() {
     let bench = Bench::load(&Device::Emu).unwrap();
-    let g = GemmTc::new(130, 260, 320, HalfType::Bf16).trans_b();
+    let g = GemmTc::new(130, 260, 320, HalfFormat::Bf16).trans_b();
     let case = Case { name: "tc".into(), op: Op::GemmTc(g, TcOut::B16) };
     let extrapolated = bench.count(&case).unwrap();
     let whole = bench.count_exact(&case.op).unwrap();
@@ -87,7 +87,7 @@ fn bench_counts_of_split_k_gemms_extrapolated_in_k_equal_the_whole_launch() {
     // 3 splits of 9 slices over 26: the last range is one slice short.
     let plan = split_plan(SMALL, 3, 9);
     for out in [TcOut::F32, TcOut::B16] {
-        let g = GemmTc::new(104, 152, 26 * BK - 7, HalfType::Bf16).trans_a().with_plan(plan);
+        let g = GemmTc::new(104, 152, 26 * BK - 7, HalfFormat::Bf16).trans_a().with_plan(plan);
         let case = Case { name: "tc split".into(), op: Op::GemmTc(g, out) };
         let extrapolated = bench.count(&case).unwrap();
         let whole = bench.count_exact(&case.op).unwrap();

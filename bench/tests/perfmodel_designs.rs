@@ -1,12 +1,12 @@
 //! The time model against published measurements: the SGEMM worklog's designs (kernels 1-6,
-//! re-implemented in `trident_kernels::designs`), counted on `Emu` at 4096^3 and predicted on
+//! re-implemented in `trident_dev_kernels::designs`), counted on `Emu` at 4096^3 and predicted on
 //! the RTX A6000 they were measured on. Every prediction must fall within 25% of the published
 //! GFLOP/s, and the designs must rank as published. Also checks that the designs compute
 //! `C = alpha A B + beta C` (they are test kernels, but a wrong kernel would validate nothing).
 
 use trident::runtime::{Buffer, Device};
-use trident_bench::designs::SgemmDesign;
 use trident_bench::Bench;
+use trident_dev::designs::SgemmDesign;
 use trident_perfmodel::Target;
 use trident_testkit::reference;
 
@@ -91,7 +91,7 @@ fn sgemm_designs_compute_the_product() {
         let (ab, bb) = (Buffer::from_slice(&device, &a).unwrap(), Buffer::from_slice(&device, &b).unwrap());
         let mut cb = Buffer::from_slice(&device, &c0).unwrap();
         d.launch(
-            &bench.module,
+            &bench.dev,
             &mut cb.view_mut(..).unwrap(),
             &ab.view(..).unwrap(),
             &bb.view(..).unwrap(),
@@ -121,7 +121,7 @@ fn tiled_designs_refuse_partial_tiles() {
     let mut c = Buffer::<f32>::zeros(&device, 100 * 128).unwrap();
     let err = SgemmDesign::Tiled2d
         .launch(
-            &bench.module,
+            &bench.dev,
             &mut c.view_mut(..).unwrap(),
             &a.view(..).unwrap(),
             &b.view(..).unwrap(),

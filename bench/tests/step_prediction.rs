@@ -59,7 +59,7 @@ fn trainer_launches(shape: &StepShape) -> BTreeMap<Key, u64> {
         micro_batch: shape.micro_batch,
         global_batch: shape.micro_batch * shape.micro_batches,
         seq_len: shape.seq_len,
-        schedule: LrSchedule {
+        lr_schedule: LrSchedule {
             max_lr: 1e-3,
             min_lr: 0.0,
             warmup_iters: 0,

@@ -176,7 +176,7 @@ impl Start {
 
 /// For a checkpoint `dir` that failed to load: the latest earlier checkpoint beside it that
 /// loads whole, as a note that `--load` can resume from it (empty when there is none).
-fn earlier_intact(dir: &Path) -> String {
+pub(crate) fn earlier_intact(dir: &Path) -> String {
     let (Some(parent), Some(step)) =
         (dir.parent(), dir.file_name().and_then(|n| n.to_str()?.strip_prefix("step_")?.parse::<u64>().ok()))
     else {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use trident::model::{GptConfig, Precision};
 
-use crate::plan::{run_with, PlanArgs};
+use crate::plan::{run_with, PlanArgs, CALIBRATE_MAX_RANKS};
 use crate::train_args::TrainArgs;
 
 /// `trident train --dry-run`: the plan of the configured run on this machine (calibrated),
@@ -19,6 +19,12 @@ pub fn run(
     global_batch: usize,
     precision: Precision,
 ) -> anyhow::Result<()> {
+    if train.world_size > CALIBRATE_MAX_RANKS {
+        anyhow::bail!(
+            "--dry-run plans --world-size {} as rank threads of this machine; it takes at most {CALIBRATE_MAX_RANKS}",
+            train.world_size
+        );
+    }
     let args = PlanArgs {
         model: None,
         num_layers: Some(config.num_layers),
@@ -34,7 +40,10 @@ pub fn run(
         use_distributed_optimizer: train.use_distributed_optimizer,
         recompute_granularity: train.recompute_granularity,
         sequence_parallel: train.sequence_parallel,
-        overlap_grad_reduce: false,
+        // The trainer overlaps the DP reduction with the backward unless ZeRO-1 (the calibrated
+        // simulation does the same; the plan's detail says so).
+        overlap_grad_reduce: !train.use_distributed_optimizer,
+        model_flags: Default::default(),
         bf16: precision == Precision::Bf16,
         fp16: precision == Precision::Fp16,
         tf32: false,
@@ -48,6 +57,9 @@ pub fn run(
         reserve_gib: 0.0,
         search: false,
         top: 1,
+        no_sequence_parallel: !train.sequence_parallel,
+        no_distributed_optimizer: !train.use_distributed_optimizer,
+        no_interleaving: train.num_layers_per_virtual_pipeline_stage.is_none(),
         train_tokens: 0.0,
         price_per_gpu_hour: None,
         node_price: Vec::new(),

@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Args;
 use std::time::Duration;
-use trident_collectives::launch::{self, LaunchOptions};
+use trident_collectives::launcher::{self, LauncherOptions};
 
 /// `trident launch`: the ranks of this node and the rendezvous, as torchrun's flags name
 /// them; each rank gets `RANK`, `LOCAL_RANK`, `WORLD_SIZE` and the master's address in its
@@ -40,14 +40,14 @@ pub fn run(args: LaunchArgs) -> anyhow::Result<i32> {
     let signal_grace = Duration::try_from_secs_f64(args.signal_grace_s).map_err(|_| {
         anyhow::anyhow!("--signal-grace-s {} is not a number of seconds >= 0", args.signal_grace_s)
     })?;
-    let opts = LaunchOptions {
+    let opts = LauncherOptions {
         nnodes: args.nnodes,
         node_rank: args.node_rank,
         master_addr: args.master_addr,
         master_port: args.master_port,
         signal_grace,
-        ..LaunchOptions::default()
+        ..LauncherOptions::default()
     };
-    launch::run(args.nproc_per_node, &args.command, &opts)
+    launcher::run(args.nproc_per_node, &args.command, &opts)
         .with_context(|| format!("launching {} ranks of {:?}", args.nproc_per_node, args.command))
 }

@@ -13,6 +13,7 @@ pub mod common;
 pub mod dry_run;
 pub mod launch;
 pub mod plan;
+pub mod plan_model;
 pub mod progress;
 pub mod sample;
 pub mod train;

@@ -14,6 +14,7 @@ use trident_hardware::{Hardware, GIB};
 use trident::calibrate::local;
 use trident::calibrate::local_search::{local_run, time_layouts, trainer_bytes, SEARCH_BUDGET};
 use trident::calibrate::machine as calibrate;
+use trident_plan::inputs::{check_float, check_size, checked_product};
 use trident_plan::report::{detail, plan_json, problem_json, table, Costing};
 use trident_plan::search::{explain, recommendations, search, Space};
 use trident_plan::Recompute;
@@ -113,6 +114,19 @@ pub struct PlanArgs {
     /// Rows of the ranked table.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
+    // What --search may not vary, to search a stack as it was (a 2021 Megatron-LM: no
+    // sequence parallelism, no distributed optimizer; or any subset): each pins a setting off.
+    // On: --sequence-parallel, --use-distributed-optimizer, and
+    // --num-layers-per-virtual-pipeline-stage; --recompute-granularity none pins recomputation.
+    /// --search: no sequence parallelism (the default of one layout).
+    #[arg(long, conflicts_with = "sequence_parallel")]
+    pub no_sequence_parallel: bool,
+    /// --search: no distributed optimizer (the default of one layout).
+    #[arg(long, conflicts_with = "use_distributed_optimizer")]
+    pub no_distributed_optimizer: bool,
+    /// --search: no interleaving, one model chunk per stage (the default of one layout).
+    #[arg(long, conflicts_with = "num_layers_per_virtual_pipeline_stage")]
+    pub no_interleaving: bool,
     /// Tokens to train, for days and cost.
     #[arg(long, default_value_t = 300e9)]
     pub train_tokens: f64,
@@ -139,6 +153,9 @@ pub struct PlanArgs {
     /// ranks sharing its cores).
     #[arg(long)]
     pub calibrate: bool,
+    /// Overlap, fusion and network flags, and --validate.
+    #[command(flatten)]
+    pub model_flags: crate::plan_model::ModelFlags,
 }
 
 impl PlanArgs {
@@ -197,13 +214,9 @@ impl PlanArgs {
     }
 }
 
-/// The most any size flag may be: far above every real run, far below where the planner's
-/// products of sizes (elements, bytes, FLOPs) could overflow.
-const MAX_SIZE: usize = 1 << 24;
-
-/// Refuses flags no run can have, naming the flag: sizes of 0 or past [`MAX_SIZE`], a cluster
+/// Refuses flags no run can have, naming the flag: sizes of 0 or past [`trident_plan::MAX_SIZE`], a cluster
 /// whose GPU count overflows, and floats that are negative, zero where they divide, NaN or
-/// infinite.
+/// infinite (the planner checks the problem again, [`trident_plan::check_problem`]).
 fn validate(args: &PlanArgs) -> anyhow::Result<()> {
     let sizes = [
         ("--num-layers", args.num_layers),
@@ -220,18 +233,15 @@ fn validate(args: &PlanArgs) -> anyhow::Result<()> {
         ("--nodes", Some(args.nodes)),
     ];
     for (flag, value) in sizes {
-        match value {
-            Some(0) => bail!("{flag} must be at least 1"),
-            Some(v) if v > MAX_SIZE => bail!("{flag} {v} is larger than the planner takes ({MAX_SIZE})"),
-            _ => {}
+        if let Some(v) = value {
+            check_size(flag, v).map_err(anyhow::Error::msg)?;
         }
     }
-    if args.gpus_per_node.checked_mul(args.nodes).is_none_or(|g| g > MAX_SIZE) {
-        bail!(
-            "--nodes {} x --gpus-per-node {} is more GPUs than the planner takes ({MAX_SIZE})",
-            args.nodes,
-            args.gpus_per_node
-        );
+    checked_product(("--nodes", args.nodes), ("--gpus-per-node", args.gpus_per_node))
+        .map_err(anyhow::Error::msg)?;
+    if let (Some(tp), Some(pp)) = (args.tensor_model_parallel_size, args.pipeline_model_parallel_size) {
+        checked_product(("--tensor-model-parallel-size", tp), ("--pipeline-model-parallel-size", pp))
+            .map_err(anyhow::Error::msg)?;
     }
     let floats = [
         ("--reserve-gib", Some(args.reserve_gib), true),
@@ -241,15 +251,15 @@ fn validate(args: &PlanArgs) -> anyhow::Result<()> {
     ];
     for (flag, value, zero_ok) in floats {
         if let Some(v) = value {
-            let ok = v.is_finite() && (v > 0.0 || (zero_ok && v == 0.0));
-            if !ok {
-                let what = if zero_ok { "a finite number >= 0" } else { "a finite number > 0" };
-                bail!("{flag} must be {what}, not {v}");
-            }
+            check_float(flag, v, zero_ok).map_err(anyhow::Error::msg)?;
         }
     }
     Ok(())
 }
+
+/// The most rank threads `--calibrate` starts on this machine (`--gpus-per-node`; under
+/// `trident train --dry-run`, `--world-size`).
+pub(crate) const CALIBRATE_MAX_RANKS: usize = 256;
 
 /// Builds the problem from the flags (and the measured machine with --calibrate).
 pub fn problem(args: &PlanArgs) -> anyhow::Result<(Problem, Option<calibrate::Measured>)> {
@@ -261,6 +271,13 @@ pub fn problem(args: &PlanArgs) -> anyhow::Result<(Problem, Option<calibrate::Me
     let model = args.model()?;
     let mut measured = None;
     let gpu_name = if args.calibrate {
+        if args.gpus_per_node > CALIBRATE_MAX_RANKS {
+            bail!(
+                "--calibrate runs --gpus-per-node {} rank threads on this machine; it takes at most \
+                 {CALIBRATE_MAX_RANKS}",
+                args.gpus_per_node
+            );
+        }
         // The fp32 parameters, gradients and AdamW's two moments, 16 bytes a parameter, split
         // at best over every rank: a model above that is refused before anything is timed.
         let state = 16.0 * model.params(1) / GIB;
@@ -301,13 +318,28 @@ pub fn problem(args: &PlanArgs) -> anyhow::Result<(Problem, Option<calibrate::Me
         .context("--inter-node-link")?
         .clone();
     let global_batch = args.global_batch_size.unwrap_or(model.global_batch);
+    let f = &args.model_flags;
+    let built = f.build(&hw, gpu, intra, inter, args.gpus_per_node)?;
     let problem = Problem {
         global_batch,
-        cluster: Cluster { gpu, gpus_per_node: args.gpus_per_node, nodes: args.nodes, intra, inter },
+        cluster: Cluster {
+            gpu: built.gpu,
+            gpus_per_node: built.gpus_per_node,
+            nodes: args.nodes,
+            intra: built.intra,
+            inter: built.inter,
+            nics_per_node: built.nics_per_node,
+        },
         options: Options {
             precision: args.precision(),
             fused_attention: !args.unfused_attention,
             overlap_grad_reduce: args.overlap_grad_reduce,
+            overlap_param_gather: f.overlap_param_gather,
+            tp_comm_overlap: f.tp_comm_overlap,
+            overlap_p2p_communication: f.overlap_p2p_communication,
+            gradient_accumulation_fusion: !f.no_gradient_accumulation_fusion,
+            scatter_gather_tensors_in_pipeline: !f.no_scatter_gather_tensors_in_pipeline,
+            launch_blocking: f.launch_blocking,
             reserve_gib: args.reserve_gib,
         },
         model,
@@ -324,6 +356,7 @@ fn costing(args: &PlanArgs) -> anyhow::Result<Costing> {
             let usd: f64 = usd
                 .parse()
                 .with_context(|| format!("--node-price {s:?}: expected NAME=USD, e.g. dgx=200000"))?;
+            check_float("--node-price", usd, true).map_err(anyhow::Error::msg)?;
             Ok((name.to_string(), usd))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
@@ -333,6 +366,30 @@ fn costing(args: &PlanArgs) -> anyhow::Result<Costing> {
         node_prices,
         amortize_years: args.amortize_years,
     })
+}
+
+/// How the trainer reduces the data-parallel gradients, as the calibrated plan simulates it
+/// (`trident::calibrate::shared`): overlapped with the backward, as Megatron-LM's
+/// `--overlap-grad-reduce`, unless the distributed optimizer reduce-scatters them after it.
+fn dp_overlap_line(distributed_optimizer: bool) -> &'static str {
+    if distributed_optimizer {
+        "  data-parallel gradients: reduce-scattered after the backward and the parameters all-gathered after the \
+         step (--use-distributed-optimizer; not overlapped)"
+    } else {
+        "  data-parallel gradients: each layer's bucket all-reduced on the DP thread as soon as the last \
+         micro-batch's backward is past the layer, overlapping the rest of the backward (as Megatron-LM's \
+         --overlap-grad-reduce)"
+    }
+}
+
+/// A feature `--search` varies unless a flag pins it: `Some(true)` with the flag that turns
+/// it on, `Some(false)` with the one that turns it off, `None` (searched) with neither.
+fn pinned(on: bool, off: bool) -> Option<bool> {
+    match (on, off) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        _ => None,
+    }
 }
 
 /// Virtual stages from Megatron-LM's `--num-layers-per-virtual-pipeline-stage`.
@@ -356,6 +413,9 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
 
 /// `run`, with the trainer's model configuration when the caller has it.
 pub(crate) fn run_with(args: PlanArgs, config: Option<trident::model::GptConfig>) -> anyhow::Result<()> {
+    if args.model_flags.validate {
+        return crate::plan_model::validate();
+    }
     let (problem, measured) = problem(&args)?;
     let costing = costing(&args)?;
     let world = problem.cluster.world();
@@ -366,15 +426,16 @@ pub(crate) fn run_with(args: PlanArgs, config: Option<trident::model::GptConfig>
         pp,
         micro_batch: args.micro_batch_size,
         recompute: args.recompute_granularity,
-        sequence_parallel: args.sequence_parallel.then_some(true),
+        sequence_parallel: pinned(args.sequence_parallel, args.no_sequence_parallel),
         virtual_stages: match pp {
             Some(pp) => virtual_stages(&args, &problem.model, pp)?,
             None if args.num_layers_per_virtual_pipeline_stage.is_some() => {
                 bail!("--num-layers-per-virtual-pipeline-stage needs --pipeline-model-parallel-size")
             }
             None => None,
-        },
-        distributed_optimizer: args.use_distributed_optimizer.then_some(true),
+        }
+        .or(args.no_interleaving.then_some(1)),
+        distributed_optimizer: pinned(args.use_distributed_optimizer, args.no_distributed_optimizer),
     };
     let single = !args.search;
     let mut calibrated = None;
@@ -519,6 +580,11 @@ pub(crate) fn run_with(args: PlanArgs, config: Option<trident::model::GptConfig>
         c.intra.name,
         c.inter.name
     );
+    if measured.is_none() {
+        for line in crate::plan_model::describe(&problem, best) {
+            println!("{line}");
+        }
+    }
     if problem.options.precision == Precision::Fp32 {
         if let Some(bf16) = c.gpu.bf16_tflops.or(c.gpu.fp16_tflops) {
             println!(
@@ -576,6 +642,9 @@ pub(crate) fn run_with(args: PlanArgs, config: Option<trident::model::GptConfig>
                 100.0 * p.times.idle_fraction(r),
                 trident_plan::report::size(p.memory[r].total() as f64)
             );
+        }
+        if run.par.dp > 1 {
+            println!("{}", dp_overlap_line(run.par.distributed_optimizer));
         }
     } else if let Some(timed) = calibrated_search {
         println!(

@@ -47,8 +47,8 @@ pub struct SampleArgs {
 pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     let dir = checkpoint_dir(&args.load)?;
     eprintln!("trident sample: loading {}", dir.display());
-    let ck =
-        Checkpoint::<serde_json::Value>::load(&dir).with_context(|| format!("loading {}", dir.display()))?;
+    let ck = Checkpoint::<serde_json::Value>::load(&dir)
+        .with_context(|| format!("loading {}{}", dir.display(), crate::common::earlier_intact(&dir)))?;
     let kind = ck.state.get("tokenizer").and_then(|v| v.as_str()).map(TokenizerKind::parse).transpose()?;
     let kind = kind.unwrap_or(TokenizerKind::Bytes);
     let tokenizer = Tokenizer::new(kind)?;

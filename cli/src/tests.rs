@@ -575,7 +575,7 @@ fn an_llmc_model_file_starts_runs_on_any_tensor_parallel_size() {
 }
 
 /// `--load` of a path that is not there says so; a damaged latest checkpoint names the intact
-/// earlier one; `--eval-iters 0` evaluates nothing.
+/// earlier one, to `train` and to `sample`; `--eval-iters 0` evaluates nothing.
 #[test]
 fn load_names_missing_paths_and_the_intact_earlier_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
@@ -606,4 +606,8 @@ fn load_names_missing_paths_and_the_intact_earlier_checkpoint() {
         format!("{:#}", train(&[&SMALL[..], &["--load", save.to_str().unwrap()]].concat()).unwrap_err());
     let earlier = save.join("step_00000001");
     assert!(msg.contains(&format!("--load {} resumes from it", earlier.display())), "{msg}");
+    // `trident sample --load` names it too.
+    let argv = ["trident", "sample", "--load", save.to_str().unwrap(), "--device", "cpu"];
+    let msg = format!("{:#}", run(Cli::try_parse_from(argv).unwrap()).unwrap_err());
+    assert!(msg.contains(&format!("--load {} resumes from it", earlier.display())), "sample: {msg}");
 }

@@ -71,7 +71,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         micro_batch,
         global_batch,
         seq_len,
-        schedule: LrSchedule {
+        lr_schedule: LrSchedule {
             max_lr: args.lr.unwrap_or(defaults.lr),
             min_lr: args.min_lr,
             warmup_iters: args.lr_warmup_iters,
@@ -172,6 +172,7 @@ pub(super) fn batch_shape(
 /// The checks that involve several flags (each flag's own range is checked as it is parsed);
 /// `lr` is the peak learning rate in effect.
 fn check_flags(args: &TrainArgs, lr: f32) -> anyhow::Result<()> {
+    args.check_overlap().map_err(anyhow::Error::msg)?;
     if args.min_lr > lr {
         bail!(
             "--min-lr {} is above the peak learning rate {lr}{}; the schedule would rise while it \

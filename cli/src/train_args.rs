@@ -174,6 +174,25 @@ pub struct TrainArgs {
     /// measured) and exit without training.
     #[arg(long)]
     pub dry_run: bool,
+    // Communication overlap, with Megatron-LM's flag names: what the trainer does is accepted,
+    // what it does not is refused naming the flag ([`TrainArgs::check_overlap`]).
+    /// Start each layer's gradient reduction over the data-parallel ranks while the backward
+    /// of the last micro-batch goes on: the trainer always does (with DP > 1); accepted, and
+    /// refused with --use-distributed-optimizer, whose reduce-scatter waits for the backward.
+    #[arg(long)]
+    pub overlap_grad_reduce: bool,
+    /// Refused: the trainer all-gathers the distributed optimizer's parameters after the step,
+    /// not overlapped with the next forward.
+    #[arg(long)]
+    pub overlap_param_gather: bool,
+    /// Refused: the trainer's tensor-parallel collectives run between the GEMMs, not
+    /// overlapped with them.
+    #[arg(long)]
+    pub tp_comm_overlap: bool,
+    /// Refused: the trainer's pipeline sends always go out on their link's thread while the
+    /// stage computes; it has no blocking mode.
+    #[arg(long)]
+    pub no_overlap_p2p_communication: bool,
 }
 
 impl TrainArgs {
@@ -186,6 +205,40 @@ impl TrainArgs {
             _ if device.kind() == trident_runtime::DeviceKind::Cuda => Precision::Bf16,
             _ => Precision::Fp32,
         }
+    }
+
+    /// Refuses the overlap flags the trainer does not do, naming the flag and what it does
+    /// instead.
+    pub fn check_overlap(&self) -> Result<(), String> {
+        if self.overlap_grad_reduce && self.use_distributed_optimizer {
+            return Err(
+                "--overlap-grad-reduce with --use-distributed-optimizer: the trainer reduce-scatters the \
+                        gradients after the backward, not during it; drop --overlap-grad-reduce (without the \
+                        distributed optimizer the trainer overlaps the reduction with the backward)"
+                    .into(),
+            );
+        }
+        if self.overlap_param_gather {
+            return Err(
+                "--overlap-param-gather: the trainer all-gathers the distributed optimizer's parameters \
+                        after the optimizer step, not during the next forward; drop the flag"
+                    .into(),
+            );
+        }
+        if self.tp_comm_overlap {
+            return Err("--tp-comm-overlap: the trainer runs its tensor-parallel all-reduces (all-gathers and \
+                        reduce-scatters with --sequence-parallel) between the GEMMs, not overlapped with them; drop \
+                        the flag"
+                .into());
+        }
+        if self.no_overlap_p2p_communication {
+            return Err(
+                "--no-overlap-p2p-communication: the trainer always sends between pipeline stages on a \
+                        thread per link while the stage computes; it has no blocking mode; drop the flag"
+                    .into(),
+            );
+        }
+        Ok(())
     }
 
     /// `--exit-interval` and `--exit-signal-handler`.

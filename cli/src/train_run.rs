@@ -20,11 +20,11 @@ use trident::model::{
     generate, gpt2_init, init::NormalRng, Gpt, GptConfig, ModelError, ParamLayout, SamplingParams,
 };
 use trident::ops::OpsContext;
-use trident::parallel::{run_ranks, Interleaved, ModelShape, ParallelConfig};
+use trident::parallel::{run_ranks, Interleaved, ParallelConfig, Recompute, SplitDims};
 use trident::plot::plot_metrics;
 use trident::train::checkpoint::{self, SavePlan};
 use trident::train::run::{assemble, train_rank, RankData, RankResult, RunSpec};
-use trident::train::{peak_flops, train_flops_per_token, TrainError, TrainSettings, Trainer};
+use trident::train::{peak_flops, TrainError, TrainSettings, Trainer};
 use trident_data::Dataset;
 
 /// Whether a launcher started this process as one rank of a job.
@@ -96,7 +96,7 @@ pub fn run(
     // this tensor-parallel size before any check of the shape (its padded rows are zero).
     let padded = checkpoint::padded_vocab_for(&config, par.tp);
     let run_config = GptConfig { padded_vocab_size: padded, ..config };
-    let shape = ModelShape {
+    let shape = SplitDims {
         heads: config.num_heads,
         layers: config.num_layers,
         padded_vocab: run_config.padded_vocab_size,
@@ -353,7 +353,8 @@ pub fn run(
         run_ranks(world_size, rank_main)?
     };
     let elapsed = started.elapsed().as_secs_f64();
-    report(&results, &schedule, tokens_per_step, elapsed, (&config, settings.seq_len), &device);
+    let step_flops = step_flops(&run_config, spec.settings.seq_len, global_batch, spec.par.recompute);
+    report(&results, &schedule, tokens_per_step, elapsed, step_flops, &device);
     trident::calibrate::compare::print_summary(device.kind(), &spec, &results, elapsed);
     let steps = results.first().map_or(0, |r| r.steps.len());
     if device.kind() != DeviceKind::Cpu
@@ -394,12 +395,32 @@ pub fn run(
     Ok(())
 }
 
+/// `(model, hardware)` FLOPs of one step of `config`: model FLOPs as Megatron-LM's
+/// `num_floating_point_operations` counts them (the padded vocabulary, no recomputation), and
+/// what the ranks execute with `recompute` (`trident_plan::flops`, the planner's count).
+fn step_flops(config: &GptConfig, seq_len: usize, global_batch: usize, recompute: Recompute) -> (f64, f64) {
+    let shape = trident_plan::ModelShape {
+        name: String::new(),
+        layers: config.num_layers,
+        hidden: config.channels,
+        heads: config.num_heads,
+        vocab: config.vocab_size,
+        seq_len,
+        global_batch,
+    };
+    let vocab = config.padded_vocab_size;
+    (
+        trident_plan::flops::model_flops(&shape, vocab, global_batch),
+        trident_plan::flops::hardware_flops(&shape, vocab, global_batch, recompute),
+    )
+}
+
 fn report(
     results: &[RankResult],
     schedule: &Interleaved,
     tokens_per_step: f64,
     elapsed: f64,
-    (config, seq_len): (&GptConfig, usize),
+    (model_flops, hardware_flops): (f64, f64),
     device: &Device,
 ) {
     let Some(first) = results.iter().find(|r| r.rank == 0).or(results.first()) else { return };
@@ -414,18 +435,25 @@ fn report(
     if let Some(last) = first.steps.last() {
         if results.iter().any(|r| r.rank == 0) {
             let tokens_per_s = iters as f64 * tokens_per_step / elapsed.max(1e-9);
-            let n_params = ParamLayout::new(*config).len();
-            let flops = train_flops_per_token(config, n_params, seq_len) * tokens_per_s;
+            let steps_per_s = iters as f64 / elapsed.max(1e-9);
+            let (flops, executed) = (model_flops * steps_per_s, hardware_flops * steps_per_s);
             // The ranks of this process share its device: the peak is the device's, once.
             let mfu = peak_flops(device).map_or("n/a (no peak known for this device)".to_string(), |peak| {
-                format!("{:.1}% of an estimated {:.0} GFLOP/s peak", 100.0 * flops / peak, peak / 1e9)
+                format!(
+                    "{:.1}% (HFU {:.1}%) of an estimated {:.0} GFLOP/s peak",
+                    100.0 * flops / peak,
+                    100.0 * executed / peak,
+                    peak / 1e9
+                )
             });
             println!(
                 "trained {iters} iterations in {elapsed:.1} s: final loss {:.4}{}, {tokens_per_s:.0} tokens/s, \
-                 {:.1} GFLOP/s model FLOPs, MFU {mfu}",
+                 {:.1} GFLOP/s model FLOPs (Megatron-LM's count), {:.1} GFLOP/s hardware FLOPs (recomputation \
+                 included), MFU {mfu}",
                 last.loss,
                 first.val_losses.last().map_or(String::new(), |(_, v)| format!(", val loss {v:.4}")),
-                flops / 1e9
+                flops / 1e9,
+                executed / 1e9
             );
         }
     }
@@ -458,7 +486,7 @@ fn training_flags(
 ) -> Vec<(String, String)> {
     let s = &spec.settings;
     let c = &spec.config;
-    let sched = &s.schedule;
+    let sched = &s.lr_schedule;
     // The grid first: a rank started with another --tensor-model-parallel-size pads the
     // vocabulary differently, and the size, not the vocabulary, is what to report.
     let pairs: Vec<(&str, String)> = vec![

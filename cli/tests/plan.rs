@@ -378,6 +378,22 @@ fn bad_sizes_and_figures_are_refused_naming_the_flag() {
         (&["--nodes", "18446744073709551615"], "--nodes"),
         (&["--nodes", "-1"], "--nodes"),
         (&["--nodes", "4096", "--gpus-per-node", "8192"], "--nodes"),
+        (&["--reserve-gib", "inf"], "--reserve-gib"),
+        (&["--calibrate", "--gpus-per-node", "100000"], "--gpus-per-node 100000"),
+        (&["--price-per-gpu-hour=-2"], "--price-per-gpu-hour"),
+        (&["--node-price", "dgx=-200000"], "--node-price"),
+        (&["--node-price", "dgx=nan"], "--node-price"),
+        (&["--seq-length", "0"], "--seq-length"),
+        (&["--hidden-size", "99999999999"], "--hidden-size"),
+        (&["--num-layers-per-virtual-pipeline-stage", "0"], "--num-layers-per-virtual-pipeline-stage"),
+        (
+            &["--tensor-model-parallel-size", "16777216", "--pipeline-model-parallel-size", "16777216"],
+            "--tensor-model-parallel-size 16777216 x --pipeline-model-parallel-size 16777216",
+        ),
+        (
+            &["--global-batch-size", "16777216", "--pipeline-model-parallel-size", "4"],
+            "--global-batch-size 16777216",
+        ),
     ] {
         let mut all = vec!["plan", "--model", "gpt2-124m"];
         all.extend_from_slice(args);
@@ -397,4 +413,185 @@ fn a_hardware_file_with_a_negative_peak_is_refused_naming_the_field() {
     let o = trident(&["plan", "--model", "gpt2-124m", "--hardware", file.to_str().unwrap()]);
     let t = text(&o);
     assert!(!o.status.success() && t.contains("bf16_tflops"), "{t}");
+}
+
+#[test]
+fn hardware_files_with_figures_out_of_range_are_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    for (entry, field) in [
+        ("[[gpu]]\nname = \"a100-80gb\"\nmemory_gib = nan\n", "memory_gib"),
+        ("[[gpu]]\nname = \"a100-80gb\"\ngemm_efficiency = -0.5\n", "gemm_efficiency"),
+        ("[[gpu]]\nname = \"a100-80gb\"\ngpu_link = \"nvlink9\"\n", "gpu_link"),
+        ("[[link]]\nname = \"ib-hdr\"\ngb_s = inf\n", "gb_s"),
+        ("[[link]]\nname = \"ib-hdr\"\nlatency_us = -3.0\n", "latency_us"),
+    ] {
+        let file = dir.path().join("hw.toml");
+        std::fs::write(&file, entry).unwrap();
+        let o =
+            trident(&["plan", "--model", "gpt2-124m", "--no-plots", "--hardware", file.to_str().unwrap()]);
+        let t = text(&o);
+        assert!(!o.status.success() && t.contains(field) && t.contains("hw.toml"), "{entry}: {t}");
+    }
+}
+
+/// A 2021-era stack searched as it was: sequence parallelism, the distributed optimizer and
+/// interleaving held off, recomputation held full; no layout of the table has them.
+#[test]
+fn search_holds_the_settings_it_is_told_to() {
+    let o = trident(&[
+        "plan",
+        "--model",
+        "megatron-145b",
+        "--nodes",
+        "192",
+        "--fp16",
+        "--unfused-attention",
+        "--recompute-granularity",
+        "full",
+        "--no-sequence-parallel",
+        "--no-distributed-optimizer",
+        "--no-interleaving",
+        "--search",
+        "--top",
+        "20",
+        "--no-plots",
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    // The table's rows: a rank, then the layout.
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| {
+            l.split_whitespace().next().is_some_and(|w| w.parse::<usize>().is_ok()) && l.contains(" pp")
+        })
+        .collect();
+    assert!(rows.len() >= 10, "{out}");
+    for row in rows {
+        assert!(row.contains(" full "), "{row}");
+        assert!(!row.contains(" sp ") && !row.contains(" zero1") && !row.contains(" v"), "{row}");
+    }
+    assert!(!out.contains("other sequence parallelism") && !out.contains("other ZeRO-1"), "{out}");
+    assert!(!out.contains("other interleaving") && !out.contains("other recomputation"), "{out}");
+    assert!(out.contains("other tensor parallelism"), "{out}");
+    let o = trident(&["plan", "--model", "gpt2-124m", "--sequence-parallel", "--no-sequence-parallel"]);
+    assert!(!o.status.success() && text(&o).contains("--no-sequence-parallel"), "{}", text(&o));
+}
+
+/// The plan prints both FLOP counts: Megatron-LM's model FLOPs and the hardware FLOPs with
+/// recomputation, which full recomputation makes larger by one forward of the layers.
+#[test]
+fn the_plan_prints_model_and_hardware_flops() {
+    let o = trident(&[
+        "plan",
+        "--model",
+        "gpt3-175b",
+        "--nodes",
+        "128",
+        "--bf16",
+        "--tensor-model-parallel-size",
+        "8",
+        "--pipeline-model-parallel-size",
+        "16",
+        "--recompute-granularity",
+        "full",
+        "--no-plots",
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("of model FLOPs (Megatron-LM's count)") && out.contains("of hardware FLOPs"),
+        "{out}"
+    );
+    assert!(out.contains("HFU"), "{out}");
+}
+
+/// `trident train` takes Megatron-LM's overlap flags where the trainer overlaps, refuses the
+/// others naming them, and its dry run says that the DP buckets overlap the backward.
+#[test]
+fn train_takes_the_overlap_it_does_and_refuses_the_rest() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--device",
+            "cpu",
+            "--model",
+            "nano",
+            "--world-size",
+            "2",
+            "--micro-batch-size",
+            "2",
+            "--global-batch-size",
+            "8",
+            "--dry-run",
+        ];
+        args.extend_from_slice(extra);
+        trident(&args)
+    };
+    for (flags, needle) in [
+        (&["--overlap-param-gather"][..], "--overlap-param-gather"),
+        (&["--tp-comm-overlap"], "--tp-comm-overlap"),
+        (&["--no-overlap-p2p-communication"], "--no-overlap-p2p-communication"),
+        (
+            &["--overlap-grad-reduce", "--use-distributed-optimizer"],
+            "--overlap-grad-reduce with --use-distributed-optimizer",
+        ),
+    ] {
+        let o = run(flags);
+        let t = text(&o);
+        assert!(!o.status.success() && t.contains(needle), "{flags:?}: {t}");
+    }
+    let o = run(&["--overlap-grad-reduce"]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("overlapping the rest of the backward") && t.contains("--overlap-grad-reduce"), "{t}");
+}
+
+/// `--launch-blocking` (a run under `CUDA_LAUNCH_BLOCKING=1`) prints the GPU's idle between
+/// kernels as a component of the step, and the step is slower by more than it; without the
+/// flag there is no such line.
+#[test]
+fn launch_blocking_adds_the_idle_between_kernels() {
+    let args = [
+        "plan",
+        "--cluster",
+        "jean-zay-a100",
+        "--nodes",
+        "48",
+        "--num-layers",
+        "72",
+        "--hidden-size",
+        "14336",
+        "--num-attention-heads",
+        "64",
+        "--seq-length",
+        "2048",
+        "--global-batch-size",
+        "2048",
+        "--micro-batch-size",
+        "1",
+        "--tensor-model-parallel-size",
+        "8",
+        "--pipeline-model-parallel-size",
+        "12",
+        "--recompute-granularity",
+        "full",
+        "--fp16",
+        "--no-plots",
+        "--json",
+    ];
+    let run = |extra: &[&str]| {
+        let o = trident(&[&args[..], extra].concat());
+        assert!(o.status.success(), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["plans"][0]["time"].clone()
+    };
+    let (free, blocking) = (run(&[]), run(&["--launch-blocking"]));
+    assert_eq!(free["launch_idle"].as_f64(), Some(0.0));
+    let idle = blocking["launch_idle"].as_f64().unwrap();
+    assert!(idle > 1.0, "{blocking}");
+    assert!(blocking["total"].as_f64().unwrap() - free["total"].as_f64().unwrap() > idle);
+    let o = trident(&[&args[..args.len() - 1], &["--launch-blocking"]].concat());
+    assert!(text(&o).contains("launch idle"), "{}", text(&o));
+    let o = trident(&args[..args.len() - 1]);
+    assert!(!text(&o).contains("launch idle"), "{}", text(&o));
 }

@@ -267,7 +267,7 @@ pub fn run_inproc(world: usize, opts: &BenchOptions) -> Result<Vec<BenchRow>> {
 /// The whole `bench collectives` command. `inproc` runs `world` threads here. For `shm` and
 /// `tcp`: inside a launched job (RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID set) this
 /// process is one rank; otherwise it starts `world` local ranks of `self_command` (the
-/// command line that leads back here) through [`crate::launch::run`] with the transport
+/// command line that leads back here) through [`crate::launcher::run`] with the transport
 /// set. Rank 0 prints the table to stdout. Returns the exit code.
 pub fn main(transport: &str, world: usize, opts: &BenchOptions, self_command: &[String]) -> Result<i32> {
     let mut stdout = std::io::stdout();
@@ -291,12 +291,12 @@ pub fn main(transport: &str, world: usize, opts: &BenchOptions, self_command: &[
     if !launched {
         // Before any rank starts: the ranks would each refuse the same options.
         check_options(opts, world, world, available_memory())?;
-        let launch = crate::launch::LaunchOptions {
+        let launch = crate::launcher::LauncherOptions {
             env: vec![(crate::bootstrap::ENV_TRANSPORT.to_string(), transport.to_string())],
             prefix_output: false,
             ..Default::default()
         };
-        return crate::launch::run(world, self_command, &launch);
+        return crate::launcher::run(world, self_command, &launch);
     }
     let env = crate::bootstrap::LaunchEnv::from_env()?;
     let mut comm = crate::bootstrap::init_with_transport(&env, CommConfig::from_env()?, transport)?;

@@ -1,5 +1,5 @@
 //! Building the world communicator from what a launcher put in the environment: torchrun
-//! (and our own [`crate::launch`]), Slurm and Open MPI. Rank 0 hosts the rendezvous store at
+//! (and our own [`crate::launcher`]), Slurm and Open MPI. Rank 0 hosts the rendezvous store at
 //! `MASTER_ADDR:MASTER_PORT`.
 
 use crate::communicator::Communicator;
@@ -307,6 +307,12 @@ pub fn init_checked(env: &LaunchEnv, config: CommConfig, kind: &str, digest: &st
     for r in 0..env.world_size {
         same_host &= store.get_string(&format!("host/{r}"), config.timeout)? == host;
     }
+    // Every rank claimed its rank before publishing the setup that was just checked, so
+    // these records are all there.
+    let mut places = Vec::with_capacity(env.world_size);
+    for r in 0..env.world_size {
+        places.push(place_of(&store.get_string(&format!("rank/{r}"), config.timeout)?));
+    }
     let store = Arc::new(Mutex::new(store));
     let fabric: Arc<dyn Fabric> = match kind {
         "shm" if !same_host => {
@@ -323,7 +329,16 @@ pub fn init_checked(env: &LaunchEnv, config: CommConfig, kind: &str, digest: &st
             return Err(CommError::Bootstrap(format!("{ENV_TRANSPORT}={other:?}: expected tcp, shm or auto")))
         }
     };
-    Communicator::world(fabric, env.rank, env.world_size, config)
+    Communicator::world_at(fabric, env.rank, env.world_size, config, places)
+}
+
+/// Where a rank runs, for errors, from the record it claimed its rank with ("HOST pid N").
+fn place_of(record: &str) -> String {
+    match record.rsplit_once(" pid ") {
+        Some(("", pid)) => format!("an unnamed host as pid {pid}"),
+        Some((host, pid)) => format!("host {host} as pid {pid}"),
+        None => record.to_string(),
+    }
 }
 
 /// [`init`] from this process's environment and [`CommConfig::from_env`].
@@ -389,6 +404,14 @@ mod tests {
             .collect();
         assert_eq!(refused.len(), 1, "{results:?}");
         assert!(refused[0].contains(&format!("pid {}", std::process::id())), "{}", refused[0]);
+    }
+
+    /// A rank's place in errors comes from the record it claimed its rank with.
+    #[test]
+    fn places_read_the_rank_records() {
+        assert_eq!(place_of("gpu3 pid 4242"), "host gpu3 as pid 4242");
+        assert_eq!(place_of(" pid 7"), "an unnamed host as pid 7");
+        assert_eq!(place_of("odd"), "odd");
     }
 
     #[test]

@@ -78,11 +78,24 @@ pub struct ParallelGroups {
 impl Communicator {
     /// Joins the world group of `size` ranks through `fabric`. Every rank calls this.
     pub fn world(fabric: Arc<dyn Fabric>, rank: usize, size: usize, config: CommConfig) -> Result<Self> {
+        Self::world_at(fabric, rank, size, config, Vec::new())
+    }
+
+    /// [`Communicator::world`] whose errors say where each rank runs: `places[r]` for world
+    /// rank r ("host gpu3 as pid 4242"), as the launcher's processes published them.
+    pub fn world_at(
+        fabric: Arc<dyn Fabric>,
+        rank: usize,
+        size: usize,
+        config: CommConfig,
+        places: Vec<String>,
+    ) -> Result<Self> {
         if size == 0 || rank >= size {
             return Err(CommError::InvalidArgument(format!("rank {rank} is not in a world of {size}")));
         }
         let members: Vec<usize> = (0..size).collect();
-        Self::connect(fabric, "world".into(), members, rank, config, None)
+        let names = Arc::new(PeerNames::world(size, Arc::new(places)));
+        Self::connect(fabric, "world".into(), members, rank, config, names)
     }
 
     /// `size` in-process ranks, one communicator each, to be moved into their threads.
@@ -103,12 +116,21 @@ impl Communicator {
         members: Vec<usize>,
         index: usize,
         config: CommConfig,
-        names: Option<Arc<PeerNames>>,
+        names: Arc<PeerNames>,
     ) -> Result<Self> {
         let size = members.len();
         let transport = fabric.connect(&key, &members, index, config.timeout)?;
+        let link_fabric = fabric.clone();
         Ok(Communicator {
-            link: Link { transport, rank: index, size, timeout: config.timeout, broken: None, names },
+            link: Link {
+                transport,
+                rank: index,
+                size,
+                timeout: config.timeout,
+                broken: None,
+                names,
+                fabric: link_fabric,
+            },
             fabric,
             key,
             members,
@@ -206,13 +228,14 @@ impl Communicator {
         let roles = members
             .iter()
             .enumerate()
-            .map(|(i, &m)| match (role, &self.link.names) {
+            .map(|(i, &m)| match (role, self.link.names.roles.get(m)) {
                 (Some(role), _) => format!("{role} {i} of group {world:?}"),
-                (None, Some(parent)) => parent.roles[m].clone(),
+                (None, Some(parent)) => parent.clone(),
                 (None, None) => format!("member {i} of group {label:?} {world:?}"),
             })
             .collect();
-        let names = Some(Arc::new(PeerNames { world: world.clone(), roles }));
+        let places = self.link.names.places.clone();
+        let names = Arc::new(PeerNames { world: world.clone(), roles, places });
         Self::connect(self.fabric.clone(), key, world, index, self.config.clone(), names)
     }
 

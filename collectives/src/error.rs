@@ -188,44 +188,74 @@ impl std::fmt::Display for AbortReason {
     }
 }
 
-/// How the members of a sub-group are named in its errors: by world rank, with their role.
+/// How the members of a communicator are named in its errors: by world rank, with their
+/// role in the group and, where the launcher's processes are known, the host and pid each
+/// world rank runs as.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeerNames {
     /// World rank of each member, by index in the group.
     pub world: Vec<usize>,
-    /// Role of each member, by index in the group ("tensor-parallel rank 1 of group [2, 3]").
+    /// Role of each member, by index in the group ("tensor-parallel rank 1 of group [2, 3]");
+    /// empty for the world, whose members need none.
     pub roles: Vec<String>,
+    /// Where each world rank runs ("host gpu3 as pid 4242"), by world rank; empty where the
+    /// ranks are threads of one process.
+    pub places: std::sync::Arc<Vec<String>>,
 }
 
 impl PeerNames {
-    /// Rewrites `err`, whose ranks are indices in this group, to name world ranks, and wraps
-    /// it in [`CommError::InGroup`] with the blamed peer's role. Errors that name no peer
-    /// come back unchanged.
-    pub fn name(&self, err: CommError) -> CommError {
-        let w = |p: usize| self.world.get(p).copied().unwrap_or(p);
-        let (named, blamed) = match err {
-            CommError::Timeout { op, peer, waited } => {
-                (CommError::Timeout { op, peer: w(peer), waited }, peer)
-            }
-            CommError::PeerLost { op, peer, detail } => {
-                (CommError::PeerLost { op, peer: w(peer), detail }, peer)
-            }
+    /// The names of a world of `places.len()` ranks (or `size` when no place is known).
+    pub fn world(size: usize, places: std::sync::Arc<Vec<String>>) -> Self {
+        PeerNames { world: (0..size).collect(), roles: Vec::new(), places }
+    }
+
+    /// The world rank of member `index` (itself when out of range).
+    pub fn world_rank(&self, index: usize) -> usize {
+        self.world.get(index).copied().unwrap_or(index)
+    }
+
+    /// Where world rank `w` runs, when known.
+    pub fn place(&self, w: usize) -> Option<&str> {
+        self.places.get(w).map(String::as_str).filter(|p| !p.is_empty())
+    }
+
+    /// Rewrites `err`, whose ranks are indices in this group, to name world ranks.
+    pub fn to_world(&self, err: CommError) -> CommError {
+        let w = |p: usize| self.world_rank(p);
+        match err {
+            CommError::Timeout { op, peer, waited } => CommError::Timeout { op, peer: w(peer), waited },
+            CommError::PeerLost { op, peer, detail } => CommError::PeerLost { op, peer: w(peer), detail },
             CommError::PeerFailed { op, culprit, reporter, reason } => {
-                (CommError::PeerFailed { op, culprit: w(culprit), reporter: w(reporter), reason }, culprit)
+                CommError::PeerFailed { op, culprit: w(culprit), reporter: w(reporter), reason }
             }
             CommError::Mismatch { peer, local, remote } => {
-                (CommError::Mismatch { peer: w(peer), local, remote }, peer)
+                CommError::Mismatch { peer: w(peer), local, remote }
             }
-            CommError::Malformed { op, peer, detail } => {
-                (CommError::Malformed { op, peer: w(peer), detail }, peer)
-            }
-            other => return other,
+            CommError::Malformed { op, peer, detail } => CommError::Malformed { op, peer: w(peer), detail },
+            other => other,
+        }
+    }
+
+    /// Wraps `err`, whose ranks are world ranks, in [`CommError::InGroup`] saying who the
+    /// blamed world rank is: its role in this group and where it runs. Errors that blame no
+    /// peer, and world errors of threads-as-ranks (nothing to add), come back unchanged.
+    pub fn describe(&self, err: CommError) -> CommError {
+        let Some(blamed) = err.culprit() else {
+            return err;
         };
-        let role = match self.roles.get(blamed) {
-            Some(role) => format!("world rank {} is {role}", w(blamed)),
-            None => format!("rank {blamed} of a group of {}", self.world.len()),
+        let role = self.world.iter().position(|&m| m == blamed).and_then(|i| self.roles.get(i));
+        let role = match (role, self.place(blamed)) {
+            (Some(role), Some(place)) => format!("world rank {blamed} is {role}, on {place}"),
+            (Some(role), None) => format!("world rank {blamed} is {role}"),
+            (None, Some(place)) => format!("world rank {blamed} runs on {place}"),
+            (None, None) => return err,
         };
-        CommError::InGroup { error: Box::new(named), role }
+        CommError::InGroup { error: Box::new(err), role }
+    }
+
+    /// [`PeerNames::to_world`], then [`PeerNames::describe`].
+    pub fn name(&self, err: CommError) -> CommError {
+        self.describe(self.to_world(err))
     }
 }
 
@@ -235,6 +265,46 @@ pub type Result<T, E = CommError> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lost(peer: usize) -> CommError {
+        CommError::PeerLost { op: "all_reduce".into(), peer, detail: "it closed the connection".into() }
+    }
+
+    /// Errors name the blamed peer by world rank, with its role and where it runs, in the
+    /// world and in sub-groups; threads-as-ranks say what they have.
+    #[test]
+    fn peers_are_named_by_world_rank_role_host_and_pid() {
+        let places = std::sync::Arc::new(
+            (0..4).map(|r| format!("host n{} as pid {}", r / 2, 100 + r)).collect::<Vec<_>>(),
+        );
+        let world = PeerNames::world(4, places.clone());
+        assert_eq!(
+            world.name(lost(1)).to_string(),
+            "all_reduce: lost rank 1: it closed the connection (world rank 1 runs on host n0 as pid 101)"
+        );
+        let stages = PeerNames {
+            world: vec![1, 3],
+            roles: vec!["pipeline stage 0 of group [1, 3]".into(), "pipeline stage 1 of group [1, 3]".into()],
+            places,
+        };
+        let err = stages.name(lost(1));
+        assert_eq!(err.culprit(), Some(3));
+        assert_eq!(
+            err.to_string(),
+            "all_reduce: lost rank 3: it closed the connection (world rank 3 is pipeline stage 1 of group [1, 3], on host n1 as pid 103)"
+        );
+        // A culprit outside the group (found through the job's notes) is placed, not given a role.
+        let failed =
+            CommError::PeerFailed { op: "send".into(), culprit: 2, reporter: 3, reason: AbortReason::Lost };
+        assert!(stages.describe(failed).to_string().ends_with("(world rank 2 runs on host n1 as pid 102)"));
+        // Threads of one process: the world adds nothing, a sub-group its roles.
+        let threads = PeerNames { places: Default::default(), ..stages };
+        assert_eq!(PeerNames::world(4, Default::default()).name(lost(1)).to_string(), lost(1).to_string());
+        assert!(threads
+            .name(lost(0))
+            .to_string()
+            .ends_with("(world rank 1 is pipeline stage 0 of group [1, 3])"));
+    }
 
     /// An I/O failure says its cause once: in the message, not again as a source that error
     /// reporters print after it.

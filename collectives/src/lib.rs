@@ -4,11 +4,12 @@
 //! tagged send/recv over a [`Transport`]: threads of one process ([`InprocFabric`]),
 //! processes on one host through shared memory ([`ShmFabric`]) or hosts over TCP
 //! ([`TcpFabric`]). [`bootstrap`] builds the world communicator from what torchrun, Slurm or
-//! Open MPI put in the environment, and [`launch`] starts local ranks like torchrun does.
+//! Open MPI put in the environment, and [`launcher`] starts local ranks like torchrun does.
 
 pub mod agree;
 pub mod algo;
 pub mod bench;
+pub mod blame;
 pub mod bootstrap;
 pub mod communicator;
 pub mod config;
@@ -16,7 +17,7 @@ pub mod element;
 pub mod error;
 pub mod frame;
 pub mod grid;
-pub mod launch;
+pub mod launcher;
 pub mod shared_buffer;
 pub mod sink;
 pub mod store;

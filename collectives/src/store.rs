@@ -790,6 +790,12 @@ impl StoreClient {
         })
     }
 
+    /// Whether a call failed on the connection itself (the store stopped answering or went
+    /// away), so that every later call fails at once.
+    pub fn is_broken(&self) -> bool {
+        self.broken.is_some()
+    }
+
     /// `get` as UTF-8.
     pub fn get_string(&mut self, key: &str, timeout: Duration) -> Result<String> {
         String::from_utf8(self.get(key, timeout)?)

@@ -345,7 +345,9 @@ fn corrupt_data_frame_and_foreign_peer_are_refused() {
     let rank0 = job.spawn(2, &[0], "tcp", &["check", "--lens", "1021"]);
     let addr = format!("127.0.0.1:{}", job.port);
     let mut store = StoreClient::connect(&addr, &job.token, Duration::from_secs(20)).unwrap();
-    // The same setup as rank 0 (published before anything else), then the host.
+    // Its claim on the rank, the same setup as rank 0 (published before anything else),
+    // then the host.
+    store.set("rank/1", format!("test pid {}", std::process::id()).as_bytes()).unwrap();
     let setup = store.get("setup/0", Duration::from_secs(20)).unwrap();
     store.set("setup/1", &setup).unwrap();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
@@ -487,28 +489,48 @@ fn different_grids_across_processes_name_the_size() {
     }
 }
 
+/// Whether `err` names world rank `victim` and its pid, as survivors' errors do: "(world
+/// rank 1 is pipeline stage 1 of group [0, 1], on host h as pid 42)".
+fn names_world_rank_and_pid(err: &str, victim: usize, pid: u32) -> bool {
+    err.match_indices(&format!("world rank {victim} ")).any(|(at, _)| {
+        let role = err[at..].split(')').next().unwrap_or("");
+        role.ends_with(&format!(" as pid {pid}"))
+    })
+}
+
 /// A stopped rank (not the store host) is named by every survivor, including those that
-/// were waiting on another survivor stuck behind it (the wait chain).
-fn stopped_rank_is_named_by_every_survivor(transport: &str) {
+/// were waiting on another survivor stuck behind it (the wait chain), by world rank and
+/// pid; with `grid` ("tp,pp,dp"), a training step's communication on that grid, where some
+/// survivors share no group with the victim.
+fn stopped_rank_is_named_by_every_survivor(transport: &str, grid: Option<&str>, victim: usize) {
     let job = Job::new();
     let env = [("TRIDENT_TIMEOUT_S", "2")];
-    let mut ranks =
-        job.spawn_env(4, &[0, 1, 2, 3], transport, &["fault", "run", "--iters", "1000000000"], &env);
+    let mut args = vec!["fault", "run", "--iters", "1000000000"];
+    args.extend(grid.iter().flat_map(|g| ["--grid", g]));
+    let mut ranks = job.spawn_env(4, &[0, 1, 2, 3], transport, &args, &env);
     for r in &mut ranks {
         wait_for_line(r, "step 3", Duration::from_secs(30));
     }
-    signal(&ranks[2], libc::SIGSTOP);
-    let victim = ranks.remove(2);
+    signal(&ranks[victim], libc::SIGSTOP);
+    let mut stopped = ranks.remove(victim);
     let outs = wait_all(ranks, Duration::from_secs(20));
-    signal(&victim, libc::SIGKILL);
-    let mut victim = victim;
-    let _ = victim.wait();
-    for (o, rank) in outs.iter().zip([0, 1, 3]) {
+    signal(&stopped, libc::SIGKILL);
+    let _ = stopped.wait();
+    let survivors = (0..4).filter(|&r| r != victim);
+    for (o, rank) in outs.iter().zip(survivors) {
         let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(3), "{transport} rank {rank}: {}", text(o));
+        let what = format!("{transport} {grid:?} rank {rank}");
+        assert_eq!(o.status.code(), Some(3), "{what}: {}", text(o));
         assert!(
-            err.contains("waiting for rank 2;") || err.contains("because of rank 2 "),
-            "{transport} rank {rank} must blame rank 2: {}",
+            err.contains(&format!("waiting for rank {victim};"))
+                || err.contains(&format!("because of rank {victim} ")),
+            "{what} must blame rank {victim}: {}",
+            text(o)
+        );
+        assert!(
+            names_world_rank_and_pid(&err, victim, stopped.id()),
+            "{what} must name world rank {victim} and its pid {}: {}",
+            stopped.id(),
             text(o)
         );
     }
@@ -516,27 +538,51 @@ fn stopped_rank_is_named_by_every_survivor(transport: &str) {
 
 #[test]
 fn tcp_stopped_rank_is_named_by_every_survivor() {
-    stopped_rank_is_named_by_every_survivor("tcp");
+    stopped_rank_is_named_by_every_survivor("tcp", None, 2);
 }
 
 #[test]
 fn shm_stopped_rank_is_named_by_every_survivor() {
-    stopped_rank_is_named_by_every_survivor("shm");
+    stopped_rank_is_named_by_every_survivor("shm", None, 2);
 }
 
-/// A stopped rank is ended by the launcher's SIGTERM at once (it is continued after the
-/// signal), not only by the SIGKILL at the end of the 5 s grace period.
+/// Issue 31: pipeline stage 1 of a PP 4 run stopped; every stage names world rank 1.
+#[test]
+fn tcp_stopped_pipeline_stage_is_named_by_every_stage() {
+    stopped_rank_is_named_by_every_survivor("tcp", Some("1,4,1"), 1);
+}
+
+/// Issue 31: in TP 2 x PP 2, rank 0 shares no group with rank 3 and must still name it.
+#[test]
+fn shm_stopped_rank_of_tp_by_pp_is_named_across_groups() {
+    stopped_rank_is_named_by_every_survivor("shm", Some("2,2,1"), 3);
+}
+
+#[test]
+fn names_of_world_ranks_and_pids_are_read_exactly() {
+    let line =
+        "x: lost rank 1: closed (world rank 1 is pipeline stage 1 of group [0, 1], on host h as pid 42)";
+    assert!(names_world_rank_and_pid(line, 1, 42));
+    assert!(!names_world_rank_and_pid(line, 1, 4));
+    assert!(!names_world_rank_and_pid(line, 0, 42));
+    assert!(names_world_rank_and_pid("(world rank 3 runs on host h as pid 7)", 3, 7));
+}
+
+/// A stopped rank is ended by the launcher's SIGTERM (sent the ranks' timeout, here 1 s,
+/// after the first failure, and followed by SIGCONT), not only by the SIGKILL at the end of
+/// the 5 s grace period.
 #[test]
 fn launcher_ends_a_stopped_rank_without_waiting_out_the_grace() {
     let script = "if [ \"$RANK\" = 0 ]; then kill -STOP $$; sleep 30; fi; sleep 0.3; exit 7";
     let out = wait_all(
         vec![Command::new(bin())
             .args(["launch", "--nproc-per-node", "2", "--", "sh", "-c", script])
+            .env("TRIDENT_TIMEOUT_S", "1")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap()],
-        Duration::from_secs(4),
+        Duration::from_secs(5),
     );
     assert_eq!(out[0].status.code(), Some(7), "{}", text(&out[0]));
 }

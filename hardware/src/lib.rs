@@ -159,6 +159,65 @@ impl Gpu {
     pub fn memory_bytes_per_s(&self) -> f64 {
         self.memory_tb_s * 1e12
     }
+
+    /// Checks every figure for range, naming the entry and the field: peaks, capacities,
+    /// bandwidths and counts positive and finite (in the units the planner turns them into,
+    /// too: a capacity of 1e300 GiB is no number of bytes), the power and the cache sizes
+    /// finite and at least 0, the efficiencies fractions in (0, 1].
+    pub fn check(&self) -> Result<(), String> {
+        let name = &self.name;
+        let positive = [
+            ("fp32_tflops", self.fp32_tflops, 1e12),
+            ("memory_gib", self.memory_gib, GIB),
+            ("memory_tb_s", self.memory_tb_s, 1e12),
+            ("gpu_link_gb_s", self.gpu_link_gb_s, 1e9),
+            ("sms", f64::from(self.sms), 1.0),
+            ("regs_per_sm", f64::from(self.regs_per_sm), 1.0),
+            ("max_threads_per_sm", f64::from(self.max_threads_per_sm), 1.0),
+            ("max_warps_per_sm", f64::from(self.max_warps_per_sm), 1.0),
+            ("warp_size", f64::from(self.warp_size), 1.0),
+        ];
+        for (field, v, unit) in positive {
+            if !(v > 0.0 && (v * unit).is_finite()) {
+                return Err(format!("[[gpu]] {name}: {field} must be a positive, finite number, not {v}"));
+            }
+        }
+        let optional = [
+            ("boost_clock_mhz", self.boost_clock_mhz, 1e6),
+            ("tf32_tflops", self.tf32_tflops, 1e12),
+            ("bf16_tflops", self.bf16_tflops, 1e12),
+            ("fp16_tflops", self.fp16_tflops, 1e12),
+            ("fp8_tflops", self.fp8_tflops, 1e12),
+            ("l2_tb_s", self.l2_tb_s, 1e12),
+        ];
+        for (field, v, unit) in optional {
+            if let Some(v) = v.filter(|v| !(*v > 0.0 && (v * unit).is_finite())) {
+                return Err(format!(
+                    "[[gpu]] {name}: {field} must be a positive, finite number where given, not {v}"
+                ));
+            }
+        }
+        for (field, v) in
+            [("l2_mib", self.l2_mib), ("smem_per_sm_kib", self.smem_per_sm_kib), ("tdp_w", self.tdp_w)]
+        {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("[[gpu]] {name}: {field} must be a finite number >= 0, not {v}"));
+            }
+        }
+        for (field, v) in [
+            ("gemm_efficiency", self.gemm_efficiency),
+            ("attention_efficiency", self.attention_efficiency),
+            ("memory_efficiency", self.memory_efficiency),
+        ] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(format!("[[gpu]] {name}: {field} is a fraction of peak in (0, 1], not {v}"));
+            }
+        }
+        if self.name.is_empty() || self.gpu_link.is_empty() || self.host_link.is_empty() {
+            return Err(format!("[[gpu]] {name:?}: name, gpu_link and host_link must not be empty"));
+        }
+        Ok(())
+    }
 }
 
 /// Bytes in a GiB.
@@ -201,6 +260,34 @@ impl Link {
     /// [`Link::latency_us`] in seconds.
     pub fn latency_s(&self) -> f64 {
         self.latency_us * 1e-6
+    }
+
+    /// Checks the figures for range, naming the entry and the field: the bandwidth positive
+    /// and finite, the latency finite and at least 0, the efficiency a fraction in (0, 1].
+    pub fn check(&self) -> Result<(), String> {
+        let name = &self.name;
+        if !(self.gb_s > 0.0 && (self.gb_s * 1e9).is_finite()) {
+            return Err(format!(
+                "[[link]] {name}: gb_s must be a positive, finite number, not {}",
+                self.gb_s
+            ));
+        }
+        if !(self.latency_us.is_finite() && self.latency_us >= 0.0) {
+            return Err(format!(
+                "[[link]] {name}: latency_us must be a finite number >= 0, not {}",
+                self.latency_us
+            ));
+        }
+        if !(self.efficiency > 0.0 && self.efficiency <= 1.0) {
+            return Err(format!(
+                "[[link]] {name}: efficiency is a fraction in (0, 1], not {}",
+                self.efficiency
+            ));
+        }
+        if self.name.is_empty() {
+            return Err("a [[link]] entry has an empty name".into());
+        }
+        Ok(())
     }
 }
 
@@ -280,19 +367,42 @@ impl Hardware {
     }
 
     /// Adds the entries of `text` (named `origin` in errors): an entry whose `name` exists
-    /// overrides only the fields it gives; a new one must give every required field.
+    /// overrides only the fields it gives; a new one must give every required field. On an
+    /// error the table is left as it was.
     pub fn merge_str(&mut self, text: &str, origin: &str) -> Result<(), HardwareError> {
+        let mut next = self.clone();
+        next.merge_in_place(text, origin)?;
+        *self = next;
+        Ok(())
+    }
+
+    /// [`Hardware::merge_str`]'s work, which may leave part of `text` merged on an error.
+    fn merge_in_place(&mut self, text: &str, origin: &str) -> Result<(), HardwareError> {
         let parse = |message: String| HardwareError::Parse { path: origin.to_string(), message };
         let tables: FileTables = toml::from_str(text).map_err(|e| parse(e.to_string()))?;
+        let mut gpus = Vec::new();
         for entry in tables.gpu {
             let gpu: Gpu = merged(&self.gpus, entry, "gpu").map_err(parse)?;
-            check_gpu(&gpu).map_err(parse)?;
+            gpu.check().map_err(parse)?;
+            gpus.push(gpu.name.clone());
             self.gpus.insert(gpu.name.clone(), gpu);
         }
         for entry in tables.link {
             let link: Link = merged(&self.links, entry, "link").map_err(parse)?;
-            check_link(&link).map_err(parse)?;
+            link.check().map_err(parse)?;
             self.links.insert(link.name.clone(), link);
+        }
+        // The links a GPU names, once the file's own links are in.
+        for name in gpus {
+            let gpu = &self.gpus[&name];
+            for (field, link) in [("gpu_link", &gpu.gpu_link), ("host_link", &gpu.host_link)] {
+                if !self.links.contains_key(&link.to_ascii_lowercase()) {
+                    return Err(parse(format!(
+                        "[[gpu]] {name}: {field} {link:?} is no [[link]] of the table (it has: {})",
+                        self.links.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )));
+                }
+            }
         }
         Ok(())
     }
@@ -331,66 +441,6 @@ where
     table.extend(entry);
     table.insert("name".into(), toml::Value::String(name.clone()));
     toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| format!("[[{kind}]] {name}: {e}"))
-}
-
-fn check_gpu(g: &Gpu) -> Result<(), String> {
-    let positive = [
-        ("fp32_tflops", g.fp32_tflops),
-        ("memory_gib", g.memory_gib),
-        ("memory_tb_s", g.memory_tb_s),
-        ("gpu_link_gb_s", g.gpu_link_gb_s),
-        ("sms", f64::from(g.sms)),
-        ("warp_size", f64::from(g.warp_size)),
-    ];
-    for (field, v) in positive {
-        if !(v.is_finite() && v > 0.0) {
-            return Err(format!("[[gpu]] {}: {field} must be a positive number, not {v}", g.name));
-        }
-    }
-    let optional = [
-        ("boost_clock_mhz", g.boost_clock_mhz),
-        ("tf32_tflops", g.tf32_tflops),
-        ("bf16_tflops", g.bf16_tflops),
-        ("fp16_tflops", g.fp16_tflops),
-        ("fp8_tflops", g.fp8_tflops),
-        ("l2_tb_s", g.l2_tb_s),
-    ];
-    for (field, v) in optional {
-        if let Some(v) = v.filter(|v| !(v.is_finite() && *v > 0.0)) {
-            return Err(format!(
-                "[[gpu]] {}: {field} must be a positive number where given, not {v}",
-                g.name
-            ));
-        }
-    }
-    for (field, v) in [("l2_mib", g.l2_mib), ("smem_per_sm_kib", g.smem_per_sm_kib)] {
-        if !(v.is_finite() && v >= 0.0) {
-            return Err(format!("[[gpu]] {}: {field} must be a number >= 0, not {v}", g.name));
-        }
-    }
-    for (field, v) in [
-        ("gemm_efficiency", g.gemm_efficiency),
-        ("attention_efficiency", g.attention_efficiency),
-        ("memory_efficiency", g.memory_efficiency),
-    ] {
-        if !(v > 0.0 && v <= 1.0) {
-            return Err(format!("[[gpu]] {}: {field} is a fraction of peak in (0, 1], not {v}", g.name));
-        }
-    }
-    Ok(())
-}
-
-fn check_link(l: &Link) -> Result<(), String> {
-    if !(l.gb_s.is_finite() && l.gb_s > 0.0) {
-        return Err(format!("[[link]] {}: gb_s must be a positive number, not {}", l.name, l.gb_s));
-    }
-    if !(l.latency_us.is_finite() && l.latency_us >= 0.0) {
-        return Err(format!("[[link]] {}: latency_us must be >= 0, not {}", l.name, l.latency_us));
-    }
-    if !(l.efficiency > 0.0 && l.efficiency <= 1.0) {
-        return Err(format!("[[link]] {}: efficiency is a fraction in (0, 1], not {}", l.name, l.efficiency));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -463,5 +513,75 @@ mod tests {
         assert!(err.to_string().contains("smz"), "{err}");
         let err = hw.gpu("tpu-v5").unwrap_err().to_string();
         assert!(err.contains("a100-80gb") && err.contains("mi300x"), "{err}");
+    }
+
+    /// Every figure of a `[[gpu]]` and `[[link]]` entry out of range is refused, naming the
+    /// file and the field, and the table is left as it was.
+    #[test]
+    fn every_figure_out_of_range_is_refused_naming_the_field() {
+        let gpu_cases: &[(&str, &str)] = &[
+            ("fp32_tflops", "-19.5"),
+            ("fp32_tflops", "nan"),
+            ("bf16_tflops", "-312.0"),
+            ("bf16_tflops", "inf"),
+            ("tf32_tflops", "0.0"),
+            ("fp16_tflops", "-inf"),
+            ("fp8_tflops", "nan"),
+            ("boost_clock_mhz", "-1.0"),
+            ("memory_gib", "0.0"),
+            ("memory_gib", "1e308"),
+            ("memory_tb_s", "-2.0"),
+            ("gpu_link_gb_s", "nan"),
+            ("l2_tb_s", "0.0"),
+            ("l2_mib", "-1.0"),
+            ("smem_per_sm_kib", "inf"),
+            ("tdp_w", "-400.0"),
+            ("sms", "0"),
+            ("sms", "-5"),
+            ("regs_per_sm", "0"),
+            ("max_threads_per_sm", "0"),
+            ("max_warps_per_sm", "0"),
+            ("warp_size", "0"),
+            ("gemm_efficiency", "1.5"),
+            ("attention_efficiency", "0.0"),
+            ("memory_efficiency", "nan"),
+            ("gpu_link", "\"no-such-link\""),
+            ("host_link", "\"\""),
+        ];
+        for (field, value) in gpu_cases {
+            let mut hw = Hardware::builtin();
+            let text = format!("[[gpu]]\nname = \"a100-80gb\"\n{field} = {value}\n");
+            let err = hw.merge_str(&text, "my.toml").expect_err(&text).to_string();
+            assert!(err.contains("my.toml") && err.contains(field), "{field} = {value}: {err}");
+            assert_eq!(hw, Hardware::builtin(), "{field} = {value} changed the table");
+        }
+        for (field, value) in [
+            ("gb_s", "-25.0"),
+            ("gb_s", "inf"),
+            ("gb_s", "0.0"),
+            ("latency_us", "-1.0"),
+            ("latency_us", "nan"),
+            ("efficiency", "0.0"),
+            ("efficiency", "1.01"),
+        ] {
+            let mut hw = Hardware::builtin();
+            let text = format!("[[link]]\nname = \"ib-hdr\"\n{field} = {value}\n");
+            let err = hw.merge_str(&text, "my.toml").expect_err(&text).to_string();
+            assert!(err.contains("my.toml") && err.contains(field), "{field} = {value}: {err}");
+        }
+        // A new GPU may name a link the same file adds.
+        let mut hw = Hardware::builtin();
+        hw.merge_str(
+            "[[gpu]]\nname = \"a100-80gb\"\ngpu_link = \"lab\"\n\n[[link]]\nname = \"lab\"\ngb_s = 5.0\n\
+             latency_us = 20.0\nefficiency = 0.9\nscope = \"intra-node\"\nsource = \"measured\"\n",
+            "my.toml",
+        )
+        .unwrap();
+        for gpu in Hardware::builtin().gpus.values() {
+            gpu.check().unwrap();
+        }
+        for link in Hardware::builtin().links.values() {
+            link.check().unwrap();
+        }
     }
 }

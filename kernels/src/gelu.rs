@@ -1,4 +1,6 @@
-//! GeLU in GPT-2's tanh form: `gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`.
+//! GeLU in GPT-2's tanh form: `gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`,
+//! and its derivative: the device functions the GeLU kernels ([`crate::elementwise_vec`]) and
+//! the GEMM's fused epilogue ([`crate::gemm_tc`]) apply per element.
 
 use crate::simt;
 
@@ -10,39 +12,17 @@ const SATURATED: f32 = 10.0;
 
 /// `gelu(x)`.
 #[inline(always)]
-pub(crate) fn gelu(x: f32) -> f32 {
+pub fn gelu(x: f32) -> f32 {
     let u = SQRT_2_OVER_PI * (x + CUBE * x * x * x);
     0.5 * x * (1.0 + simt::tanh(u))
 }
 
 /// `gelu'(x)`.
 #[inline(always)]
-pub(crate) fn gelu_grad(x: f32) -> f32 {
+pub fn gelu_grad(x: f32) -> f32 {
     let x = x.clamp(-SATURATED, SATURATED);
     let u = SQRT_2_OVER_PI * (x + CUBE * x * x * x);
     let t = simt::tanh(u);
     let du = SQRT_2_OVER_PI * (1.0 + 3.0 * CUBE * x * x);
     0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
-}
-
-kernels! {
-    /// `out[i] = gelu(inp[i])` for `i < n`.
-    pub unsafe fn gelu_forward_f32(out: simt::GlobalMut<f32>, inp: simt::Global<f32>, n: u32) {
-        let stride = simt::block_dim_x() * simt::grid_dim_x();
-        let mut i = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
-        while i < n {
-            out.store(i as usize, gelu(inp.load(i as usize)));
-            i += stride;
-        }
-    }
-
-    /// `dinp[i] = gelu'(inp[i]) * dout[i]` for `i < n`.
-    pub unsafe fn gelu_backward_f32(dinp: simt::GlobalMut<f32>, inp: simt::Global<f32>, dout: simt::Global<f32>, n: u32) {
-        let stride = simt::block_dim_x() * simt::grid_dim_x();
-        let mut i = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
-        while i < n {
-            dinp.store(i as usize, gelu_grad(inp.load(i as usize)) * dout.load(i as usize));
-            i += stride;
-        }
-    }
 }

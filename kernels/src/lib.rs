@@ -13,15 +13,15 @@
 //!
 //! Kernels take raw pointers and trust their launch wrappers (`trident-ops`, `ops/src/launch`)
 //! to have checked shapes, lengths and devices. One file per kernel family: the tensor-core
-//! GEMM ([`gemm_tc`]) and flash attention ([`flash_attention`]) for 16-bit training, the f32
+//! GEMM ([`gemm_tc`]; on Hopper also [`gemm_hopper`], in the sm_90a module only) and flash
+//! attention ([`flash_attention`]) for 16-bit training, the f32
 //! GEMM ([`gemm`]) and attention ([`attention`]), the 128-bit memory-bound kernels
 //! ([`vector`], [`elementwise_vec`], [`layernorm_row`], [`crossentropy_v4`], [`multi_tensor`]),
 //! and the rest of a GPT's training step ([`encoder`], [`layernorm`], [`bias`], [`elementwise`],
-//! [`adamw`], [`reduce`], [`convert`], [`precision`]). Beside them, still in this crate and its
-//! PTX: the scalar first generation of GeLU and cross-entropy ([`gelu`], [`crossentropy`]),
-//! which the trainer no longer launches but the kernel benchmark and tests compare against,
-//! the SGEMM worklog's designs ([`designs`]) the time model is calibrated on, and the
-//! instruction self-test ([`selftest`]).
+//! [`adamw`], [`reduce`], [`convert`], [`precision`]), with the device functions they share
+//! ([`gelu`], [`reduce`]). This crate holds what the trainer runs; the superseded scalar
+//! generations, the time model's calibration designs and the instruction self-test live in the
+//! workspace's `dev/` crate (`trident-dev`), with their own PTX module.
 
 #[macro_use]
 mod kernel;
@@ -38,23 +38,25 @@ pub mod simt;
 pub mod adamw;
 pub mod attention;
 pub mod bias;
+pub mod collective;
 pub mod convert;
-pub mod crossentropy;
 pub mod crossentropy_v4;
-pub mod designs;
 pub mod elementwise;
 pub mod elementwise_vec;
 pub mod encoder;
 pub mod flash_attention;
 pub mod gelu;
 pub mod gemm;
+// Hopper-only (wgmma, TMA, setmaxnreg): in the sm_90a PTX module, which `-Ctarget-cpu=sm_90a`
+// selects, and always on the host.
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90a"))]
+pub mod gemm_hopper;
 pub mod gemm_tc;
 pub mod layernorm;
 pub mod layernorm_row;
 pub mod multi_tensor;
 pub mod precision;
 pub mod reduce;
-pub mod selftest;
 pub mod vector;
 
 /// Every kernel's host entry, by file; the names are the PTX entry names.
@@ -63,16 +65,17 @@ pub static HOST_KERNELS: &[&[trident_simt::HostKernel]] = &[
     adamw::HOST_KERNELS,
     attention::HOST_KERNELS,
     bias::HOST_KERNELS,
+    collective::one_shot::HOST_KERNELS,
+    collective::ring::HOST_KERNELS,
+    collective::two_shot::HOST_KERNELS,
     convert::HOST_KERNELS,
-    crossentropy::HOST_KERNELS,
     crossentropy_v4::HOST_KERNELS,
-    designs::HOST_KERNELS,
     elementwise::HOST_KERNELS,
     elementwise_vec::HOST_KERNELS,
     encoder::HOST_KERNELS,
     flash_attention::HOST_KERNELS,
-    gelu::HOST_KERNELS,
     gemm::HOST_KERNELS,
+    gemm_hopper::HOST_KERNELS,
     gemm_tc::HOST_KERNELS,
     layernorm::HOST_KERNELS,
     layernorm_row::HOST_KERNELS,
@@ -93,8 +96,6 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
 /// ([`gemm_tc::KERNEL_NAMES`]).
 pub const NO_SPILL: &[&str] = &[
     "add_f32",
-    "gelu_forward_f32",
-    "gelu_backward_f32",
     "gemm_nn_f32",
     "gemm_nt_f32",
     "gemm_tn_f32",
@@ -108,7 +109,6 @@ pub const NO_SPILL: &[&str] = &[
     "convert_f32_to_f16",
     "convert_bf16_to_f32",
     "convert_f16_to_f32",
-    "crossentropy_f32",
     "encoder_forward_f32",
     "encoder_backward_wte_f32",
     "encoder_backward_wpe_f32",

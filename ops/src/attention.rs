@@ -1,6 +1,7 @@
 use trident_runtime::{Device, View, ViewMut};
 
-use super::{check, cpu, gpu, OpsContext, Result};
+use super::{check, cpu, launch, OpsContext, OpsError, Result};
+use crate::launch::AttentionShape;
 
 /// Causal multi-head self-attention, flash style (no `T x T` matrix held).
 /// `qkv` is `[b, t, 3c]` (Q, K, V; head `h` in channels `h*hs..(h+1)*hs` of each, `hs = c/nh`),
@@ -29,7 +30,9 @@ pub fn attention_forward(
             cpu::attention_forward(check::host_mut(OP, out)?, check::host_mut(OP, lse)?, qkv, b, t, c, nh);
             Ok(())
         }
-        Device::Emu | Device::Cuda(_) => gpu::attention_forward(ctx, out, lse, qkv, b, t, c, nh),
+        Device::Emu | Device::Cuda(_) => {
+            Ok(launch::attention_forward(ctx.kernels()?, out, lse, &qkv, &attention_shape(b, t, c, nh)?)?)
+        }
     }
 }
 
@@ -71,7 +74,12 @@ pub fn attention_backward(
             cpu::attention_backward(check::host_mut(OP, dqkv)?, dy, x, y, l, b, t, c, nh);
             Ok(())
         }
-        Device::Emu | Device::Cuda(_) => gpu::attention_backward(ctx, dqkv, dout, qkv, out, lse, b, t, c, nh),
+        Device::Emu | Device::Cuda(_) => {
+            let s = attention_shape(b, t, c, nh)?;
+            let mut scratch = ctx.scratch(b * nh * t)?;
+            let mut dsum = scratch.view_mut(..b * nh * t)?;
+            Ok(launch::attention_backward(ctx.kernels()?, dqkv, &mut dsum, &dout, &qkv, &out, &lse, &s)?)
+        }
     }
 }
 
@@ -81,4 +89,16 @@ fn check_shapes(op: &'static str, b: usize, t: usize, c: usize, nh: usize) -> Re
         format!("head size {} exceeds the supported {}", c / nh, cpu::MAX_HEAD_DIM)
     })?;
     check::that(op, b > 0 && t > 0 && c > 0, || format!("empty shape b={b}, t={t}, c={c}"))
+}
+
+/// The kernels' shape of `b` sequences of `t` tokens, `c` channels over `nh` heads; an error
+/// where the heads do not divide the channels.
+fn attention_shape(b: usize, t: usize, c: usize, nh: usize) -> Result<AttentionShape> {
+    if nh == 0 || c % nh != 0 {
+        return Err(OpsError::Shape {
+            op: "attention",
+            what: format!("{nh} heads do not divide {c} channels"),
+        });
+    }
+    Ok(AttentionShape { b, t, nh, hs: c / nh })
 }

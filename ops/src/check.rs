@@ -2,7 +2,7 @@
 
 use trident_runtime::{Device, View, ViewMut};
 
-use super::{OpsContext, OpsError, Result};
+use super::{launch, OpsContext, OpsError, Result};
 
 /// Fails unless `got == expected`.
 pub(super) fn len(
@@ -58,4 +58,27 @@ pub(super) fn host_mut<'a, T: bytemuck::Pod>(
 ) -> Result<&'a mut [T]> {
     let device = v.device().kind();
     v.host_mut().ok_or(OpsError::Unsupported { op, device })
+}
+
+/// Token ids that live on the device (`Cuda`) are range-checked by a kernel before a kernel
+/// indexes with them, with the same error as the host check ([`tokens`]) gives for ids
+/// the host can read.
+pub(super) fn device_tokens(
+    ctx: &OpsContext,
+    op: &'static str,
+    tokens: &View<u32>,
+    vocab: usize,
+) -> Result<()> {
+    if tokens.host().is_some() {
+        return Ok(());
+    }
+    match launch::first_token_out_of_range(ctx.kernels()?, tokens, vocab)? {
+        None => Ok(()),
+        Some(position) => {
+            let mut token = [0u32];
+            tokens.sub(position..position + 1)?.copy_to_slice_on(ctx.stream(), &mut token)?;
+            let token = token[0];
+            Err(OpsError::TokenOutOfRange { op, token, position, vocab })
+        }
+    }
 }

@@ -1,6 +1,6 @@
 use trident_runtime::{Device, View, ViewMut};
 
-use super::{check, cpu, gpu, OpsContext, Result};
+use super::{check, cpu, launch, OpsContext, Result};
 
 /// Fused softmax and cross-entropy over `n` rows of `vp` logits, of which the first `v` are
 /// real (the padded rest are masked out of the softmax). Writes each row's loss
@@ -28,7 +28,8 @@ pub fn softmax_cross_entropy(
             Ok(())
         }
         Device::Emu | Device::Cuda(_) => {
-            gpu::softmax_cross_entropy(ctx, logits, losses, targets, n, v, vp, dloss)
+            check::device_tokens(ctx, "softmax_cross_entropy", &targets, v)?;
+            Ok(launch::crossentropy_v4(ctx.kernels()?, logits, losses, &targets, n, v, vp, dloss)?)
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use trident_runtime::{Device, View, ViewMut};
 
-use super::{check, cpu, gpu, OpsContext, Result};
+use super::{check, cpu, launch, OpsContext, Result};
 
 /// GeLU, tanh approximation, over `n` elements: `out = 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3)))`.
 pub fn gelu_forward(ctx: &OpsContext, out: &mut ViewMut<f32>, inp: View<f32>, n: usize) -> Result<()> {
@@ -16,7 +16,7 @@ pub fn gelu_forward(ctx: &OpsContext, out: &mut ViewMut<f32>, inp: View<f32>, n:
             cpu::gelu_forward(check::host_mut(OP, out)?, x);
             Ok(())
         }
-        Device::Emu | Device::Cuda(_) => gpu::gelu_forward(ctx, out, inp, n),
+        Device::Emu | Device::Cuda(_) => Ok(launch::gelu_forward_v4(ctx.kernels()?, out, &inp)?),
     }
 }
 
@@ -33,7 +33,7 @@ pub fn gelu_backward(ctx: &OpsContext, d: &mut ViewMut<f32>, inp: View<f32>, n: 
             cpu::gelu_backward(check::host_mut(OP, d)?, x);
             Ok(())
         }
-        Device::Emu | Device::Cuda(_) => gpu::gelu_backward(ctx, d, inp, n),
+        Device::Emu | Device::Cuda(_) => Ok(launch::gelu_backward_v4_inplace(ctx.kernels()?, d, &inp)?),
     }
 }
 
@@ -57,6 +57,23 @@ pub fn residual_forward(
             cpu::residual_forward(check::host_mut(OP, out)?, a, b);
             Ok(())
         }
-        Device::Emu | Device::Cuda(_) => gpu::residual_forward(ctx, out, a, b, n),
+        Device::Emu | Device::Cuda(_) => Ok(launch::add_v4(ctx.kernels()?, out, &a, &b)?),
+    }
+}
+
+/// Accumulation: `out += inp` over `n` elements (a gradient summed elsewhere added onto the
+/// one held here).
+pub fn accumulate(ctx: &OpsContext, out: &mut ViewMut<f32>, inp: View<f32>, n: usize) -> Result<()> {
+    const OP: &str = "accumulate";
+    check::len(OP, "out", out.len(), n, &format!("[n={n}]"))?;
+    check::len(OP, "inp", inp.len(), n, &format!("[n={n}]"))?;
+    check::devices(ctx, OP, &[("out", out.device()), ("inp", inp.device())])?;
+    match ctx.device() {
+        Device::Cpu => {
+            let b = check::host(OP, inp)?;
+            cpu::accumulate(check::host_mut(OP, out)?, b);
+            Ok(())
+        }
+        Device::Emu | Device::Cuda(_) => Ok(launch::add_assign(ctx.kernels()?, out, &inp)?),
     }
 }

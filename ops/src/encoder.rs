@@ -1,6 +1,7 @@
 use trident_runtime::{Device, View, ViewMut};
 
-use super::{check, cpu, gpu, OpsContext, Result};
+use super::{check, cpu, launch, OpsContext, Result};
+use crate::launch::EncoderShape;
 
 /// Token plus position embedding: `out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]`.
 /// `out` is `[b, t, c]`, `tokens` `[b, t]`, `wte` `[vocab, c]`, `wpe` `[max_t >= t, c]`.
@@ -26,7 +27,11 @@ pub fn encoder_forward(
             cpu::encoder_forward(check::host_mut(OP, out)?, tok, wte, wpe, t, c);
             Ok(())
         }
-        Device::Emu | Device::Cuda(_) => gpu::encoder_forward(ctx, out, tokens, wte, wpe, b, t, c),
+        Device::Emu | Device::Cuda(_) => {
+            let s = EncoderShape { b, t, c, vp: wte.len() / c.max(1), max_t: wpe.len() / c.max(1) };
+            check::device_tokens(ctx, "encoder_forward", &tokens, s.vp)?;
+            Ok(launch::encoder_forward(ctx.kernels()?, out, &tokens, &wte, &wpe, &s)?)
+        }
     }
 }
 
@@ -59,7 +64,10 @@ pub fn encoder_backward(
             cpu::encoder_backward(dwte, check::host_mut(OP, dwpe)?, dout, tok, t, c);
             Ok(())
         }
-        Device::Emu | Device::Cuda(_) => gpu::encoder_backward(ctx, dwte, dwpe, dout, tokens, b, t, c),
+        Device::Emu | Device::Cuda(_) => {
+            let s = EncoderShape { b, t, c, vp: dwte.len() / c.max(1), max_t: dwpe.len() / c.max(1) };
+            Ok(launch::encoder_backward(ctx.kernels()?, dwte, dwpe, &dout, &tokens, &s)?)
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 use trident_runtime::{Device, View, ViewMut};
 
-use super::{check, cpu, gpu, OpsContext, Result};
+use super::{check, cpu, launch, OpsContext, Result};
 
 /// LayerNorm over the last dimension of `inp` (`[n, c]`):
 /// `out = (inp - mean) * rstd * weight + bias`, saving each row's `mean` and `rstd` (`[n]`)
@@ -27,7 +27,7 @@ pub fn layernorm_forward(
             Ok(())
         }
         Device::Emu | Device::Cuda(_) => {
-            gpu::layernorm_forward(ctx, out, mean, rstd, inp, weight, bias, n, c)
+            Ok(launch::layernorm_forward_row(ctx.kernels()?, out, mean, rstd, &inp, &weight, &bias, n, c)?)
         }
     }
 }
@@ -110,8 +110,18 @@ pub fn layernorm_backward(
             cpu::layernorm_backward(check::host_mut(OP, dinp)?, dw, db, dy, x, w, mu, rs, c);
             Ok(())
         }
-        Device::Emu | Device::Cuda(_) => {
-            gpu::layernorm_backward(ctx, dinp, dweight, dbias, dout, inp, weight, mean, rstd, n, c)
-        }
+        Device::Emu | Device::Cuda(_) => Ok(launch::layernorm_backward(
+            ctx.kernels()?,
+            dinp,
+            dweight,
+            dbias,
+            &dout,
+            &inp,
+            &weight,
+            &mean,
+            &rstd,
+            n,
+            c,
+        )?),
     }
 }

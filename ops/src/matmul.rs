@@ -1,6 +1,6 @@
 use trident_runtime::{Device, View, ViewMut};
 
-use super::{check, cpu, gpu, OpsContext, Result};
+use super::{check, cpu, launch, OpsContext, Result};
 
 /// Linear layer: `out[n, oc] = inp[n, ic] @ weight[oc, ic]^T + bias[oc]` (no bias when `None`).
 #[allow(clippy::too_many_arguments)]
@@ -23,7 +23,9 @@ pub fn matmul_forward(
             cpu::matmul_forward(check::host_mut(OP, out)?, x, w, bias, ic, oc);
             Ok(())
         }
-        Device::Emu | Device::Cuda(_) => gpu::matmul_forward(ctx, out, inp, weight, bias, n, ic, oc),
+        Device::Emu | Device::Cuda(_) => {
+            Ok(launch::linear_forward(ctx.kernels()?, out, &inp, &weight, bias.as_ref(), n, ic, oc)?)
+        }
     }
 }
 
@@ -55,7 +57,9 @@ pub fn matmul_residual_forward(
             Ok(())
         }
         Device::Emu | Device::Cuda(_) => {
-            gpu::matmul_residual_forward(ctx, out, inp, weight, bias, residual, n, ic, oc)
+            let k = ctx.kernels()?;
+            launch::linear_forward(k, out, &inp, &weight, bias.as_ref(), n, ic, oc)?;
+            Ok(launch::add_assign_v4(k, out, &residual)?)
         }
     }
 }
@@ -129,8 +133,17 @@ pub fn matmul_backward(
             cpu::matmul_backward(check::host_mut(OP, dinp)?, dw, db, dy, x, w, ic, oc);
             Ok(())
         }
-        Device::Emu | Device::Cuda(_) => {
-            gpu::matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, n, ic, oc)
-        }
+        Device::Emu | Device::Cuda(_) => Ok(launch::linear_backward(
+            ctx.kernels()?,
+            dinp,
+            dweight,
+            dbias,
+            &dout,
+            &inp,
+            &weight,
+            n,
+            ic,
+            oc,
+        )?),
     }
 }

@@ -3,7 +3,7 @@
 
 use trident_runtime::{Device, View, ViewMut};
 
-use super::{check, cpu, gpu, OpsContext, Result};
+use super::{check, cpu, launch, OpsContext, OpsError, Result};
 
 /// Hyper-parameters of one AdamW step over one tensor.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -51,7 +51,9 @@ pub fn adamw_update(
             cpu::adamw_update(check::host_mut(OP, params)?, g, m, v, hp);
             Ok(())
         }
-        Device::Emu | Device::Cuda(_) => gpu::adamw_update(ctx, params, grads, m, v, hp),
+        Device::Emu | Device::Cuda(_) => {
+            Ok(launch::adamw(ctx.kernels()?, params, m, v, &grads, &hp.launch_params()?)?)
+        }
     }
 }
 
@@ -61,6 +63,28 @@ pub fn sum_of_squares(ctx: &OpsContext, x: View<f32>) -> Result<f64> {
     check::devices(ctx, OP, &[("x", x.device())])?;
     match ctx.device() {
         Device::Cpu => Ok(cpu::sum_of_squares(check::host(OP, x)?)),
-        Device::Emu | Device::Cuda(_) => gpu::sum_of_squares(ctx, x),
+        Device::Emu | Device::Cuda(_) => {
+            let all = 0..x.len();
+            Ok(launch::sum_squares_ranges(ctx.kernels()?, &x, &[all])?)
+        }
+    }
+}
+
+impl AdamWParams {
+    /// The kernel's hyperparameters; an error where the step does not fit the kernel's `u32`.
+    fn launch_params(&self) -> Result<launch::AdamW> {
+        let step = u32::try_from(self.step).map_err(|_| OpsError::Shape {
+            op: "adamw_update",
+            what: format!("step {} exceeds u32", self.step),
+        })?;
+        Ok(launch::AdamW {
+            lr: self.lr,
+            beta1: self.beta1,
+            beta2: self.beta2,
+            eps: self.eps,
+            weight_decay: self.weight_decay,
+            step,
+            grad_scale: self.grad_scale,
+        })
     }
 }

@@ -4,7 +4,7 @@ use rayon::prelude::*;
 use trident_kernels::simt::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 use trident_runtime::{Device, ViewMut};
 
-use super::{check, gpu, OpsContext, Result};
+use super::{check, launch, OpsContext, Result};
 pub use crate::launch::HalfFormat;
 
 /// Rounds every element of `x` in place to the nearest `format` value, kept as f32 (ties to
@@ -24,7 +24,7 @@ pub fn round_to(ctx: &OpsContext, x: &mut ViewMut<f32>, format: HalfFormat) -> R
                 .for_each(|c| c.iter_mut().for_each(|v| *v = round(*v)));
             Ok(())
         }
-        Device::Emu | Device::Cuda(_) => gpu::round_to(ctx, x, format),
+        Device::Emu | Device::Cuda(_) => Ok(launch::round_to(ctx.kernels()?, x, format)?),
     }
 }
 

@@ -168,6 +168,27 @@ fn matmul_residual_forward_adds_the_product_to_the_stream(device: &Device) {
 
 trident_testkit::device_tests!(matmul_residual_forward_adds_the_product_to_the_stream);
 
+/// `out += inp`, exactly (one f32 addition per element), at lengths that are and are not
+/// multiples of the vector width; a short input is refused naming it.
+fn accumulate_adds_onto_the_output(device: &Device) {
+    let seed = 23;
+    let mut r = rng(seed);
+    let ctx = OpsContext::new(device).unwrap();
+    let on = |v: &[f32]| Buffer::from_slice(device, v).unwrap();
+    for n in [1, 7, 768, 8195] {
+        let (a, b) = (randn(&mut r, n, 1.0), randn(&mut r, n, 1.0));
+        let (mut out, inp) = (on(&a), on(&b));
+        accumulate(&ctx, &mut out.view_mut(..).unwrap(), inp.view(..).unwrap(), n).unwrap();
+        let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+        assert_eq!(out.to_vec().unwrap(), want, "n {n}");
+    }
+    let (mut out, inp) = (on(&[0.0; 4]), on(&[1.0; 3]));
+    let err = accumulate(&ctx, &mut out.view_mut(..).unwrap(), inp.view(..).unwrap(), 4).unwrap_err();
+    assert!(err.to_string().contains("`inp` has 3 elements, expected 4"), "{err}");
+}
+
+trident_testkit::device_tests!(accumulate_adds_onto_the_output);
+
 #[test]
 fn matmul_at_a_size_split_across_cores() {
     // n * ic * oc = 2^30 multiply-adds in each of the three products, which gemm splits across

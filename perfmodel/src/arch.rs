@@ -70,6 +70,11 @@ pub struct Arch {
     pub schedulers: f64,
     /// f32 FMA lanes per SM (GA100 64, GA102 and GH100 128; whitepapers).
     pub fp32_lanes: f64,
+    /// Special-function-unit results per clock per SM (`ex2`, `lg2`, `rsqrt`, `tanh`): 16 on
+    /// compute capability 8.0 to 9.0 (CUDA C++ Programming Guide, "Arithmetic Instructions",
+    /// throughput of 32-bit reciprocal, reciprocal square root, base-2 logarithm and
+    /// exponential).
+    pub sfu_lanes: f64,
     /// Shared- and global-memory warp instructions the SM's memory-input path (MIO/LSU)
     /// accepts per clock. CALIBRATED on GA102 (worklog kernels 3 and 4): 1.0; assumed the same
     /// on GA100 and GH100, which have at least as many load/store units per SM.
@@ -115,6 +120,7 @@ impl Arch {
             clock_mhz: clock,
             schedulers: 4.0,
             fp32_lanes: 128.0,
+            sfu_lanes: 16.0,
             lsu_per_clk: 1.0,
             smem_wavefronts_per_clk: 1.0,
             l1_sectors_per_clk: 1.0,

@@ -19,6 +19,8 @@ pub enum Bound {
     TensorPipe,
     /// f32 FMA (and other f32 ALU) throughput.
     FmaPipe,
+    /// The special-function units (`ex2`, `lg2`, `tanh`, `rsqrt`): 16 lanes per SM.
+    SfuPipe,
     /// Warp-instruction issue: four schedulers, one instruction each per clock.
     Issue,
     /// The memory-instruction path (MIO/LSU): shared and global warp instructions per clock.
@@ -41,6 +43,7 @@ impl Bound {
         match self {
             Bound::TensorPipe => "tensor pipe",
             Bound::FmaPipe => "FMA pipe",
+            Bound::SfuPipe => "SFU pipe",
             Bound::Issue => "issue",
             Bound::Lsu => "LSU/MIO",
             Bound::SharedMemory => "shared memory",
@@ -197,6 +200,7 @@ pub fn predict(gpu: &Gpu, arch: &Arch, work: &Workload, res: Resources) -> Resul
             bound: Bound::FmaPipe,
             seconds: cycles_to_s(w * per_warp(c.fma + c.alu) / (arch.fp32_lanes / 32.0)),
         },
+        Term { bound: Bound::SfuPipe, seconds: cycles_to_s(w * per_warp(c.sfu) / (arch.sfu_lanes / 32.0)) },
         Term {
             bound: Bound::Issue,
             seconds: cycles_to_s(
@@ -338,6 +342,7 @@ mod tests {
                 mma: scale(per_warp.mma),
                 fma: scale(per_warp.fma),
                 alu: scale(per_warp.alu),
+                sfu: scale(per_warp.sfu),
                 shared: scale(per_warp.shared),
                 global_load: scale(per_warp.global_load),
                 global_store: scale(per_warp.global_store),
@@ -366,6 +371,23 @@ mod tests {
         let expected = 16e6 / 1.8e9 + t.arch.launch_us * 1e-6;
         assert!((p.seconds - expected).abs() < 1e-12 * expected.max(1.0), "{} vs {expected}", p.seconds);
         assert_eq!(p.blocks_on_busiest_sm, 16);
+    }
+
+    /// `ex2` and the other special functions issue 16 lanes per SM per clock, an eighth of the
+    /// FMA pipe's 128: the same count of them takes eight times as long.
+    #[test]
+    fn special_functions_run_at_the_sfu_rate() {
+        let t = a6000();
+        let w = work(84 * 16, WarpCounts { sfu: 1_000_000, ..Default::default() }, 0, 0);
+        let p = predict(&t.gpu, &t.arch, &w, RES).unwrap();
+        assert_eq!(p.bound, Bound::SfuPipe);
+        // 64 warps per SM x 10^6 warp instructions at half a warp per clock: 128 * 10^6 cycles.
+        let expected = 128e6 / 1.8e9 + t.arch.launch_us * 1e-6;
+        assert!((p.seconds - expected).abs() < 1e-12 * expected.max(1.0), "{} vs {expected}", p.seconds);
+        let fma = work(84 * 16, WarpCounts { fma: 1_000_000, ..Default::default() }, 0, 0);
+        let q = predict(&t.gpu, &t.arch, &fma, RES).unwrap();
+        let launch = t.arch.launch_us * 1e-6;
+        assert!(((p.seconds - launch) / (q.seconds - launch) - 8.0).abs() < 1e-9);
     }
 
     #[test]

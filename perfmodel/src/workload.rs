@@ -39,8 +39,10 @@ pub struct WarpCounts {
     pub mma: u64,
     /// `fma.rn.f32`.
     pub fma: u64,
-    /// Other f32 ALU/SFU operations called through `simt`.
+    /// Other f32 ALU operations called through `simt` (`max`, `min`).
     pub alu: u64,
+    /// Special-function unit operations (`ex2`, `lg2`, `tanh`, `rsqrt`, `sqrt`).
+    pub sfu: u64,
     /// Shared loads, stores, atomics and `ldmatrix`.
     pub shared: u64,
     /// Global loads (plain and read-only).
@@ -63,6 +65,7 @@ impl WarpCounts {
             mma: g(self.mma, other.mma),
             fma: g(self.fma, other.fma),
             alu: g(self.alu, other.alu),
+            sfu: g(self.sfu, other.sfu),
             shared: g(self.shared, other.shared),
             global_load: g(self.global_load, other.global_load),
             global_store: g(self.global_store, other.global_store),
@@ -77,6 +80,7 @@ impl WarpCounts {
         self.mma
             + self.fma
             + self.alu
+            + self.sfu
             + self.shared
             + self.global_load
             + self.global_store
@@ -109,6 +113,7 @@ impl Workload {
                 mma: w.mma,
                 fma: w.fma,
                 alu: w.alu,
+                sfu: w.sfu,
                 shared: w.shared_load + w.shared_store + w.shared_atomic + w.ldmatrix,
                 global_load: w.global_load,
                 global_store: w.global_store + w.global_atomic,

@@ -12,18 +12,26 @@
 //!   crosses, the pipeline from the schedule simulation the trainer's schedule code provides,
 //!   and the DP gradient reduction with what the last backward hides of it.
 //!
-//! Modules: [`presets`] (model shapes by name), [`search`] (the layouts ranked, and why the
+//! Modules: [`inputs`] (the checks of a problem's sizes and figures), [`flops`] (model and
+//! hardware FLOPs), [`presets`] (model shapes by name), [`search`] (the layouts ranked, and why the
 //! winner wins), [`report`] (tables and JSON), [`picture`] (the memory and timeline pictures,
 //! as pixels), [`schedule`] (the pipeline schedules as data and their simulation: the trainer
 //! runs the same schedules, importing them from here). The crate knows no trainer; planning
 //! for one machine by running the real trainer is `trident::calibrate`.
 
+pub mod compute;
+pub mod flops;
+pub mod inputs;
+pub mod launch_blocking;
+pub mod network;
+pub mod overlap;
 pub mod picture;
 pub mod presets;
 mod recompute;
 pub mod report;
 pub mod schedule;
 pub mod search;
+pub mod validation;
 
 #[cfg(test)]
 mod tests;
@@ -33,6 +41,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use trident_hardware::{Gpu, Link};
 
+pub use inputs::{check_problem, MAX_SIZE};
 pub use presets::{preset, preset_names, ModelShape, PRESETS};
 pub use recompute::Recompute;
 use schedule::{simulate, simulate_interleaved, Interleaved, Schedule};
@@ -95,8 +104,10 @@ pub struct Cluster {
     pub nodes: usize,
     /// GPU to GPU inside a node.
     pub intra: Link,
-    /// Node to node, per GPU (one NIC per GPU, as DGX and HGX nodes have).
+    /// One NIC: node to node.
     pub inter: Link,
+    /// NICs per node for the compute fabric (8 on DGX and HGX nodes: one per GPU).
+    pub nics_per_node: usize,
 }
 
 impl Cluster {
@@ -113,18 +124,7 @@ impl Cluster {
 
     /// GPUs in all: `gpus_per_node x nodes`.
     pub fn world(&self) -> usize {
-        self.gpus_per_node * self.nodes
-    }
-
-    /// The link a group of `size` ranks `stride` apart crosses: inside a node when the whole
-    /// group fits in one (ranks are numbered TP fastest, then DP, then PP, as Megatron-LM's
-    /// default order is).
-    fn link_for(&self, stride: usize, size: usize) -> &Link {
-        if stride * size <= self.gpus_per_node {
-            &self.intra
-        } else {
-            &self.inter
-        }
+        self.gpus_per_node.saturating_mul(self.nodes)
     }
 }
 
@@ -138,6 +138,26 @@ pub struct Options {
     pub fused_attention: bool,
     /// Start each gradient bucket's reduction while the backward runs (`--overlap-grad-reduce`).
     pub overlap_grad_reduce: bool,
+    /// All-gather the distributed optimizer's updated weights during the next forward
+    /// (`--overlap-param-gather`; with `--use-distributed-optimizer`).
+    pub overlap_param_gather: bool,
+    /// Pipeline the TP collectives with the GEMMs (`--tp-comm-overlap`; with sequence
+    /// parallelism).
+    pub tp_comm_overlap: bool,
+    /// The interleaved schedule's sends on their own stream (`--overlap-p2p-communication`).
+    pub overlap_p2p_communication: bool,
+    /// The weight-gradient GEMMs accumulate straight into the fp32 main gradients (Megatron-LM's
+    /// default; `--no-gradient-accumulation-fusion` and DeepSpeed's engine add an elementwise
+    /// pass over the stage's gradients per micro-batch).
+    pub gradient_accumulation_fusion: bool,
+    /// Pipeline sends carry `1 / t` of the activation from each TP rank (Megatron-LM's default;
+    /// `--no-scatter-gather-tensors-in-pipeline` and DeepSpeed's pipeline engine send the whole
+    /// activation from every TP rank).
+    pub scatter_gather_tensors_in_pipeline: bool,
+    /// Every kernel launch waits for the kernel (`CUDA_LAUNCH_BLOCKING=1`, as BigScience's
+    /// BLOOM runs set it): the GPU idles while the host prepares each next kernel
+    /// ([`launch_blocking`]).
+    pub launch_blocking: bool,
     /// GiB per GPU kept for the CUDA context, library workspaces and allocator slack.
     pub reserve_gib: f64,
 }
@@ -245,6 +265,9 @@ pub struct IterTime {
     pub pp_comm: f64,
     /// Time the stage waits on the others: the pipeline bubble.
     pub bubble: f64,
+    /// The GPU idle between kernels when every launch waits for the last
+    /// ([`Options::launch_blocking`]).
+    pub launch_idle: f64,
     /// The data-parallel gradient reduction, whole.
     pub dp_comm: f64,
     /// What of `dp_comm` the backward does not hide, and the tied-embedding gradient sync.
@@ -253,6 +276,22 @@ pub struct IterTime {
     pub optimizer: f64,
     /// The iteration: every component above but `dp_comm` (of which only `dp_exposed` counts).
     pub total: f64,
+}
+
+impl IterTime {
+    /// `(name, seconds)` of each component that adds up to `total`, in the order of a step.
+    pub fn components(&self) -> [(&'static str, f64); 8] {
+        [
+            ("compute", self.compute),
+            ("recomputation", self.recompute),
+            ("TP communication", self.tp_comm),
+            ("PP communication", self.pp_comm),
+            ("launch idle", self.launch_idle),
+            ("pipeline bubble", self.bubble),
+            ("exposed DP communication", self.dp_exposed),
+            ("optimizer step", self.optimizer),
+        ]
+    }
 }
 
 /// One layout's prediction.
@@ -276,7 +315,8 @@ pub struct Plan {
     pub stage_forward: f64,
     /// See [`Plan::stage_forward`].
     pub stage_backward: f64,
-    /// FLOPs of one iteration without recomputation (Narayanan et al. 2021, eq. 3 with 72).
+    /// FLOPs of one iteration without recomputation, as Megatron-LM counts them
+    /// ([`flops::model_flops`]).
     pub model_flops: f64,
     /// FLOPs executed, recomputation included.
     pub hardware_flops: f64,
@@ -332,21 +372,26 @@ pub fn ring_all_gather(bytes: f64, n: usize, link: &Link) -> f64 {
     k / n as f64 * bytes / link.busbw_bytes_per_s() + k * link.latency_s()
 }
 
-/// Checks that `layout` can run `problem`'s model and batch; the error names the flags.
+/// Checks that `layout` can run `problem`'s model and batch (and the problem itself,
+/// [`check_problem`]); the error names the flags. Returns the micro-batches per pipeline.
 pub fn check_layout(problem: &Problem, l: &Layout) -> Result<usize, String> {
+    check_problem(problem)?;
     let m = &problem.model;
     let world = problem.cluster.world();
     for (flag, v) in [
         ("--tensor-model-parallel-size", l.tp),
         ("--pipeline-model-parallel-size", l.pp),
+        ("the data-parallel size", l.dp),
         ("--micro-batch-size", l.micro_batch),
         ("--num-layers-per-virtual-pipeline-stage", l.virtual_stages),
     ] {
-        if v == 0 {
-            return Err(format!("{flag} must be at least 1"));
-        }
+        inputs::check_size(flag, v)?;
     }
-    if l.tp * l.pp * l.dp != world {
+    let model_parallel = inputs::checked_product(
+        ("--tensor-model-parallel-size", l.tp),
+        ("--pipeline-model-parallel-size", l.pp),
+    )?;
+    if model_parallel.checked_mul(l.dp) != Some(world) {
         return Err(format!(
             "--tensor-model-parallel-size {} x --pipeline-model-parallel-size {} does not divide the {world} GPUs \
              (--nodes {} x --gpus-per-node {}); pick sizes whose product divides it",
@@ -359,7 +404,11 @@ pub fn check_layout(problem: &Problem, l: &Layout) -> Result<usize, String> {
             l.tp, m.heads, m.hidden
         ));
     }
-    if m.layers % (l.pp * l.virtual_stages) != 0 {
+    let chunks = inputs::checked_product(
+        ("--pipeline-model-parallel-size", l.pp),
+        ("chunks per stage (--num-layers-per-virtual-pipeline-stage)", l.virtual_stages),
+    )?;
+    if m.layers % chunks != 0 {
         return Err(format!(
             "--num-layers {} does not split into --pipeline-model-parallel-size {} stages{}; each stage needs the same \
              number of layers",
@@ -368,13 +417,24 @@ pub fn check_layout(problem: &Problem, l: &Layout) -> Result<usize, String> {
             if l.virtual_stages > 1 { format!(" of {} chunks each", l.virtual_stages) } else { String::new() }
         ));
     }
-    if problem.global_batch % (l.micro_batch * l.dp) != 0 {
+    let per_step =
+        inputs::checked_product(("--micro-batch-size", l.micro_batch), ("the data-parallel size", l.dp))?;
+    if problem.global_batch % per_step != 0 {
         return Err(format!(
             "--global-batch-size {} is not a multiple of --micro-batch-size {} x the {} data-parallel ranks",
             problem.global_batch, l.micro_batch, l.dp
         ));
     }
-    let micro_batches = problem.global_batch / (l.micro_batch * l.dp);
+    let micro_batches = problem.global_batch / per_step;
+    // The pipeline is simulated step by step: bound its size (real runs are far below).
+    if micro_batches.saturating_mul(chunks) > MAX_SCHEDULE_STEPS {
+        return Err(format!(
+            "--global-batch-size {} makes {micro_batches} micro-batches per pipeline over {chunks} stages and chunks, \
+             more than the planner simulates ({MAX_SCHEDULE_STEPS} forward steps); raise --micro-batch-size or give \
+             a smaller batch",
+            problem.global_batch
+        ));
+    }
     if l.virtual_stages > 1 {
         if l.pp < 2 {
             return Err("an interleaved schedule needs --pipeline-model-parallel-size 2 or more".into());
@@ -390,26 +450,41 @@ pub fn check_layout(problem: &Problem, l: &Layout) -> Result<usize, String> {
     Ok(micro_batches)
 }
 
+/// The most forward steps (micro-batches x stages x chunks per stage) of one pipeline the
+/// planner simulates: 4M, some hundred times the largest published runs'.
+pub const MAX_SCHEDULE_STEPS: usize = 1 << 22;
+
 /// Makespans of simulated pipelines, memoised: a uniform-stage pipeline's makespan scales
 /// with its stage times, so one simulation per `(p, m, v, backward / forward)` serves every
 /// layout with those (the ratio rounded to 1e-4).
 #[derive(Default)]
 pub struct PipelineCache {
-    makespans: HashMap<(usize, usize, usize, u64), f64>,
+    makespans: HashMap<(usize, usize, usize, u64, u64), f64>,
     in_flight: HashMap<(usize, usize, usize), Vec<usize>>,
 }
 
 impl PipelineCache {
-    fn makespan(&mut self, p: usize, m: usize, v: usize, forward: f64, backward: f64) -> Result<f64, String> {
+    fn makespan(
+        &mut self,
+        p: usize,
+        m: usize,
+        v: usize,
+        forward: f64,
+        backward: f64,
+        transfer: f64,
+    ) -> Result<f64, String> {
         if forward <= 0.0 {
             return Ok(0.0);
         }
         let ratio = (backward / forward * 1e4).round() / 1e4;
-        let key = (p, m, v, ratio.to_bits());
+        let transfer_ratio = (transfer / forward * 1e4).round() / 1e4;
+        let key = (p, m, v, ratio.to_bits(), transfer_ratio.to_bits());
         if let Some(&unit) = self.makespans.get(&key) {
             return Ok(unit * forward);
         }
-        let unit = if v > 1 {
+        let unit = if transfer_ratio > 0.0 {
+            overlap::pipeline_makespan(&Interleaved::new(p, m, v)?, 1.0, ratio, transfer_ratio)?
+        } else if v > 1 {
             simulate_interleaved(&Interleaved::new(p, m, v)?, 1.0, ratio)?.makespan
         } else {
             simulate(&Schedule::one_f_one_b(p, m), 1.0, ratio)?.makespan
@@ -483,6 +558,7 @@ pub fn memory(
     micro_batches: usize,
     cache: &mut PipelineCache,
 ) -> Result<Vec<Memory>, String> {
+    check_layout(problem, l)?;
     let (model, opts) = (&problem.model, &problem.options);
     let (p, t, d) = (l.pp, l.tp, l.dp);
     let (h, s, b) = (model.hidden as f64, model.seq_len as f64, l.micro_batch as f64);
@@ -582,31 +658,47 @@ pub fn evaluate(problem: &Problem, l: &Layout, cache: &mut PipelineCache) -> Res
     let vpad = model.padded_vocab(t) as f64;
     let act = opts.precision.activation_bytes();
     let (pbytes, gbytes, obytes) = opts.precision.state_bytes();
-    let r_gemm = peak * gpu.gemm_efficiency;
-    let r_attn = peak * gpu.attention_efficiency;
     let bw = gpu.memory_bytes_per_s() * gpu.memory_efficiency;
     let sp = l.sequence_parallel && t > 1;
 
-    // One layer, one micro-batch, forward: 24 b s h^2 / t GEMM FLOPs (QKV 6, projection 2,
-    // MLP 16) and 4 b s^2 h / t in the attention core (QK^T and AV); elementwise work streams
-    // the activations it stores (written once, read once).
-    let gemm = 24.0 * b * s * h * h / tf / r_gemm;
-    let attn = 4.0 * b * s * s * h / tf / r_attn;
+    // One layer, one micro-batch, forward: each GEMM at its shape's rate (`compute`), the
+    // attention core (4 b s^2 h / t FLOPs) at its grid's; elementwise work streams the
+    // activations it stores (written once, read once).
+    let rates = compute::layer_rates(
+        gpu,
+        peak,
+        l.micro_batch,
+        model.seq_len,
+        model.hidden,
+        model.heads,
+        t,
+        vpad as usize,
+    );
+    let attn = rates.attention.seconds;
     let stored =
         layer_activation_bytes(model, l.micro_batch, t, sp, Recompute::Selective, true, opts.precision);
     let scores = if opts.fused_attention { 0.0 } else { 5.0 * a * s * s * b / tf * act / 2.0 };
     let traffic = 2.0 * (stored + scores) / bw;
-    let layer_f = gemm + attn + traffic;
+    let work_layer = overlap::LayerWork {
+        qkv: rates.qkv.seconds,
+        proj: rates.proj.seconds,
+        fc: rates.fc.seconds,
+        fc_proj: rates.fc_proj.seconds,
+        other: attn + traffic,
+    };
+    let layer_f = work_layer.forward();
     // Tensor parallelism: two all-reduces of the b s h activations per layer forward and two
     // backward (sequence parallelism: an all-gather and a reduce-scatter in place of each, the
-    // same bytes on the wire), on the link a group of t consecutive ranks crosses.
-    let tp_link = cluster.link_for(1, t);
-    let tp_one = if sp {
-        2.0 * ring_all_gather(b * s * h * act, t, tp_link)
+    // same bytes on the wire), on the group of t consecutive ranks; `--tp-comm-overlap` hides
+    // what the GEMMs beside them cover (`overlap::tp_layer`).
+    let collective = if sp {
+        cluster.all_gather(b * s * h * act, 1, t)
     } else {
-        ring_all_reduce(b * s * h * act, t, tp_link)
+        cluster.all_reduce(b * s * h * act, 1, t).0
     };
-    let tp_f = 2.0 * tp_one;
+    let (with_tp_f, with_tp_b) = overlap::tp_layer(&work_layer, collective, sp, opts.tp_comm_overlap, t);
+    let tp_f = with_tp_f - layer_f;
+    let tp_b = with_tp_b - 2.0 * layer_f;
     let recompute_layer = match l.recompute {
         Recompute::Full => layer_f + tp_f,
         Recompute::Selective => attn + 2.0 * scores / bw,
@@ -614,44 +706,61 @@ pub fn evaluate(problem: &Problem, l: &Layout, cache: &mut PipelineCache) -> Res
     };
     let layers = (model.layers / p) as f64;
     // The last stage's logits (2 b s h V / t forward) and cross entropy over fp32 logits.
-    let logits_f = 2.0 * b * s * h * vpad / tf / r_gemm + 2.0 * 4.0 * b * s * vpad / tf / bw;
+    let logits_f = rates.logits.seconds + 2.0 * 4.0 * b * s * vpad / tf / bw;
     // Pipeline: one send per forward and per backward of each chunk, of b s h activations
-    // split over TP (Megatron-LM's scatter/gather), on the link stages t d ranks apart cross.
-    let pp_link = cluster.link_for(t * d, p);
-    let pp_send =
-        if p > 1 { b * s * h * act / tf / pp_link.busbw_bytes_per_s() + pp_link.latency_s() } else { 0.0 };
+    // split over TP (Megatron-LM's scatter/gather), to the rank t d ahead; blocking unless
+    // `--overlap-p2p-communication` (interleaved schedule) puts it on its own stream.
+    let pp_split = if opts.scatter_gather_tensors_in_pipeline || sp { tf } else { 1.0 };
+    let pp_send = if p > 1 { cluster.send(b * s * h * act / pp_split, t * d) } else { 0.0 };
+    let p2p_overlap = opts.overlap_p2p_communication && v > 1;
+    let blocking_send = if p2p_overlap { 0.0 } else { pp_send };
     let vf = v as f64;
+    // Without gradient-accumulation fusion each micro-batch's gradients are added to the main
+    // gradients by an elementwise pass: read the new gradient, read and write the accumulator.
+    let stages = memory(problem, l, m, cache)?;
+    let params = stages.iter().map(|x| x.params).fold(0.0, f64::max) / pbytes;
+    let accumulate = if opts.gradient_accumulation_fusion { 0.0 } else { params * (act + 2.0 * gbytes) / bw };
     let fwd_compute = (layers * layer_f + logits_f) / vf;
-    let bwd_compute = (layers * 2.0 * layer_f + 2.0 * logits_f) / vf;
+    let bwd_compute = (layers * 2.0 * layer_f + 2.0 * logits_f + accumulate) / vf;
     let rec = layers * recompute_layer / vf;
     let tp_fwd = layers * tp_f / vf;
-    let tp_bwd = layers * tp_f / vf;
-    let stage_forward = fwd_compute + tp_fwd + pp_send;
-    let stage_backward = bwd_compute + rec + tp_bwd + pp_send;
-    let makespan = cache.makespan(p, m, v, stage_forward, stage_backward)?;
+    let tp_bwd = layers * tp_b / vf;
+    // Blocking launches: the host's time per kernel, a fixed time per layer and pass.
+    let idle = if opts.launch_blocking { launch_blocking::forward_idle_per_layer() } else { 0.0 };
+    let idle_fwd = layers * idle / vf;
+    let idle_bwd = layers * idle * (2.0 + launch_blocking::recomputed_passes(l.recompute)) / vf;
+    let stage_forward = fwd_compute + tp_fwd + blocking_send + idle_fwd;
+    let stage_backward = bwd_compute + rec + tp_bwd + blocking_send + idle_bwd;
+    let free_makespan = cache.makespan(p, m, v, stage_forward, stage_backward, 0.0)?;
+    let makespan = if p2p_overlap {
+        cache.makespan(p, m, v, stage_forward, stage_backward, pp_send)?
+    } else {
+        free_makespan
+    };
     let work = m as f64 * vf;
 
     // Data parallelism: the gradients of the largest stage, all-reduced over d ranks t apart
     // (ZeRO-1: reduce-scattered, then the updated weights all-gathered).
-    let stages = memory(problem, l, m, cache)?;
-    let params = stages.iter().map(|x| x.params).fold(0.0, f64::max) / pbytes;
-    let dp_link = cluster.link_for(t, d);
     let (reduce, gather) = if l.distributed_optimizer {
-        (ring_all_gather(params * gbytes, d, dp_link), ring_all_gather(params * pbytes, d, dp_link))
+        (cluster.all_gather(params * gbytes, t, d), cluster.all_gather(params * pbytes, t, d))
     } else {
-        (ring_all_reduce(params * gbytes, d, dp_link), 0.0)
+        (cluster.all_reduce(params * gbytes, t, d).0, 0.0)
     };
-    // Overlapped, a bucket's reduction starts when the last micro-batch's backward has
-    // produced it: the last backward hides up to its own length, and the last bucket (40M
-    // parameters, Megatron-LM's default) is always exposed.
-    let exposed_reduce = if opts.overlap_grad_reduce {
-        let last_bucket = reduce * (40e6 / params).min(1.0);
-        (reduce - stage_backward * vf).max(0.0).max(last_bucket)
-    } else {
-        reduce
-    };
+    // Buckets of 40M parameters (Megatron-LM's default): overlapped, each bucket's reduction
+    // starts when the last micro-batch's backward has produced it, and each bucket of the
+    // weights' all-gather is waited for where the next forward needs it.
+    let buckets = (params / 40e6).ceil().max(1.0) as usize;
+    let exposed_reduce =
+        overlap::grad_reduce_exposed(reduce, stage_backward * vf, buckets, opts.overlap_grad_reduce);
+    let exposed_gather = overlap::param_gather_exposed(
+        gather,
+        stage_forward * vf,
+        buckets,
+        opts.overlap_param_gather && l.distributed_optimizer,
+    );
     // The tied embedding's gradient, all-reduced between the first and last stage.
-    let embedding = if p > 1 { ring_all_reduce(vpad * h / tf * gbytes, 2, pp_link) } else { 0.0 };
+    let embedding =
+        if p > 1 { cluster.all_reduce(vpad * h / tf * gbytes, t * d * (p - 1), 2).0 } else { 0.0 };
     // AdamW streams weights, gradients and state in and the new ones out.
     let shard = if l.distributed_optimizer { d as f64 } else { 1.0 };
     let optimizer = params * (pbytes + gbytes + 2.0 * obytes / shard + pbytes) / bw;
@@ -661,27 +770,20 @@ pub fn evaluate(problem: &Problem, l: &Layout, cache: &mut PipelineCache) -> Res
         compute,
         recompute: work * rec,
         tp_comm: work * (tp_fwd + tp_bwd),
-        pp_comm: work * 2.0 * pp_send,
-        bubble: makespan - work * (stage_forward + stage_backward),
+        pp_comm: if p2p_overlap { makespan - free_makespan } else { work * 2.0 * pp_send },
+        launch_idle: work * (idle_fwd + idle_bwd),
+        bubble: free_makespan - work * (stage_forward + stage_backward),
         dp_comm: reduce + gather,
-        dp_exposed: exposed_reduce + gather + embedding,
+        dp_exposed: exposed_reduce + exposed_gather + embedding,
         optimizer,
-        total: makespan + exposed_reduce + gather + embedding + optimizer,
+        total: makespan + exposed_reduce + exposed_gather + embedding + optimizer,
     };
 
-    // Narayanan et al. 2021, eq. (3), with full recomputation: 96 B s l h^2 (1 + s / 6h +
-    // V / 16 l h). Without recomputation the layers' 96 becomes 72 while the LM head's
-    // 6 B s h V (forward and backward, never recomputed) stays, so its term is V / 12 l h there
-    // (72 / 12 = 96 / 16 = 6): 72 B s l h^2 (1 + s / 6h + V / 12 l h), the model FLOPs Megatron-LM's
-    // `num_floating_point_operations` counts. Selective recomputation adds the attention core's
-    // forward.
-    let (bg, ll) = (problem.global_batch as f64, model.layers as f64);
-    let model_flops = 72.0 * bg * s * ll * h * h * (1.0 + s / (6.0 * h) + vpad / (12.0 * ll * h));
-    let hardware_flops = match l.recompute {
-        Recompute::Full => 96.0 * bg * s * ll * h * h * (1.0 + s / (6.0 * h) + vpad / (16.0 * ll * h)),
-        Recompute::Selective => model_flops + 4.0 * bg * s * s * h * ll,
-        Recompute::None => model_flops,
-    };
+    // Model FLOPs as Megatron-LM counts them, and what recomputation adds ([`flops`]).
+    let bg = problem.global_batch as f64;
+    let model_flops = flops::model_flops(model, model.padded_vocab(t), problem.global_batch);
+    let hardware_flops =
+        flops::hardware_flops(model, model.padded_vocab(t), problem.global_batch, l.recompute);
     let world = cluster.world() as f64;
     let mem =
         stages.iter().copied().max_by(|x, y| x.total().total_cmp(&y.total())).expect("at least one stage");

@@ -148,16 +148,11 @@ pub fn detail(problem: &Problem, plan: &Plan, costing: &Costing) -> String {
     }
     let t = &plan.time;
     out.push_str(&format!("  time per iteration: {}\n", seconds(t.total)));
-    for (name, s) in [
-        ("compute", t.compute),
-        ("recompute", t.recompute),
-        ("TP comm", t.tp_comm),
-        ("PP comm", t.pp_comm),
-        ("bubble", t.bubble),
-        ("DP exposed", t.dp_exposed),
-        ("optimizer", t.optimizer),
-    ] {
-        out.push_str(&format!("    {name:<13} {:>10} {:>5.1}%\n", seconds(s), 100.0 * s / t.total));
+    for (name, s) in t.components() {
+        if name == "launch idle" && s == 0.0 {
+            continue; // only runs with blocking launches have it
+        }
+        out.push_str(&format!("    {name:<24} {:>10} {:>5.1}%\n", seconds(s), 100.0 * s / t.total));
     }
     out.push_str(&format!(
         "    (DP reduction {} in all, on {}; TP on {}; PP on {})\n",
@@ -171,10 +166,11 @@ pub fn detail(problem: &Problem, plan: &Plan, costing: &Costing) -> String {
         },
     ));
     out.push_str(&format!(
-        "  {} per GPU of model FLOPs ({} with recomputation), MFU {:.1}%, HFU {:.1}%, {:.0} tokens/s\n",
+        "  per GPU: {} of model FLOPs (Megatron-LM's count), MFU {:.1}%; {} of hardware FLOPs (recomputation \
+         included), HFU {:.1}%; {:.0} tokens/s\n",
         rate(plan.model_tflops_per_gpu * 1e12),
-        rate(plan.hardware_tflops_per_gpu * 1e12),
         100.0 * plan.mfu,
+        rate(plan.hardware_tflops_per_gpu * 1e12),
         100.0 * plan.hfu,
         plan.tokens_per_s
     ));

@@ -2,7 +2,7 @@
 
 use crate::Recompute;
 
-use super::{check_layout, evaluate, IterTime, Layout, PipelineCache, Plan, Problem};
+use super::{check_layout, check_problem, evaluate, Layout, PipelineCache, Plan, Problem};
 
 /// Dimensions the search may vary; `Some` fixes one (the flag was given).
 #[derive(Clone, Copy, Debug, Default)]
@@ -39,6 +39,9 @@ fn divisors(n: usize) -> Vec<usize> {
 
 /// Every layout of `space` that [`check_layout`] accepts.
 pub fn layouts(problem: &Problem, space: &Space) -> Vec<Layout> {
+    if check_problem(problem).is_err() {
+        return Vec::new();
+    }
     let world = problem.cluster.world();
     let model = &problem.model;
     let mut out = Vec::new();
@@ -56,10 +59,11 @@ pub fn layouts(problem: &Problem, space: &Space) -> Vec<Layout> {
             }
         };
         for &pp in &pps {
-            if world % (tp * pp) != 0 {
+            let Some(dp) =
+                tp.checked_mul(pp).filter(|&tpp| tpp > 0 && world % tpp == 0).map(|tpp| world / tpp)
+            else {
                 continue;
-            }
-            let dp = world / (tp * pp);
+            };
             if problem.global_batch % dp != 0 {
                 continue;
             }
@@ -80,7 +84,8 @@ pub fn layouts(problem: &Problem, space: &Space) -> Vec<Layout> {
             };
             let vs: Vec<usize> = match space.virtual_stages {
                 Some(v) => vec![v],
-                None if pp > 1 => (1..=8).filter(|v| (model.layers / pp) % v == 0).collect(),
+                // Any chunk count the stage's layers allow, down to one layer a chunk.
+                None if pp > 1 => divisors(model.layers / pp),
                 None => vec![1],
             };
             let zeros = match space.distributed_optimizer {
@@ -118,6 +123,7 @@ pub fn layouts(problem: &Problem, space: &Space) -> Vec<Layout> {
 
 /// Evaluates every layout of `space` and ranks them.
 pub fn search(problem: &Problem, space: &Space) -> Result<Ranked, String> {
+    check_problem(problem)?;
     let mut cache = PipelineCache::default();
     let candidates = layouts(problem, space);
     let considered = candidates.len();
@@ -138,24 +144,13 @@ pub fn search(problem: &Problem, space: &Space) -> Result<Ranked, String> {
     Ok(Ranked { fitting, too_big, considered })
 }
 
-/// The time components, named, for comparisons.
-fn components(t: &IterTime) -> [(&'static str, f64); 7] {
-    [
-        ("compute", t.compute),
-        ("recomputation", t.recompute),
-        ("TP communication", t.tp_comm),
-        ("PP communication", t.pp_comm),
-        ("pipeline bubble", t.bubble),
-        ("exposed DP communication", t.dp_exposed),
-        ("optimizer step", t.optimizer),
-    ]
-}
-
 /// Why `best` beats `other`: the two components that differ the most, in seconds.
 pub fn difference(best: &Plan, other: &Plan) -> String {
-    let mut deltas: Vec<(&str, f64)> = components(&other.time)
+    let mut deltas: Vec<(&str, f64)> = other
+        .time
+        .components()
         .iter()
-        .zip(components(&best.time))
+        .zip(best.time.components())
         .map(|((name, o), (_, b))| (*name, o - b))
         .filter(|(_, d)| d.abs() > 1e-4 * best.time.total)
         .collect();
@@ -185,54 +180,129 @@ pub fn seconds(s: f64) -> String {
     }
 }
 
-/// For each dimension, the fastest fitting layout that differs from the best in it, and what
-/// that costs: the explanation of the winner.
-pub fn explain(ranked: &Ranked) -> Vec<String> {
+/// The settings [`explain`] varies one at a time, as its lines name them.
+pub const SETTINGS: [&str; 7] = [
+    "tensor parallelism",
+    "pipeline parallelism",
+    "micro-batch size",
+    "recomputation",
+    "interleaving",
+    "sequence parallelism",
+    "ZeRO-1",
+];
+
+/// Each of [`SETTINGS`] of `l`, as a comparable number; `None` where the setting does not
+/// apply (sequence parallelism without TP, ZeRO-1 without DP, interleaving without PP), so
+/// that it counts as equal to anything. The data-parallel size is not a setting: it follows
+/// from TP and PP.
+fn settings(l: &Layout) -> [Option<usize>; 7] {
+    [
+        Some(l.tp),
+        Some(l.pp),
+        Some(l.micro_batch),
+        Some(l.recompute as usize),
+        (l.pp > 1).then_some(l.virtual_stages),
+        (l.tp > 1).then_some(usize::from(l.sequence_parallel)),
+        (l.dp > 1).then_some(usize::from(l.distributed_optimizer)),
+    ]
+}
+
+/// Whether setting `i` of `a` and `b` differs (both apply and differ).
+fn setting_differs(i: usize, a: &Layout, b: &Layout) -> bool {
+    let (x, y) = (settings(a)[i], settings(b)[i]);
+    match i {
+        // TP and PP change which settings apply; compare them whatever the others do.
+        0 | 1 => x != y,
+        _ => matches!((x, y), (Some(x), Some(y)) if x != y),
+    }
+}
+
+/// The settings in which `a` and `b` differ, by name.
+pub fn differing_settings(a: &Layout, b: &Layout) -> Vec<&'static str> {
+    (0..SETTINGS.len()).filter(|&i| setting_differs(i, a, b)).map(|i| SETTINGS[i]).collect()
+}
+
+/// What the winner of a search is compared with for one setting.
+#[derive(Clone, Copy, Debug)]
+pub enum Alternative<'a> {
+    /// The fastest fitting layout that differs from the winner in this setting alone.
+    Only(&'a Plan),
+    /// None of those fits: the smallest of them.
+    OnlyTooBig(&'a Plan),
+    /// No valid layout differs in this setting alone: the fastest fitting one that differs
+    /// in it (and in others).
+    Nearest(&'a Plan),
+}
+
+/// For each of [`SETTINGS`] (by index), what the winner of `ranked` is compared with: the
+/// fastest fitting layout that differs from it in that setting alone (every other setting
+/// held, the data-parallel size following from TP and PP), or what comes nearest. `None`
+/// where no layout differs in the setting (it was pinned, or nothing else divides).
+pub fn alternatives(ranked: &Ranked) -> Vec<(usize, Alternative<'_>)> {
     let Some(best) = ranked.fitting.first() else { return Vec::new() };
     let b = best.layout;
-    let dims = [
-        "tensor parallelism",
-        "pipeline parallelism",
-        "micro-batch size",
-        "recomputation",
-        "interleaving",
-        "sequence parallelism",
-        "ZeRO-1",
-    ];
-    let differs = |dim: usize, l: &Layout| match dim {
-        0 => l.tp != b.tp,
-        1 => l.pp != b.pp,
-        2 => l.micro_batch != b.micro_batch,
-        3 => l.recompute != b.recompute,
-        4 => l.virtual_stages != b.virtual_stages,
-        5 => (l.sequence_parallel && l.tp > 1) != (b.sequence_parallel && b.tp > 1),
-        _ => l.distributed_optimizer != b.distributed_optimizer,
-    };
-    let mut lines = Vec::new();
-    for (i, dim) in dims.iter().enumerate() {
-        if let Some(other) = ranked.fitting.iter().find(|p| differs(i, &p.layout)) {
-            lines.push(format!("other {dim}: {}", difference(best, other)));
-        } else if let Some(big) = ranked.too_big.iter().find(|p| differs(i, &p.layout)) {
-            lines.push(format!(
-                "other {dim}: nothing fits; the smallest, {}, needs {:.1} GiB per GPU",
-                big.layout.label(),
-                big.memory.total() / trident_hardware::GIB
-            ));
-        }
-    }
-    lines
+    let only = |i: usize, l: &Layout| differing_settings(&b, l) == [SETTINGS[i]];
+    (0..SETTINGS.len())
+        .filter_map(|i| {
+            let alt = if let Some(p) = ranked.fitting.iter().find(|p| only(i, &p.layout)) {
+                Alternative::Only(p)
+            } else if let Some(p) = ranked.too_big.iter().find(|p| only(i, &p.layout)) {
+                Alternative::OnlyTooBig(p)
+            } else {
+                Alternative::Nearest(ranked.fitting.iter().find(|p| setting_differs(i, &b, &p.layout))?)
+            };
+            Some((i, alt))
+        })
+        .collect()
+}
+
+/// The explanation of the winner: for each setting, [`alternatives`] and what it costs.
+pub fn explain(ranked: &Ranked) -> Vec<String> {
+    let Some(best) = ranked.fitting.first() else { return Vec::new() };
+    alternatives(ranked)
+        .into_iter()
+        .map(|(i, alt)| {
+            let dim = SETTINGS[i];
+            match alt {
+                Alternative::Only(other) => format!("other {dim}: {}", difference(best, other)),
+                Alternative::OnlyTooBig(big) => format!(
+                    "other {dim}: nothing else the same fits; the smallest, {}, needs {:.1} GiB per GPU",
+                    big.layout.label(),
+                    big.memory.total() / trident_hardware::GIB
+                ),
+                Alternative::Nearest(other) => {
+                    let also: Vec<&str> =
+                        differing_settings(&best.layout, &other.layout).into_iter().filter(|d| *d != dim).collect();
+                    format!(
+                        "other {dim}: no valid layout differs in it alone; the fastest that differs in it (and in \
+                         {}): {}",
+                        also.join(", "),
+                        difference(best, other)
+                    )
+                }
+            }
+        })
+        .collect()
 }
 
 /// The source guide's rules of thumb, checked on the winner of `ranked` (which must have one
 /// fitting layout; none gives no lines): TP = GPUs per node (and, when that loses, the fastest
-/// layout that has it and what it loses by), and PP at most a quarter of the layers.
+/// layout that has it, differing from the winner in TP alone where one fits, and what it loses
+/// by), and PP at most a quarter of the layers.
 pub fn recommendations(problem: &Problem, ranked: &Ranked) -> Vec<String> {
     let Some(best) = ranked.fitting.first() else { return Vec::new() };
     let (l, gpn, layers) = (best.layout, problem.cluster.gpus_per_node, problem.model.layers);
     let tp = if l.tp == gpn {
         format!("TP = GPUs per node ({gpn}): yes")
     } else {
-        match ranked.fitting.iter().find(|p| p.layout.tp == gpn) {
+        // The fastest with TP = GPUs per node and every other setting of the winner, if any.
+        let only_tp = |p: &&Plan| p.layout.tp == gpn && differing_settings(&l, &p.layout) == [SETTINGS[0]];
+        match ranked
+            .fitting
+            .iter()
+            .find(only_tp)
+            .or_else(|| ranked.fitting.iter().find(|p| p.layout.tp == gpn))
+        {
             Some(other) => {
                 format!("TP = GPUs per node ({gpn}): no, TP {} wins: {}", l.tp, difference(best, other))
             }
@@ -249,4 +319,118 @@ pub fn recommendations(problem: &Problem, ranked: &Ranked) -> Vec<String> {
         )
     };
     vec![tp, pp]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::problem;
+    use crate::Precision;
+
+    /// Interleaving is searched up to one layer a chunk, not up to a fixed count.
+    #[test]
+    fn interleaving_goes_up_to_one_layer_a_chunk() {
+        // 96 layers over 2 stages: 48 a stage, so chunk counts up to 48.
+        let p = problem("gpt3-175b", "a100-80gb", 64, 1536, Precision::Bf16, true);
+        let space = Space { tp: Some(8), pp: Some(2), micro_batch: Some(1), ..Space::default() };
+        let vs: std::collections::BTreeSet<usize> =
+            layouts(&p, &space).iter().map(|l| l.virtual_stages).collect();
+        assert_eq!(vs.into_iter().collect::<Vec<_>>(), [1, 2, 3, 4, 6, 8, 12, 16, 24, 48]);
+    }
+
+    /// Each setting can be held: a 2021 stack (no sequence parallelism, no distributed
+    /// optimizer, no interleaving, full recomputation) searched as it was.
+    #[test]
+    fn pinned_settings_stay_as_pinned() {
+        let p = problem("megatron-18b", "a100-80gb", 256, 1024, Precision::Fp16, false);
+        let space = Space {
+            sequence_parallel: Some(false),
+            distributed_optimizer: Some(false),
+            virtual_stages: Some(1),
+            recompute: Some(Recompute::Full),
+            ..Space::default()
+        };
+        let all = layouts(&p, &space);
+        assert!(all.len() > 20, "{}", all.len());
+        for l in &all {
+            assert!(!l.sequence_parallel && !l.distributed_optimizer, "{l:?}");
+            assert_eq!((l.virtual_stages, l.recompute), (1, Recompute::Full), "{l:?}");
+        }
+        let free = layouts(&p, &Space::default());
+        assert!(free.iter().any(|l| l.sequence_parallel) && free.iter().any(|l| l.distributed_optimizer));
+        assert!(free.iter().any(|l| l.virtual_stages > 1) && free.len() > 4 * all.len());
+    }
+
+    /// Each "why it wins" line compares the winner with the fastest layout that differs in the
+    /// one setting it names, every other setting the same; the line of a setting that was held
+    /// fixed is absent.
+    #[test]
+    fn each_alternative_differs_in_its_setting_alone() {
+        let p = problem("megatron-18b", "a100-80gb", 256, 1024, Precision::Fp16, false);
+        let space = Space { distributed_optimizer: Some(false), ..Space::default() };
+        let ranked = search(&p, &space).unwrap();
+        let best = ranked.fitting[0].layout;
+        let alts = alternatives(&ranked);
+        assert!(alts.len() >= 5, "{alts:?}");
+        let mut only = 0;
+        for (i, alt) in &alts {
+            assert_ne!(SETTINGS[*i], "ZeRO-1", "a pinned setting has no alternative");
+            match alt {
+                Alternative::Only(other) => {
+                    only += 1;
+                    assert_eq!(
+                        differing_settings(&best, &other.layout),
+                        [SETTINGS[*i]],
+                        "{:?}",
+                        other.layout
+                    );
+                    // It is the fastest such layout.
+                    let first = ranked
+                        .fitting
+                        .iter()
+                        .find(|q| differing_settings(&best, &q.layout) == [SETTINGS[*i]])
+                        .unwrap();
+                    assert_eq!(first.layout, other.layout);
+                    assert!(other.time.total >= ranked.fitting[0].time.total);
+                }
+                Alternative::OnlyTooBig(big) => {
+                    assert_eq!(differing_settings(&best, &big.layout), [SETTINGS[*i]]);
+                    assert!(!big.fits);
+                }
+                Alternative::Nearest(other) => {
+                    assert!(differing_settings(&best, &other.layout).contains(&SETTINGS[*i]));
+                    assert!(!ranked
+                        .fitting
+                        .iter()
+                        .any(|q| differing_settings(&best, &q.layout) == [SETTINGS[*i]]));
+                }
+            }
+        }
+        assert!(only >= 4, "{alts:?}");
+        let lines = explain(&ranked);
+        assert_eq!(lines.len(), alts.len());
+        assert!(lines.iter().all(|l| l.starts_with("other ")), "{lines:?}");
+    }
+
+    /// Settings that do not apply count as equal: SP without TP, ZeRO-1 without DP,
+    /// interleaving without PP.
+    #[test]
+    fn settings_that_do_not_apply_do_not_differ() {
+        let a = Layout {
+            tp: 1,
+            pp: 1,
+            dp: 8,
+            micro_batch: 1,
+            recompute: Recompute::None,
+            sequence_parallel: false,
+            virtual_stages: 1,
+            distributed_optimizer: true,
+        };
+        let b = Layout { tp: 8, dp: 1, sequence_parallel: true, distributed_optimizer: false, ..a };
+        assert_eq!(differing_settings(&a, &b), ["tensor parallelism"]);
+        let c = Layout { pp: 8, dp: 1, virtual_stages: 4, distributed_optimizer: false, ..a };
+        assert_eq!(differing_settings(&a, &c), ["pipeline parallelism"]);
+        let d = Layout { recompute: Recompute::Selective, micro_batch: 2, ..a };
+        assert_eq!(differing_settings(&a, &d), ["micro-batch size", "recomputation"]);
+    }
 }

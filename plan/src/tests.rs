@@ -3,24 +3,50 @@ use trident_hardware::{Hardware, Scope};
 use super::search::{explain, search, Space};
 use super::*;
 
-fn cluster(gpu: &str, nodes: usize, inter: &str) -> Cluster {
+pub(crate) fn cluster(gpu: &str, nodes: usize, inter: &str) -> Cluster {
     let hw = Hardware::builtin();
     let gpu = hw.gpu(gpu).unwrap().clone();
     let intra = hw.link(&gpu.gpu_link).unwrap().clone();
-    Cluster { gpu, gpus_per_node: 8, nodes, intra, inter: hw.link(inter).unwrap().clone() }
+    Cluster { gpu, gpus_per_node: 8, nodes, intra, inter: hw.link(inter).unwrap().clone(), nics_per_node: 8 }
 }
 
-fn problem(model: &str, gpu: &str, gpus: usize, batch: usize, precision: Precision, fused: bool) -> Problem {
+pub(crate) fn problem(
+    model: &str,
+    gpu: &str,
+    gpus: usize,
+    batch: usize,
+    precision: Precision,
+    fused: bool,
+) -> Problem {
     let inter = if gpu.starts_with("a100") || gpu == "v100" { "ib-hdr" } else { "ib-ndr" };
     Problem {
         model: preset(model).unwrap(),
         global_batch: batch,
         cluster: cluster(gpu, gpus / 8, inter),
-        options: Options { precision, fused_attention: fused, overlap_grad_reduce: false, reserve_gib: 1.0 },
+        options: Options {
+            precision,
+            fused_attention: fused,
+            overlap_grad_reduce: false,
+            overlap_param_gather: false,
+            tp_comm_overlap: false,
+            overlap_p2p_communication: false,
+            gradient_accumulation_fusion: true,
+            launch_blocking: false,
+            scatter_gather_tensors_in_pipeline: true,
+            reserve_gib: 1.0,
+        },
     }
 }
 
-fn layout(tp: usize, pp: usize, dp: usize, mb: usize, recompute: Recompute, sp: bool, v: usize) -> Layout {
+pub(crate) fn layout(
+    tp: usize,
+    pp: usize,
+    dp: usize,
+    mb: usize,
+    recompute: Recompute,
+    sp: bool,
+    v: usize,
+) -> Layout {
     Layout {
         tp,
         pp,
@@ -139,13 +165,7 @@ fn the_bubble_comes_from_the_schedule_simulation() {
     // Uniform stages: the 1F1B makespan is (m + p - 1) (f + b), so the bubble is (p - 1) (f + b).
     let expected = 7.0 * (plan.stage_forward + plan.stage_backward);
     assert!((plan.time.bubble / expected - 1.0).abs() < 1e-3, "{} vs {expected}", plan.time.bubble);
-    let sum = plan.time.compute
-        + plan.time.recompute
-        + plan.time.tp_comm
-        + plan.time.pp_comm
-        + plan.time.bubble
-        + plan.time.dp_exposed
-        + plan.time.optimizer;
+    let sum: f64 = plan.time.components().iter().map(|(_, s)| s).sum();
     assert!((sum / plan.time.total - 1.0).abs() < 1e-9);
     assert!(
         (plan.time.bubble / (plan.time.bubble + m * (plan.stage_forward + plan.stage_backward))
@@ -259,6 +279,12 @@ fn published_h100_runs_mfu_within_15_percent() {
                 precision: Precision::Bf16,
                 fused_attention: true,
                 overlap_grad_reduce: false,
+                overlap_param_gather: false,
+                tp_comm_overlap: false,
+                overlap_p2p_communication: false,
+                gradient_accumulation_fusion: true,
+                launch_blocking: false,
+                scatter_gather_tensors_in_pipeline: true,
                 reserve_gib: 1.0,
             },
         };
@@ -390,4 +416,30 @@ fn model_flops_count_the_lm_head_once_and_recomputation_only_the_layers() {
         (recomputed / (layers / 3.0) - 1.0).abs() < 1e-9,
         "full recomputation adds one forward of the layers"
     );
+}
+
+/// Blocking launches cost a fixed time per layer and micro-batch: the iteration's idle is
+/// `m x layers per stage x (1 + 2 + 1) x` the forward's idle under full recomputation, it
+/// halves when the micro-batch doubles (half the micro-batches), and the schedule's span grows
+/// by more than it (the bubble's slots idle too).
+#[test]
+fn launch_blocking_is_a_fixed_cost_per_layer_and_micro_batch() {
+    let mut p = problem("megatron-145b", "a100-80gb", 1536, 2304, Precision::Fp16, false);
+    let l = layout(8, 8, 24, 1, Recompute::Full, false, 1);
+    let free = evaluate(&p, &l, &mut PipelineCache::default()).unwrap();
+    assert_eq!(free.time.launch_idle, 0.0);
+    p.options.launch_blocking = true;
+    let blocking = evaluate(&p, &l, &mut PipelineCache::default()).unwrap();
+    let per_pass = launch_blocking::forward_idle_per_layer();
+    let expected = 96.0 * (80.0 / 8.0) * 4.0 * per_pass;
+    assert!((blocking.time.launch_idle / expected - 1.0).abs() < 1e-9, "{}", blocking.time.launch_idle);
+    assert!(blocking.time.total - free.time.total > expected);
+    let l2 = layout(8, 8, 24, 2, Recompute::Full, false, 1);
+    let blocking2 = evaluate(&p, &l2, &mut PipelineCache::default()).unwrap();
+    assert!((blocking2.time.launch_idle / (expected / 2.0) - 1.0).abs() < 1e-9);
+    // Selective recomputation reruns only the attention core's kernels.
+    let sel =
+        evaluate(&p, &layout(8, 8, 24, 1, Recompute::Selective, false, 1), &mut PipelineCache::default())
+            .unwrap();
+    assert!((sel.time.launch_idle / (96.0 * 10.0 * (3.0 + 5.0 / 30.0) * per_pass) - 1.0).abs() < 1e-9);
 }

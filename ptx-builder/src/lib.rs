@@ -52,6 +52,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod checks;
 pub mod cubin;
 
 /// The target the kernels are compiled for.
@@ -185,6 +186,7 @@ pub struct PtxBuild {
     watch: Vec<PathBuf>,
     features: Vec<String>,
     cubins: Vec<String>,
+    max_threads: Vec<(String, u32)>,
 }
 
 impl PtxBuild {
@@ -203,6 +205,7 @@ impl PtxBuild {
             watch: Vec::new(),
             features: Vec::new(),
             cubins: Vec::new(),
+            max_threads: Vec::new(),
         }
     }
 
@@ -228,6 +231,16 @@ impl PtxBuild {
     /// Where no `ptxas` is found the file still exists, with no cubins, and the build warns.
     pub fn cubins(mut self, archs: &[&str]) -> Self {
         self.cubins = archs.iter().map(|a| a.to_string()).collect();
+        self
+    }
+
+    /// Declares that the kernels whose names start with `prefix` run with at most `threads`
+    /// threads per block: the builder writes `.maxntid threads, 1, 1` into each one's `.entry`
+    /// (PTX ISA, "Performance-Tuning Directives: .maxntid"), which Rust has no attribute for.
+    /// `ptxas` then keeps their registers within what that many threads may use, and can
+    /// honour `setmaxnreg`, which it otherwise ignores for want of the register count at entry.
+    pub fn max_threads(mut self, prefix: &str, threads: u32) -> Self {
+        self.max_threads.push((prefix.into(), threads));
         self
     }
 
@@ -264,7 +277,11 @@ impl PtxBuild {
         ensure_toolchain(&toolchain)?;
 
         let ptx = out_dir.join(&self.output);
-        let target_dir = out_dir.join("nvptx-target");
+        // One target directory per output, so that two builds of one crate with different
+        // flags (an sm_80 and an sm_90a module, say) neither wait for each other's lock nor
+        // rebuild each other's artifacts.
+        let stem = Path::new(&self.output).file_stem().and_then(|s| s.to_str()).unwrap_or("kernels");
+        let target_dir = out_dir.join(format!("nvptx-target-{stem}"));
         let output = nested(&toolchain, "cargo")
             .current_dir(&self.crate_dir)
             .args(["rustc", "--release", "--lib", "--target", TARGET, "-Zbuild-std=core"])
@@ -285,6 +302,10 @@ impl PtxBuild {
         if !text.contains(".entry") {
             return Err(Error::NoPtx { path: ptx, why: "the module has no kernel entry point".into() });
         }
+        if !self.max_threads.is_empty() {
+            let patched = with_max_threads(&text, &self.max_threads);
+            std::fs::write(&ptx, patched).map_err(|source| Error::Read { path: ptx.clone(), source })?;
+        }
         if !self.cubins.is_empty() {
             let assembled = cubin::assemble(&ptx, &self.cubins, &out_dir)?;
             if matches!(assembled, cubin::Assembled::NoPtxas) {
@@ -294,9 +315,8 @@ impl PtxBuild {
                     self.output
                 );
             }
-            let stem = Path::new(&self.output).file_stem().and_then(|s| s.to_str()).unwrap_or("kernels");
             let include = out_dir.join(format!("{stem}.machine.rs"));
-            let source = cubin::include_source(&assembled, &out_dir)?;
+            let source = cubin::include_source(&assembled, &out_dir, stem)?;
             std::fs::write(&include, source).map_err(|source| Error::Read { path: include, source })?;
         }
         Ok(ptx)
@@ -314,6 +334,30 @@ impl PtxBuild {
         }
         flags
     }
+}
+
+/// `ptx` with `.maxntid N, 1, 1` after the parameter list of every entry whose name starts
+/// with one of the prefixes of `bounds` (the first that matches gives N).
+fn with_max_threads(ptx: &str, bounds: &[(String, u32)]) -> String {
+    let mut out = String::with_capacity(ptx.len() + 64);
+    let mut pending = None;
+    for line in ptx.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if let Some(name) = line.split(".entry ").nth(1) {
+            let name = name.split('(').next().unwrap_or_default();
+            pending = bounds.iter().find(|(prefix, _)| name.starts_with(prefix.as_str())).map(|b| b.1);
+            // An entry without parameters closes its list on the same line.
+            if let (Some(threads), true) = (pending, line.trim_end().ends_with(')')) {
+                out.push_str(&format!(".maxntid {threads}, 1, 1\n"));
+                pending = None;
+            }
+        } else if let (Some(threads), ")") = (pending, line.trim()) {
+            out.push_str(&format!(".maxntid {threads}, 1, 1\n"));
+            pending = None;
+        }
+    }
+    out
 }
 
 /// The toolchain channel for the kernels crate in `crate_dir`: `TRIDENT_NVPTX_TOOLCHAIN`, or
@@ -519,6 +563,20 @@ mod tests {
         assert_eq!(parse_channel("[toolchain]\ncomponents = [\"rust-src\"]\n"), None);
         assert_eq!(parse_channel("channel = \"\""), None);
         assert_eq!(parse_channel("channels = \"x\""), None);
+    }
+
+    #[test]
+    fn max_threads_lands_between_the_parameters_and_the_body_of_the_entries_named() {
+        let ptx = ".visible .entry big_a(\n\t.param .u64 big_a_param_0\n)\n{\n\tret;\n}\n\
+                   .visible .entry small(\n\t.param .u64 small_param_0\n)\n{\n\tret;\n}\n\
+                   .visible .entry big_b()\n{\n\tret;\n}\n";
+        let patched = with_max_threads(ptx, &[("big_".into(), 384)]);
+        assert_eq!(
+            patched,
+            ".visible .entry big_a(\n\t.param .u64 big_a_param_0\n)\n.maxntid 384, 1, 1\n{\n\tret;\n}\n\
+             .visible .entry small(\n\t.param .u64 small_param_0\n)\n{\n\tret;\n}\n\
+             .visible .entry big_b()\n.maxntid 384, 1, 1\n{\n\tret;\n}\n"
+        );
     }
 
     #[test]

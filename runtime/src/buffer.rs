@@ -128,6 +128,7 @@ impl<T: Pod> Buffer<T> {
     /// A buffer holding a copy of `data`.
     pub fn from_slice(device: &Device, data: &[T]) -> Result<Self> {
         if device.is_host() {
+            crate::transfers::count(device.kind());
             let storage = Storage::Host(
                 AlignedVec::try_from_slice(data).ok_or_else(|| out_of_memory::<T>(device, data.len()))?,
             );
@@ -431,6 +432,7 @@ impl<'a, T: Pod> View<'a, T> {
                 expected: self.len,
             });
         }
+        crate::transfers::count(self.device.kind());
         match self.mem {
             Mem::Host(h) => out.copy_from_slice(h),
             Mem::Cuda(d, a) => stream.ordered(|s| {
@@ -484,6 +486,9 @@ impl<'a, T: Pod> ViewMut<'a, T> {
         match &mut self.mem {
             MemMut::Host(h) => {
                 host_wrote(self.device, h.as_ptr().cast(), size_of_val(*h));
+                if self.device.kind() == crate::DeviceKind::Emu {
+                    crate::transfers::count(crate::DeviceKind::Emu);
+                }
                 Some(h)
             }
             MemMut::Cuda(..) => None,
@@ -495,6 +500,9 @@ impl<'a, T: Pod> ViewMut<'a, T> {
         match self.mem {
             MemMut::Host(h) => {
                 host_wrote(self.device, h.as_ptr().cast(), size_of_val(h));
+                if self.device.kind() == crate::DeviceKind::Emu {
+                    crate::transfers::count(crate::DeviceKind::Emu);
+                }
                 Some(h)
             }
             MemMut::Cuda(..) => None,
@@ -588,6 +596,7 @@ impl<'a, T: Pod> ViewMut<'a, T> {
                 expected: self.len,
             });
         }
+        crate::transfers::count(self.device.kind());
         match &mut self.mem {
             MemMut::Host(h) => {
                 h.copy_from_slice(data);
@@ -646,17 +655,18 @@ impl<'a, T: Pod> ViewMut<'a, T> {
     pub fn fill_zero_on(&mut self, stream: &Stream) -> Result<()> {
         self.device.expect_same(stream.device())?;
         let bytes = self.len * size_of::<T>();
-        if let Some(h) = self.host_mut() {
-            h.fill(T::zeroed());
-            return Ok(());
-        }
         match &mut self.mem {
+            // A memset on the device, not a host transfer.
+            MemMut::Host(h) => {
+                h.fill(T::zeroed());
+                host_wrote(self.device, h.as_ptr().cast(), size_of_val(*h));
+                Ok(())
+            }
             MemMut::Cuda(d, a, _) => stream.ordered(|s| {
                 // SAFETY: `a` addresses this view's `len` elements on `d`; a device memset,
                 // not an upload of a host buffer of zeros.
                 unsafe { d.memset_zero(s, *a, bytes) }
             }),
-            MemMut::Host(_) => unreachable!("host views returned above"),
         }
     }
 }

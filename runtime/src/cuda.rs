@@ -198,6 +198,79 @@ impl CudaDevice {
         self.compute_capability
     }
 
+    /// The GPU's streaming multiprocessors (`CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`): 132 on
+    /// an H100 SXM, what a persistent grid sizes itself by.
+    ///
+    /// # Errors
+    /// The driver's.
+    pub fn sm_count(&self) -> Result<usize> {
+        let attribute = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT;
+        self.ctx.attribute(attribute).map(|n| n.max(1) as usize).map_err(|e| self.error(e))
+    }
+
+    /// `cuTensorMapEncodeTiled` of `f` (interleave none): the 128-byte `CUtensorMap` a TMA copy
+    /// reads, as 16 words to upload where a kernel can address it. The caller checks the fields
+    /// first with `trident_simt::TensorMap::new`, which applies the driver's documented rules
+    /// and names the one broken (the driver only answers `CUDA_ERROR_INVALID_VALUE`).
+    ///
+    /// # Errors
+    /// The driver's, where it refuses the fields.
+    pub fn encode_tensor_map(&self, f: &trident_simt::TensorMapFields<'_>) -> Result<[u64; 16]> {
+        use sys::CUtensorMapDataType_enum as D;
+        use trident_simt::{L2Promotion, OobFill, Swizzle, TensorDataType as T};
+        let data_type = match f.data_type {
+            T::U8 => D::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+            T::U16 => D::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+            T::U32 => D::CU_TENSOR_MAP_DATA_TYPE_UINT32,
+            T::I32 => D::CU_TENSOR_MAP_DATA_TYPE_INT32,
+            T::U64 => D::CU_TENSOR_MAP_DATA_TYPE_UINT64,
+            T::I64 => D::CU_TENSOR_MAP_DATA_TYPE_INT64,
+            T::F16 => D::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            T::F32 => D::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+            T::F64 => D::CU_TENSOR_MAP_DATA_TYPE_FLOAT64,
+            T::Bf16 => D::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        };
+        let swizzle = match f.swizzle {
+            Swizzle::None => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+            Swizzle::B32 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_32B,
+            Swizzle::B64 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
+            Swizzle::B128 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+        };
+        let l2 = match f.l2_promotion {
+            L2Promotion::None => sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_NONE,
+            L2Promotion::B64 => sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
+            L2Promotion::B128 => sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            L2Promotion::B256 => sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        };
+        let fill = match f.oob_fill {
+            OobFill::Zero => sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            OobFill::Nan => sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA,
+        };
+        let mut map = sys::CUtensorMap { opaque: [0; 16] };
+        self.bind()?;
+        // SAFETY: the arrays hold the rank's entries (rank - 1 strides), as the checked
+        // fields do; the map is written in place and read by nothing else.
+        unsafe {
+            sys::cuTensorMapEncodeTiled(
+                &mut map,
+                data_type,
+                f.global_dims.len() as u32,
+                f.global_address as *mut std::ffi::c_void,
+                f.global_dims.as_ptr(),
+                f.global_strides.as_ptr(),
+                f.box_dims.as_ptr(),
+                f.element_strides.as_ptr(),
+                sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+                swizzle,
+                l2,
+                fill,
+            )
+            .result()
+        }
+        .map_err(|e| self.error(e))?;
+        Ok(map.opaque)
+    }
+
     /// Waits until the work queued on every stream of the device has finished.
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;

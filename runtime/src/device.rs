@@ -52,6 +52,34 @@ impl Device {
         Ok(Device::Cuda(Arc::new(CudaDevice::new(ordinal)?)))
     }
 
+    /// Emulated device `ordinal`, for ranks that run as threads of one process with one
+    /// emulated device each: makes the calling host thread drive that device and returns
+    /// [`Device::Emu`]. The thread's launches then run as device `ordinal` (named so in the
+    /// emulator's reports), and the buffers it allocates are memory the other emulated devices
+    /// map: a kernel reaches a peer's buffer through the pointer passed to it, and the emulator
+    /// checks every access to such memory against the other devices' (the PTX memory model:
+    /// only release/acquire chains at `.sys` scope order two devices). Call it on each rank's
+    /// thread before that rank allocates.
+    ///
+    /// ```
+    /// use trident_runtime::{Device, DeviceKind};
+    ///
+    /// let ranks: Vec<DeviceKind> = std::thread::scope(|s| {
+    ///     let handles: Vec<_> = (0..2).map(|r| s.spawn(move || Device::emu(r).kind())).collect();
+    ///     handles.into_iter().map(|h| h.join().unwrap()).collect()
+    /// });
+    /// assert_eq!(ranks, [DeviceKind::Emu, DeviceKind::Emu]);
+    /// ```
+    pub fn emu(ordinal: u32) -> Device {
+        trident_simt::set_emulated_device(Some(ordinal));
+        Device::Emu
+    }
+
+    /// The emulated device the calling host thread drives ([`Device::emu`]), if any.
+    pub fn emu_ordinal() -> Option<u32> {
+        trident_simt::emulated_device()
+    }
+
     /// The GPU of this process among the local ranks of a job: `LOCAL_RANK` (torchrun,
     /// `trident launch`), `OMPI_COMM_WORLD_LOCAL_RANK` or `SLURM_LOCALID`, modulo the GPUs
     /// present; GPU 0 outside a launcher.

@@ -98,6 +98,7 @@ mod error;
 mod host_alloc;
 mod module;
 pub mod stream;
+mod transfers;
 
 pub use arg::{Arg, ArgType};
 pub use buffer::{Buffer, View, ViewMut};
@@ -107,6 +108,7 @@ pub use error::RuntimeError;
 pub use host_alloc::HOST_ALIGN;
 pub use module::{pick_cubin, Function, LaunchConfig, Module, ModuleSource};
 pub use stream::Stream;
+pub use transfers::host_transfers;
 /// The emulator's work counters: [`last_launch_stats`] reads those of the last `Emu` launch
 /// the calling thread made, [`record_launches`] those of every launch a closure makes;
 /// [`set_block_sample`] makes its later launches run a sample of their grids (for counting

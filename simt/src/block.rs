@@ -14,6 +14,7 @@ use crate::context;
 use crate::error::{Access, AccessKind, Dim3, EmuError, Fault, Site};
 use crate::global::{self, BlockSpan, LaunchMemory, Record, SyncPoint, SyncTags};
 use crate::mbarrier::{self, Mbarriers};
+use crate::peer_order::Agent;
 use crate::sites::SiteTable;
 use crate::smem::SharedMemory;
 use crate::stacks;
@@ -49,6 +50,16 @@ pub(crate) struct ThreadSlot {
     pub bulk_committed: u32,
     /// The thread's `wgmma` state: accumulators in flight, groups, the fence.
     pub wgmma: ThreadWgmma,
+    /// The flag the thread last polled, for the poll limit (`flags.rs`).
+    pub poll: Option<PollState>,
+}
+
+/// A flag a thread polls: its address, the value last read and since when it has read it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PollState {
+    pub addr: u64,
+    pub value: u32,
+    pub since: std::time::Instant,
 }
 
 /// State the scheduler and the running thread share. Borrowed only inside one device function
@@ -66,6 +77,10 @@ pub(crate) struct BlockInner {
     pub tearing_down: bool,
     /// Memory accesses of the block, for race checks and request costs.
     pub log: AccessLog,
+    /// The block as an agent of the order between devices, once it touched peer memory.
+    pub agent: Option<Agent>,
+    /// Polls (acquire or volatile loads) in the current scheduler pass.
+    pub polls: u32,
 }
 
 /// The block's logged memory accesses. A request is the accesses of one warp with equal
@@ -435,6 +450,7 @@ impl BlockRunner {
                     async_copies: AsyncCopies::default(),
                     bulk_committed: 0,
                     wgmma: ThreadWgmma::default(),
+                    poll: None,
                 })
                 .collect(),
             warps: (0..warps).map(|_| WarpState::default()).collect(),
@@ -444,6 +460,8 @@ impl BlockRunner {
             fault: None,
             tearing_down: false,
             log: AccessLog::new(threads),
+            agent: None,
+            polls: 0,
         };
         BlockRunner {
             block: Box::new(BlockState {
@@ -470,6 +488,7 @@ impl BlockRunner {
         cfg: &LaunchConfig,
         args: &[u64],
         linear: u64,
+        idle: &dyn Fn(),
     ) -> Result<BlockCounts, EmuError> {
         self.linear = linear;
         let [gx, gy, _] = cfg.grid.map(u64::from);
@@ -483,7 +502,10 @@ impl BlockRunner {
                 slot.async_copies.abandon(&mut inner.smem);
                 slot.bulk_committed = 0;
                 slot.wgmma = ThreadWgmma::default();
+                slot.poll = None;
             }
+            inner.agent = None;
+            inner.polls = 0;
             inner.mbarriers.clear();
             inner.warpgroups.clear();
             for warp in &mut inner.warps {
@@ -506,7 +528,7 @@ impl BlockRunner {
             };
             coroutines.push(self.spawn(stack, kernel.entry, args, t));
         }
-        let result = self.schedule(&mut coroutines);
+        let result = self.schedule(&mut coroutines, idle);
         self.block.inner.borrow_mut().tearing_down = true;
         for mut coroutine in coroutines {
             if !coroutine.done() {
@@ -516,6 +538,10 @@ impl BlockRunner {
             self.stacks.push(coroutine.into_stack());
         }
         context::set_current(std::ptr::null(), 0);
+        let agent = self.block.inner.borrow_mut().agent.take();
+        if let Some(agent) = agent {
+            agent.finish(&mut self.block.memory().learned.lock().unwrap_or_else(|e| e.into_inner()));
+        }
         result?;
         self.block.end_block()
     }
@@ -550,16 +576,20 @@ impl BlockRunner {
     }
 
     /// Runs every runnable thread until it blocks, then resolves barriers, until all threads
-    /// exit or one faults. Threads run in linear-id order, so a schedule is reproducible.
-    fn schedule(&mut self, coroutines: &mut [ThreadCoroutine]) -> Result<(), EmuError> {
+    /// exit or one faults. Threads run in linear-id order, so a schedule is reproducible. A
+    /// pass in which every thread that ran only polled a flag is idle: `idle` runs (the launch
+    /// may start another worker), and the worker gives its core away (see `flags.rs`).
+    fn schedule(&mut self, coroutines: &mut [ThreadCoroutine], idle: &dyn Fn()) -> Result<(), EmuError> {
         let block: &BlockState = &self.block;
+        let mut idle_passes = 0u32;
         loop {
-            let mut ran_any = false;
+            let mut ran = 0u32;
+            block.inner.borrow_mut().polls = 0;
             for t in 0..block.threads {
                 if block.inner.borrow().threads[t as usize].status != Status::Runnable {
                     continue;
                 }
-                ran_any = true;
+                ran += 1;
                 context::set_current(block, t);
                 self.heartbeat.enter(self.linear, t);
                 let resumed = coroutines[t as usize].resume(());
@@ -575,7 +605,18 @@ impl BlockRunner {
                     return Err(error);
                 }
             }
-            if !ran_any && !release_barrier(block)? {
+            if ran > 0 && block.inner.borrow().polls >= ran {
+                idle_passes += 1;
+                idle();
+                if idle_passes % 64 == 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                } else {
+                    std::thread::yield_now();
+                }
+            } else {
+                idle_passes = 0;
+            }
+            if ran == 0 && !release_barrier(block)? {
                 return Ok(());
             }
         }
@@ -643,6 +684,9 @@ fn release_barrier(block: &BlockState) -> Result<bool, EmuError> {
         slot.status = Status::Runnable;
     }
     inner.smem.barrier();
+    if let Some(agent) = inner.agent.as_mut() {
+        agent.barrier();
+    }
     block.end_epoch(&mut inner)?;
     Ok(true)
 }

@@ -4,13 +4,19 @@
 
 use crate::block::Status;
 use crate::context::{self, fail, fail_with, suspend};
-use crate::error::{Fault, Site};
+use crate::error::{Access, AccessKind, Fault, Site};
 use crate::global::Problem;
+use crate::peer_order::{self, Agent, FlagSide};
 use crate::shared::{self, Shared};
 use crate::stats::{Class, MemOp};
 use crate::tensor_map::TensorMap;
 use crate::warp::{self, Arrival, Op};
 
+pub use crate::flags::{
+    global_load_acquire_u32, global_load_volatile_u32, global_store_release_u32, global_store_volatile_u32,
+    global_timer_ns,
+};
+pub use crate::peer_order::Scope;
 pub use crate::warp::{MmaInput, ShflMode, VoteMode, FULL_MASK, POISON_WORD, WARP_SIZE};
 
 /// `threadIdx` of the running thread.
@@ -145,7 +151,8 @@ pub(crate) fn global_access(addr: u64, len: u32, align: u32, op: MemOp, arg: u32
     global_access_as(addr, len, align, op, class, arg, site);
 }
 
-/// [`global_access`] counted as an instruction of `class`.
+/// [`global_access`] counted as an instruction of `class`; a plain access to memory shared
+/// with peers is also checked against the other devices' accesses (`peer_order.rs`).
 pub(crate) fn global_access_as(
     addr: u64,
     len: u32,
@@ -155,6 +162,27 @@ pub(crate) fn global_access_as(
     arg: u32,
     site: Site,
 ) {
+    if checked_access(addr, len, align, op, class, arg, site) {
+        peer_access(addr, len, op, site, |side| {
+            if op == MemOp::Store {
+                side.plain_store();
+            }
+        });
+    }
+}
+
+/// Checks a global access and logs it for the block's own race checks; fails the thread when
+/// it is out of range, misaligned or reads bytes never written. Returns whether the memory is
+/// shared with peers.
+pub(crate) fn checked_access(
+    addr: u64,
+    len: u32,
+    align: u32,
+    op: MemOp,
+    class: Class,
+    arg: u32,
+    site: Site,
+) -> bool {
     let (block, thread) = context::current();
     block.count(thread, class);
     let checked = {
@@ -172,13 +200,55 @@ pub(crate) fn global_access_as(
         }
         checked
     };
-    if let Err(problem) = checked {
-        let fault = match problem {
-            Problem::OutOfRange(detail) => Fault::GlobalOutOfRange { site, detail },
-            Problem::Misaligned(detail) => Fault::BadOperand { site, detail },
-            Problem::Uninitialized(detail) => Fault::GlobalUninitialized { site, detail },
-        };
-        fail(block, thread, fault);
+    match checked {
+        Ok(peer) => peer,
+        Err(problem) => {
+            let fault = match problem {
+                Problem::OutOfRange(detail) => Fault::GlobalOutOfRange { site, detail },
+                Problem::Misaligned(detail) => Fault::BadOperand { site, detail },
+                Problem::Uninitialized(detail) => Fault::GlobalUninitialized { site, detail },
+            };
+            fail(block, thread, fault)
+        }
+    }
+}
+
+/// Runs `memory_op` as the running thread's access to peer-shared memory, checked against the
+/// other devices' accesses; fails the thread on a race.
+pub(crate) fn peer_access<R>(
+    addr: u64,
+    len: u32,
+    op: MemOp,
+    site: Site,
+    memory_op: impl FnOnce(&mut FlagSide) -> R,
+) -> R {
+    let (block, thread) = context::current();
+    let index = block.thread_idx(thread);
+    let result = {
+        let mut inner = block.inner.borrow_mut();
+        let memory = block.memory();
+        let agent = inner.agent.get_or_insert_with(|| {
+            Agent::new(block.kernel, block.block_idx, memory.device, &memory.start_clock)
+        });
+        agent.access((thread, index), addr, len, op, site, memory_op)
+    };
+    match result {
+        Ok(r) => r,
+        Err(race) => {
+            let memory = block.memory();
+            let access_kind = match op {
+                MemOp::Load => AccessKind::Read,
+                MemOp::Store => AccessKind::Write,
+                MemOp::Atomic => AccessKind::Atomic,
+            };
+            let fault = Fault::PeerRace {
+                location: format!("{}: {}", memory.describe(race.byte), race.earlier).into(),
+                later: Access { kind: access_kind, thread: block.dim3(thread), site },
+                device: peer_order::device_label(memory.device, block.kernel, block.block_idx).into(),
+                why: race.why.into(),
+            };
+            fail(block, thread, fault)
+        }
     }
 }
 

@@ -304,6 +304,29 @@ pub enum Fault {
         /// Why nothing ordered the two (different blocks, no barrier between them).
         why: &'static str,
     },
+    /// Two accesses to the same bytes from different emulated devices or launches, at least
+    /// one a write (or an atomic against a plain access), that no release/acquire chain at a
+    /// wide enough scope orders (see `peer_order.rs`).
+    #[error("data race between devices on {location}, then {later} on {device}, {why}")]
+    PeerRace {
+        /// The bytes and the earlier access, with its device, kernel, block and thread.
+        location: Box<str>,
+        /// This thread's access.
+        later: Access,
+        /// This thread's device and kernel.
+        device: Box<str>,
+        /// What was missing.
+        why: Box<str>,
+    },
+    /// A thread polled a flag that never changed for the emulator's poll limit: a wait of a
+    /// flag protocol that can never complete.
+    #[error("flag wait at {site} never completes: {detail}")]
+    StalledWait {
+        /// The polling load.
+        site: Site,
+        /// The word, its value and how long it has not changed.
+        detail: String,
+    },
     /// Kernel code panicked.
     #[error("panicked: {message}")]
     Panic {

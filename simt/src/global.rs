@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Dim3, Site};
+use crate::peer_order::Clock;
 use crate::stats::MemOp;
 
 /// One allocation a kernel may touch.
@@ -31,6 +32,8 @@ pub(crate) struct Alloc {
     fully_init: AtomicBool,
     /// Initialized byte ranges `[start, end)` as offsets, disjoint and sorted by start.
     init: Mutex<BTreeMap<u64, u64>>,
+    /// Peers (other emulated devices) map it: its accesses are checked across devices.
+    peer: AtomicBool,
 }
 
 impl Alloc {
@@ -105,6 +108,13 @@ pub struct Registration {
 }
 
 impl Registration {
+    /// Makes the allocation memory that other emulated devices map: from now on its accesses
+    /// are checked across devices and launches (see [`crate::set_emulated_device`]).
+    /// Allocations registered by a host thread that drives an emulated device are so already.
+    pub fn share_with_peers(&self) {
+        self.alloc.peer.store(true, Ordering::Relaxed);
+    }
+
     /// Marks `bytes` bytes at byte `offset` of the allocation as holding data.
     pub fn mark_initialized(&self, offset: usize, bytes: usize) {
         self.alloc.mark_init(offset as u64, bytes as u64);
@@ -115,6 +125,9 @@ impl Drop for Registration {
     fn drop(&mut self) {
         let id = self.alloc.id;
         update(|list| list.retain(|a| a.id != id));
+        if self.alloc.peer.load(Ordering::Relaxed) {
+            crate::peer_order::forget(self.alloc.start, self.alloc.end());
+        }
     }
 }
 
@@ -134,6 +147,7 @@ pub fn register(start: *const u8, bytes: usize, initialized: bool, label: impl I
         label: label.into(),
         fully_init: AtomicBool::new(initialized || bytes == 0),
         init: Mutex::new(BTreeMap::new()),
+        peer: AtomicBool::new(crate::peer_order::emulated_device().is_some()),
     });
     let a = alloc.clone();
     update(|list| {
@@ -287,6 +301,14 @@ pub(crate) struct LaunchMemory {
     extents: Vec<Option<ArgExtent>>,
     /// Per parameter: its name and type, for reports.
     params: Vec<String>,
+    /// The emulated device the launch runs on.
+    pub device: Option<u32>,
+    /// What the launching host thread knew when the launch began.
+    pub start_clock: Clock,
+    /// What the launch's blocks did and learned, for the host thread when it ends.
+    pub learned: Mutex<Clock>,
+    /// How long a thread may read an unchanging flag (`flags.rs`).
+    pub poll_limit: std::time::Duration,
 }
 
 impl LaunchMemory {
@@ -306,6 +328,10 @@ impl LaunchMemory {
             orders: Mutex::new(HashMap::new()),
             extents: extents.to_vec(),
             params,
+            device: crate::peer_order::emulated_device(),
+            start_clock: crate::peer_order::launch_clock(),
+            learned: Mutex::new(Clock::default()),
+            poll_limit: crate::flags::poll_limit(),
         }
     }
 
@@ -320,7 +346,7 @@ impl LaunchMemory {
     }
 
     /// Checks an access of `len` bytes at `addr`, needing alignment `align`; `cache` is the
-    /// caller's last allocation index.
+    /// caller's last allocation index. Returns whether the allocation is shared with peers.
     pub fn check(
         &self,
         addr: u64,
@@ -329,7 +355,7 @@ impl LaunchMemory {
         op: MemOp,
         arg: u32,
         cache: &mut usize,
-    ) -> Result<(), Problem> {
+    ) -> Result<bool, Problem> {
         let what = match op {
             MemOp::Load => "read",
             MemOp::Store => "write",
@@ -386,7 +412,7 @@ impl LaunchMemory {
         if op != MemOp::Load {
             alloc.mark_init(offset, len);
         }
-        Ok(())
+        Ok(alloc.peer.load(Ordering::Relaxed))
     }
 
     /// Runs `rmw`, an atomic read-modify-write of the word at `addr`, as the next update in

@@ -250,27 +250,20 @@ pub unsafe fn launch_with_attributes(
         stop: AtomicBool::new(false),
         failure: Mutex::new(None),
         sums: Mutex::new(WeightedSums::default()),
+        workers: AtomicUsize::new(1),
+        panic: Mutex::new(None),
     };
-    if workers <= 1 {
-        grid.work();
-    } else {
-        thread::scope(|scope| {
-            let spawned: Vec<_> = (1..workers)
-                .map(|i| {
-                    thread::Builder::new()
-                        .name(format!("simt-worker-{i}"))
-                        .spawn_scoped(scope, || grid.work())
-                })
-                .collect();
-            grid.work();
-            // A worker that failed to spawn is not waited for: the others take its blocks.
-            for handle in spawned.into_iter().flatten() {
-                if let Err(payload) = handle.join() {
-                    std::panic::resume_unwind(payload);
-                }
-            }
-        });
+    thread::scope(|scope| {
+        for _ in 1..workers {
+            grid.spawn_worker(scope);
+        }
+        grid.work(scope);
+    });
+    // A worker that panicked (outside kernel code, which the block catches) panics the launch.
+    if let Some(payload) = grid.panic.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        std::panic::resume_unwind(payload);
     }
+    crate::peer_order::launch_done(&memory.learned.lock().unwrap_or_else(|e| e.into_inner()));
     if let Some((_, error)) = grid.failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(error);
     }
@@ -332,18 +325,48 @@ struct Grid<'a> {
     stop: AtomicBool,
     failure: Mutex<Option<(u64, EmuError)>>,
     sums: Mutex<WeightedSums>,
+    /// Workers started so far (the launching thread is the first).
+    workers: AtomicUsize,
+    /// The payload of a worker's panic, for the launching thread to resume.
+    panic: Mutex<Option<Box<dyn std::any::Any + Send>>>,
 }
 
 impl Grid<'_> {
+    /// Starts one more worker (the scope joins it). A worker that fails to spawn is not waited
+    /// for: the others take its blocks.
+    fn spawn_worker<'s, 'e>(&'s self, scope: &'s thread::Scope<'s, 'e>) {
+        let n = self.workers.fetch_add(1, Ordering::Relaxed);
+        let body = move || {
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.work(scope)));
+            if let Err(payload) = run {
+                self.stop.store(true, Ordering::Relaxed);
+                self.panic.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(payload);
+            }
+        };
+        if thread::Builder::new().name(format!("simt-worker-{n}")).spawn_scoped(scope, body).is_err() {
+            self.workers.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A block of this worker is idle (every thread waits on a flag): start another worker
+    /// while blocks of the grid wait to start, so they run meanwhile (up to one per block).
+    fn on_idle<'s, 'e>(&'s self, scope: &'s thread::Scope<'s, 'e>) {
+        let started = self.next.load(Ordering::Relaxed);
+        if started < self.blocks.len() && self.workers.load(Ordering::Relaxed) < self.blocks.len() {
+            self.spawn_worker(scope);
+        }
+    }
+
     /// Runs blocks until none are left or one has failed.
-    fn work(&self) {
+    fn work<'s, 'e>(&'s self, scope: &'s thread::Scope<'s, 'e>) {
+        let idle = || self.on_idle(scope);
         let mut runner = BlockRunner::new(self.kernel, self.cfg, *self.attributes, self.memory);
         let mut local = WeightedSums::default();
         while !self.stop.load(Ordering::Relaxed) {
             let Some(&(block, weight)) = self.blocks.get(self.next.fetch_add(1, Ordering::Relaxed)) else {
                 break;
             };
-            match runner.run(self.kernel, self.cfg, self.args, block) {
+            match runner.run(self.kernel, self.cfg, self.args, block, &idle) {
                 Ok(counts) => local.add(&counts, weight),
                 Err(error) => {
                     self.stop.store(true, Ordering::Relaxed);

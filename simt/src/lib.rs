@@ -59,6 +59,19 @@
 //!   - a read of bytes never written (registered uninitialized and not yet uploaded, stored
 //!     or marked with [`mark_initialized`]).
 //!
+//! - across emulated devices (`peer_order.rs`): several devices live in one process, one per
+//!   host thread ([`set_emulated_device`]), and their kernels run at once, synchronising only
+//!   through memory shared with peers ([`Registration::share_with_peers`]). Two accesses to
+//!   the same bytes from different devices, launches or blocks, one a write (or an atomic
+//!   against a plain access), race unless a release/acquire chain at a wide enough scope
+//!   (`st.release.sys` observed by `ld.acquire.sys`) orders them: a flag written or polled
+//!   with plain or volatile accesses, data read without such a chain, and a buffer rewritten
+//!   before every peer finished reading it are reported naming both sides;
+//! - a flag wait that can never complete (`flags.rs`): acquire and volatile loads are
+//!   scheduling points, a block whose threads all poll lets the rest of its grid start (up to
+//!   one worker per block), and a thread that reads an unchanging flag for the poll limit
+//!   ([`set_poll_limit`]) fails with an error naming it instead of hanging.
+//!
 //! Each launch also counts its work exactly ([`LaunchStats`]: instructions by class,
 //! shared-memory wavefronts under the 32-bank model, global sectors, TMA bytes and sectors,
 //! the launch shape); with
@@ -77,10 +90,12 @@ mod config;
 mod context;
 pub mod device;
 mod error;
+mod flags;
 pub mod fragments;
 mod global;
 mod launch;
 mod mbarrier;
+mod peer_order;
 mod shared;
 mod sites;
 mod smem;
@@ -99,11 +114,13 @@ pub use config::{
     MAX_REGISTERS_PER_THREAD, MAX_SHARED_BYTES, REGISTERS_PER_BLOCK, REGISTER_ALLOCATION_UNIT,
 };
 pub use error::{Access, AccessKind, Dim3, EmuError, Fault, Site};
+pub use flags::set_poll_limit;
 pub use global::{is_registered, mark_initialized, register, ArgExtent, Registration, NO_ARG};
 pub use launch::{
     current_sample, last_launch_stats, launch, launch_with, launch_with_attributes, record_launches,
     set_block_order, set_block_sample, BlockOrder, BlockSample,
 };
+pub use peer_order::{emulated_device, host_order, join_host_order, set_emulated_device, HostOrder, Scope};
 pub use shared::Shared;
 pub use stacks::THREAD_STACK_BYTES;
 pub use stats::{

@@ -42,6 +42,12 @@ impl<T: Copy> Shared<T> {
         self.len == 0
     }
 
+    /// The shared byte address of element `i` (not checked against the length): what a
+    /// `wgmma` matrix descriptor holds. The launch's dynamic shared memory starts at address 0.
+    pub fn shared_address(self, i: usize) -> u32 {
+        self.offset + (i * size_of::<T>()) as u32
+    }
+
     /// The `len` elements from `start`, as an array of their own (a pipeline stage, a warp's
     /// slice). Faults when they do not lie within this array.
     #[track_caller]

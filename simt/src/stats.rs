@@ -34,8 +34,7 @@ pub enum Class {
     Mma,
     /// `fma.rn.f32`.
     Fma,
-    /// Other f32 ALU/SFU operations called through `simt`: `exp2`, `log2`, `tanh`, `rsqrt`,
-    /// `sqrt`, `fmax`, `fmin`.
+    /// Other f32 ALU operations called through `simt`: `fmax`, `fmin`.
     Alu,
     /// Shared-memory loads (`ld.shared`, scalar or vector).
     SharedLoad,
@@ -75,10 +74,13 @@ pub enum Class {
     /// `wgmma.mma_async` (each a 64 x N x 16 product for its warpgroup; `wgmma.fence`,
     /// `commit_group` and `wait_group` are not counted).
     Wgmma,
+    /// Special-function unit (MUFU) operations called through `simt`: `exp2`, `log2`, `tanh`,
+    /// `rsqrt`, and `sqrt` (a reciprocal square root refined by FMAs, which are not counted).
+    Sfu,
 }
 
 /// Number of [`Class`] values.
-pub(crate) const CLASSES: usize = 20;
+pub(crate) const CLASSES: usize = 21;
 
 /// Instruction counts by class; see [`Class`] for what each counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -123,6 +125,8 @@ pub struct InstructionCounts {
     pub tma: u64,
     /// Instructions of class [`Class::Wgmma`].
     pub wgmma: u64,
+    /// Instructions of class [`Class::Sfu`].
+    pub sfu: u64,
 }
 
 impl InstructionCounts {
@@ -148,6 +152,7 @@ impl InstructionCounts {
             proxy_fence: a[Class::ProxyFence as usize],
             tma: a[Class::Tma as usize],
             wgmma: a[Class::Wgmma as usize],
+            sfu: a[Class::Sfu as usize],
         }
     }
 
@@ -173,6 +178,7 @@ impl InstructionCounts {
         a[Class::ProxyFence as usize] = self.proxy_fence;
         a[Class::Tma as usize] = self.tma;
         a[Class::Wgmma as usize] = self.wgmma;
+        a[Class::Sfu as usize] = self.sfu;
         a
     }
 
@@ -305,6 +311,10 @@ pub struct LaunchStats {
     /// Bytes TMA loads wrote to and stores read from shared memory (whole boxes, out-of-bounds
     /// fill included).
     pub tma_shared_bytes: u64,
+    /// Multiply-adds of the `wgmma.mma_async` instructions: `64 x N x 16` per warpgroup
+    /// instruction (the tensor pipe's work on Hopper, where one `wgmma` of a given N may be
+    /// any of the shapes, so instruction counts alone do not measure it).
+    pub wgmma_macs: u64,
 }
 
 impl LaunchStats {
@@ -365,8 +375,8 @@ impl WeightedSums {
     /// Thread and warp instruction counts, then requests/wavefronts/bytes of shared loads,
     /// stores and atomics, then requests/sectors/bytes of global ones, then the `cp.async`
     /// overlap buckets, then the TMA loads' and stores' requests/sectors/bytes and the TMA
-    /// shared bytes.
-    const LEN: usize = 2 * CLASSES + 9 + 9 + ASYNC_OVERLAP_BUCKETS + 7;
+    /// shared bytes, then the `wgmma` multiply-adds.
+    const LEN: usize = 2 * CLASSES + 9 + 9 + ASYNC_OVERLAP_BUCKETS + 8;
     const TMA: usize = 2 * CLASSES + 18 + ASYNC_OVERLAP_BUCKETS;
 
     fn flatten(c: &BlockCounts) -> [u64; Self::LEN] {
@@ -385,6 +395,7 @@ impl WeightedSums {
             out[Self::TMA + 3 * k..][..3].copy_from_slice(&[t.requests, t.sectors, t.bytes_requested]);
         }
         out[Self::TMA + 6] = c.tma_shared_bytes;
+        out[Self::TMA + 7] = c.wgmma_macs;
         out
     }
 
@@ -426,6 +437,7 @@ impl WeightedSums {
         };
         (stats.tma_loads, stats.tma_stores) = (tma(0), tma(1));
         stats.tma_shared_bytes = v[Self::TMA + 6];
+        stats.wgmma_macs = v[Self::TMA + 7];
         stats.shared_bytes_per_block = self.shared_bytes;
     }
 }
@@ -445,6 +457,8 @@ pub(crate) struct BlockCounts {
     pub tma: [GlobalTraffic; 2],
     /// See [`LaunchStats::tma_shared_bytes`].
     pub tma_shared_bytes: u64,
+    /// See [`LaunchStats::wgmma_macs`].
+    pub wgmma_macs: u64,
 }
 
 /// Access kinds as memory counters index them.

@@ -103,7 +103,7 @@ fn global_segment(
 ) {
     let checked = block.memory().check(addr, u64::from(len), 1, op, NO_ARG, &mut inner.log.alloc_cache);
     match checked {
-        Ok(()) => inner.log.push_bulk_global(addr, len, op, thread, site),
+        Ok(_) => inner.log.push_bulk_global(addr, len, op, thread, site),
         Err(problem) => {
             let fault = match problem {
                 Problem::OutOfRange(detail) => Fault::GlobalOutOfRange { site, detail },

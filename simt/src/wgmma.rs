@@ -45,15 +45,13 @@
 //! - A from registers (`wgmma.mma_async` with an A fragment instead of a descriptor), the
 //!   MN-major layouts (the transpose immediates), a nonzero base offset, `.f16` accumulators
 //!   and the other input types (tf32, e4m3/e5m2, integer): each is refused or absent.
-//! - The kernel-side API (`trident_kernels::simt`) offers N = 8, 16, 32 and 64; larger N
-//!   (the 128 x 256 tiles of issue-sized GEMMs) needs the same macro with more registers
-//!   (the emulator takes any N from 8 to 256).
 //! - Counters: each `mma_async` counts one [`Class::Wgmma`] per thread (one warp instruction
-//!   per warp); the MACs (64 * N * 16) and the operand bytes read through descriptors are
-//!   not yet in `LaunchStats`, which the time model's wgmma pipe will want.
-//! - `setmaxnreg`, `stmatrix` and clusters (`mapa`, `barrier.cluster`, multicast TMA) are
-//!   not emulated; the sm_90a PTX module that would carry kernels using any of these
-//!   instructions is not built.
+//!   per warp) and its `64 x N x 16` multiply-adds once per warpgroup
+//!   ([`crate::LaunchStats::wgmma_macs`]); the operand bytes read through descriptors are not
+//!   yet counted, and the time model has no wgmma pipe yet.
+//! - `setmaxnreg` (`trident_kernels::simt::setmaxnreg_inc`/`_dec`) only has its operand
+//!   checked, at compile time: registers are not modelled. `stmatrix` and clusters (`mapa`,
+//!   `barrier.cluster`, multicast TMA) are not emulated.
 
 use crate::block::{BlockInner, BlockState, Status};
 use crate::context::{self, fail, fail_with, suspend};
@@ -297,6 +295,7 @@ fn complete(
     let (da, db) = (decode(desc_a, "the A")?, decode(desc_b, "the B")?);
     let a = read_operand(block, inner, thread, &da, 64, input, site)?;
     let b = read_operand(block, inner, thread, &db, n, input, site)?;
+    inner.log.counts.wgmma_macs += u64::from(64 * n * 16);
     let base = p.group * WARPGROUP;
     for t in 0..WARPGROUP {
         let (warp, lane) = (t / 32, t % 32);

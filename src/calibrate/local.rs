@@ -45,7 +45,7 @@ use crate::model::{
 };
 use crate::ops::{self, OpsContext};
 use crate::optim::{AdamW, AdamWConfig};
-use crate::parallel::{run_ranks, Interleaved, ModelShape, ParallelConfig, ShardPlace, TpGroup};
+use crate::parallel::{run_ranks, Interleaved, ParallelConfig, ShardPlace, SplitDims, TpGroup};
 use crate::train::checkpoint::owned_range;
 
 /// One run of the trainer on `cpu` (`trident train` with its ranks as threads of this
@@ -124,7 +124,7 @@ impl LocalRun {
 
     /// Checks the grid, batch and shapes as the trainer will.
     pub fn validate(&self) -> anyhow::Result<()> {
-        let shape = ModelShape {
+        let shape = SplitDims {
             heads: self.config.num_heads,
             layers: self.config.num_layers,
             padded_vocab: self.config.padded_vocab_size,
@@ -905,6 +905,7 @@ pub fn apply(plan: &mut trident_plan::Plan, run: &LocalRun, p: &LocalPrediction)
         recompute: 0.0,
         tp_comm: 0.0,
         pp_comm: t.pp_comm[r],
+        launch_idle: 0.0,
         bubble: (t.wall[r] - t.busy[r] - t.pp_comm[r]).max(0.0),
         dp_comm: t.dp_comm,
         dp_exposed: t.after_schedule,

@@ -12,6 +12,7 @@
 //! keep some in 16-bit buffers; `train::memory` counts those).
 
 use super::local::LocalRun;
+use crate::model::layer_tensors::{layer_elements, Geometry};
 use crate::model::Precision;
 use crate::parallel::{Interleaved, Recompute};
 
@@ -79,51 +80,23 @@ pub fn layer_params(run: &LocalRun) -> usize {
     run.config.num_layers / run.par.pp * (6 * c + (12 * c * c + 7 * c) / t)
 }
 
-/// Sizes of one micro-batch (or one lane's rows of it) on a rank.
-#[derive(Clone, Copy)]
-struct Dims {
-    n: usize,
-    ns: usize,
-    c: usize,
-    cl: usize,
-    fl: usize,
-    /// Log-sum-exp elements: `b hl s`.
-    lse: usize,
-}
-
-impl Dims {
-    /// `rows` sequences of `run`'s micro-batch on its grid.
-    fn of(run: &LocalRun, rows: usize) -> Self {
-        let (c, t) = (run.config.channels, run.par.tp);
-        let n = rows * run.seq_len;
-        let sp = run.par.sequence_parallel && t > 1;
-        let hl = run.config.num_heads / t;
-        Dims { n, ns: if sp { n / t } else { n }, c, cl: c / t, fl: 4 * c / t, lse: rows * hl * run.seq_len }
-    }
-}
-
-/// Elements one layer saves for its backward: `ln1`, `res2`, `ln2`, `res3` (`ns c` each), the
-/// two LayerNorms' mean and rstd (`ns` each), `qkv` (`3 n cl`), `fch` and its GeLU (`n fl`
-/// each), and unless recomputed the attention output (`n cl`) and log-sum-exp (`b hl s`).
-fn layer_len(d: Dims, keep_attention: bool) -> usize {
-    4 * d.ns * d.c
-        + 4 * d.ns
-        + 3 * d.n * d.cl
-        + 2 * d.n * d.fl
-        + if keep_attention { d.n * d.cl + d.lse } else { 0 }
+/// The sizes of `rows` sequences of `run`'s micro-batch (or one lane's rows of it) on a rank.
+fn geometry(run: &LocalRun, rows: usize) -> Geometry {
+    let sp = run.par.sequence_parallel;
+    Geometry::new(rows, run.seq_len, run.config.channels, run.config.num_heads, run.par.tp, sp)
 }
 
 /// Elements one micro-batch keeps through one chunk of `layers` layers (`MicroActs`): its
 /// input (`ns c`) and tokens (`n`), every layer's saved tensors (full recomputation: each
 /// layer's output, `ns c`, only) and, in the model's last chunk, the head's (`lnf` `ns c`,
 /// mean and rstd, logits `n Vp / t`, losses and targets `n` each).
-fn micro_batch_len(run: &LocalRun, d: Dims, layers: usize, head: bool) -> usize {
+fn micro_batch_len(run: &LocalRun, d: Geometry, layers: usize, head: bool) -> usize {
     let vl = run.config.padded_vocab_size / run.par.tp;
     d.ns * d.c
         + d.n
         + match run.par.recompute {
             Recompute::Full => layers * d.ns * d.c,
-            r => layers * layer_len(d, r == Recompute::None),
+            r => layers * layer_elements(&d, r == Recompute::None),
         }
         + if head { d.ns * d.c + 2 * d.ns + d.n * vl + 2 * d.n } else { 0 }
 }
@@ -135,7 +108,7 @@ fn micro_batch_len(run: &LocalRun, d: Dims, layers: usize, head: bool) -> usize 
 /// (`(Vp / t + 1) c` each) and, on TP ranks but 0, a zero position table (`S c`); under
 /// sequence parallelism the products' partial sums `proj` (`n c`), `proj_local` (`ns c`),
 /// three whole-row buffers (`n c`) and the LayerNorm gradient pair (`2 c`).
-fn scratch_len(run: &LocalRun, d: Dims, tp_rank: usize, first: bool) -> usize {
+fn scratch_len(run: &LocalRun, d: Geometry, tp_rank: usize, first: bool) -> usize {
     let t = run.par.tp;
     let vl = run.config.padded_vocab_size / t;
     let sp = run.par.sequence_parallel && t > 1;
@@ -144,8 +117,8 @@ fn scratch_len(run: &LocalRun, d: Dims, tp_rank: usize, first: bool) -> usize {
         + d.n * d.cl
         + 3 * d.n * d.cl
         + d.n * d.fl
-        + if recompute != Recompute::None { d.n * d.cl + d.lse } else { 0 }
-        + if recompute == Recompute::Full { layer_len(d, true) } else { 0 }
+        + if recompute != Recompute::None { d.n * d.cl + d.head_positions } else { 0 }
+        + if recompute == Recompute::Full { layer_elements(&d, true) } else { 0 }
         + if first && t > 1 { 2 * (vl + 1) * d.c } else { 0 }
         + if first && tp_rank != 0 { run.config.max_seq_len * d.c } else { 0 }
         + if sp { d.n * d.c + d.ns * d.c + 3 * d.n * d.c + 2 * d.c } else { 0 }
@@ -172,13 +145,13 @@ pub fn rank_bytes(run: &LocalRun, tp_rank: usize, stage: usize, dp_rank: usize) 
     let (activations, lane_grads) = if run.lanes > 1 {
         let b = run.micro_batch;
         let per_lane = (0..run.lanes).map(|i| {
-            let d = Dims::of(run, (i + 1) * b / run.lanes - i * b / run.lanes);
+            let d = geometry(run, (i + 1) * b / run.lanes - i * b / run.lanes);
             micro_batch_len(run, d, layers_per_chunk, true) + scratch_len(run, d, 0, true)
         });
         (per_lane.sum(), run.lanes * len)
     } else {
         let schedule = Interleaved::new(pp, run.micro_batches(), v)?;
-        let d = Dims::of(run, run.micro_batch);
+        let d = geometry(run, run.micro_batch);
         let in_flight: usize = (0..v)
             .map(|c| {
                 let head = last && c + 1 == v;

@@ -37,7 +37,7 @@ fn local_rank_bytes_equal_the_trainers_report() {
         micro_batch: micro,
         global_batch: global,
         seq_len: 16,
-        schedule: LrSchedule {
+        lr_schedule: LrSchedule {
             max_lr: 1e-3,
             min_lr: 1e-3,
             warmup_iters: 0,

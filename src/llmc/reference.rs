@@ -25,7 +25,7 @@ pub fn reference_settings() -> TrainSettings {
         micro_batch: REFERENCE_BATCH,
         global_batch: REFERENCE_BATCH,
         seq_len: REFERENCE_SEQ_LEN,
-        schedule: LrSchedule {
+        lr_schedule: LrSchedule {
             max_lr: lr,
             min_lr: lr,
             warmup_iters: 0,

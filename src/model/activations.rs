@@ -14,6 +14,7 @@
 
 use trident_runtime::{Buffer, Device, RuntimeError};
 
+use super::layer_tensors::{self as lt, Element, Geometry, SavedTensor};
 use super::tensor::{storage, Act};
 use super::{Gpt, ModelError};
 use crate::ops::HalfFormat;
@@ -67,42 +68,53 @@ pub(super) struct LayerActs {
 }
 
 impl LayerActs {
+    /// The buffers of [`LAYER_TENSORS`](super::layer_tensors::LAYER_TENSORS) in `d`, the
+    /// attention output and log-sum-exp only with `keep_attention`.
     pub(super) fn new(device: &Device, d: Dims, keep_attention: bool) -> Result<Self> {
-        let z = |len: usize| Buffer::zeros(device, len);
-        let h = |len: usize| Act::zeros(device, len, d.storage);
+        let g = d.geometry();
+        let f32s = |t: SavedTensor| {
+            debug_assert_eq!(t.element, Element::F32, "{}", t.name);
+            Buffer::zeros(device, t.elements(&g))
+        };
+        let act = |t: SavedTensor| {
+            debug_assert_eq!(t.element, Element::Half, "{}", t.name);
+            Act::zeros(device, t.elements(&g), d.storage)
+        };
         Ok(Self {
-            ln1: h(d.ns * d.c)?,
-            ln1_mean: z(d.ns)?,
-            ln1_rstd: z(d.ns)?,
-            qkv: h(d.n * 3 * d.cl)?,
-            atty: keep_attention.then(|| h(d.n * d.cl)).transpose()?,
-            lse: keep_attention.then(|| z(d.b * d.heads * d.t)).transpose()?,
-            res2: z(d.ns * d.c)?,
-            ln2: h(d.ns * d.c)?,
-            ln2_mean: z(d.ns)?,
-            ln2_rstd: z(d.ns)?,
-            fch: h(d.n * d.fl)?,
-            fch_gelu: h(d.n * d.fl)?,
-            res3: z(d.ns * d.c)?,
+            ln1: act(lt::LN1)?,
+            ln1_mean: f32s(lt::LN1_MEAN)?,
+            ln1_rstd: f32s(lt::LN1_RSTD)?,
+            qkv: act(lt::QKV)?,
+            atty: keep_attention.then(|| act(lt::ATTY)).transpose()?,
+            lse: keep_attention.then(|| f32s(lt::LSE)).transpose()?,
+            res2: f32s(lt::RES2)?,
+            ln2: act(lt::LN2)?,
+            ln2_mean: f32s(lt::LN2_MEAN)?,
+            ln2_rstd: f32s(lt::LN2_RSTD)?,
+            fch: act(lt::FCH)?,
+            fch_gelu: act(lt::FCH_GELU)?,
+            res3: f32s(lt::RES3)?,
         })
     }
 
-    /// Bytes held.
-    pub(super) fn bytes(&self) -> usize {
-        let f32s = |b: &Buffer<f32>| 4 * b.len();
-        self.ln1.bytes()
-            + f32s(&self.ln1_mean)
-            + f32s(&self.ln1_rstd)
-            + self.qkv.bytes()
-            + self.atty.as_ref().map_or(0, Act::bytes)
-            + self.lse.as_ref().map_or(0, f32s)
-            + f32s(&self.res2)
-            + self.ln2.bytes()
-            + f32s(&self.ln2_mean)
-            + f32s(&self.ln2_rstd)
-            + self.fch.bytes()
-            + self.fch_gelu.bytes()
-            + f32s(&self.res3)
+    /// Bytes held: the table's count for this layer ([`lt::layer_bytes`]).
+    pub(super) fn bytes(&self, d: Dims) -> usize {
+        let half_bytes = if d.storage.is_some() { 2 } else { 4 };
+        lt::layer_bytes(&d.geometry(), self.atty.is_some(), half_bytes)
+    }
+}
+
+impl Dims {
+    /// The sizes the layer's tensor table reads.
+    pub(super) fn geometry(&self) -> Geometry {
+        Geometry {
+            n: self.n,
+            ns: self.ns,
+            c: self.c,
+            cl: self.cl,
+            fl: self.fl,
+            head_positions: self.b * self.heads * self.t,
+        }
     }
 }
 
@@ -134,6 +146,8 @@ pub struct MicroActs {
     /// Under full recomputation: each layer's output only.
     pub(super) outputs: Vec<Buffer<f32>>,
     pub(super) head: Option<HeadActs>,
+    /// The micro-batch's sizes on this rank (what the layer table counts in).
+    dims: Dims,
 }
 
 impl MicroActs {
@@ -183,6 +197,7 @@ impl MicroActs {
             layers,
             outputs,
             head,
+            dims: d,
         })
     }
 
@@ -195,7 +210,7 @@ impl MicroActs {
         });
         let outputs: usize = self.outputs.iter().map(|o| o.len()).sum();
         4 * (self.input.len() + self.tokens.len() + outputs)
-            + self.layers.iter().map(LayerActs::bytes).sum::<usize>()
+            + self.layers.iter().map(|l| l.bytes(self.dims)).sum::<usize>()
             + head
     }
 
@@ -346,7 +361,7 @@ impl Workspace {
     pub fn bytes(&self) -> usize {
         let s = &self.scratch;
         let opt = |b: &Option<Buffer<f32>>| b.as_ref().map_or(0, |b| b.len());
-        let layer = s.layer.as_ref().map_or(0, LayerActs::bytes);
+        let layer = s.layer.as_ref().map_or(0, |l| l.bytes(self.dims));
         4 * (s.proj.len()
             + s.dres.len()
             + s.dln.len()
@@ -365,5 +380,54 @@ impl Workspace {
     /// The gradient of the stage's input after a backward pass.
     pub fn input_grad(&self) -> &Buffer<f32> {
         &self.scratch.dres
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::HalfFormat;
+
+    /// The buffers a layer allocates are the table's, byte for byte, on the Cpu (f32 buffers
+    /// of rounded values) and on `Emu` (16-bit buffers), with and without the attention output.
+    #[test]
+    fn a_layers_buffers_are_the_tables() {
+        for (device, storage) in [(Device::Cpu, None), (Device::Emu, Some(HalfFormat::Bf16))] {
+            for sp in [false, true] {
+                let (b, t, c, heads, tp) = (2, 8, 16, 4, 2);
+                let g = Geometry::new(b, t, c, heads, tp, sp);
+                let d = Dims {
+                    b,
+                    t,
+                    n: g.n,
+                    c,
+                    cl: g.cl,
+                    heads: heads / tp,
+                    fl: g.fl,
+                    ns: g.ns,
+                    half: Some(HalfFormat::Bf16),
+                    storage,
+                };
+                assert_eq!(d.geometry(), g);
+                for keep in [false, true] {
+                    let l = LayerActs::new(&device, d, keep).unwrap();
+                    let f32s = |b: &Buffer<f32>| 4 * b.len();
+                    let held = l.ln1.bytes()
+                        + f32s(&l.ln1_mean)
+                        + f32s(&l.ln1_rstd)
+                        + l.qkv.bytes()
+                        + l.atty.as_ref().map_or(0, Act::bytes)
+                        + l.lse.as_ref().map_or(0, f32s)
+                        + f32s(&l.res2)
+                        + l.ln2.bytes()
+                        + f32s(&l.ln2_mean)
+                        + f32s(&l.ln2_rstd)
+                        + l.fch.bytes()
+                        + l.fch_gelu.bytes()
+                        + f32s(&l.res3);
+                    assert_eq!(held, l.bytes(d), "{device:?} sp {sp} keep {keep}");
+                }
+            }
+        }
     }
 }

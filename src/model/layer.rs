@@ -31,7 +31,7 @@ use super::activations::{Dims, LayerActs, Scratch, SpScratch};
 use super::tensor::{store_acts, Act};
 use super::{ModelError, ParamTensor, ShardLayout};
 use crate::ops::{self, Operand, OperandMut, OpsContext};
-use crate::parallel::{on_host, TpGroup};
+use crate::parallel::TpGroup;
 
 type Result<T> = std::result::Result<T, ModelError>;
 
@@ -418,13 +418,10 @@ pub(super) fn layernorm_backward(
     let [mut dw, mut db] = sp.dln_params.views_mut([0..c, c..2 * c])?;
     let mut dres = s.dres.view_mut(..)?;
     ops::layernorm_backward(ctx, &mut dres, &mut dw, &mut db, dy, x, w.p(wt, l)?, mean, rstd, n, c)?;
+    // The TP group's sum of the weight and bias gradients, added onto this rank's on the
+    // device (Megatron-LM sums sequence-parallel LayerNorm gradients over TP the same way).
     tp.all_reduce_view(&mut sp.dln_params.view_mut(..)?)?;
-    let sums = sp.dln_params.to_vec()?;
-    for (range, part) in [(wr, &sums[..c]), (br, &sums[c..])] {
-        on_host(&mut grads.view_mut(range)?, |g| {
-            g.iter_mut().zip(part).for_each(|(g, p)| *g += p);
-            Ok::<(), ModelError>(())
-        })?;
-    }
+    ops::accumulate(ctx, &mut grads.view_mut(wr)?, sp.dln_params.view(..c)?, c)?;
+    ops::accumulate(ctx, &mut grads.view_mut(br)?, sp.dln_params.view(c..)?, c)?;
     Ok(())
 }

@@ -8,6 +8,7 @@ mod error;
 mod gpt;
 pub mod init;
 mod layer;
+pub mod layer_tensors;
 pub mod layout;
 mod precision;
 pub mod sample;

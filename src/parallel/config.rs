@@ -9,7 +9,7 @@ use trident_plan::Recompute;
 /// then checks a model and a batch against the grid, as Megatron-LM does at start-up:
 ///
 /// ```
-/// use trident::parallel::{ModelShape, ParallelConfig, ParallelError};
+/// use trident::parallel::{SplitDims, ParallelConfig, ParallelError};
 ///
 /// // 8 ranks as TP 2 x PP 2 leave 2 data-parallel replicas.
 /// let mut par = ParallelConfig::from_world(8, 2, 2).unwrap();
@@ -18,11 +18,11 @@ use trident_plan::Recompute;
 ///
 /// // 4 heads, 4 layers, a vocabulary padded to 256 = 128 x TP: a global batch of 16 in
 /// // micro-batches of 2 is 16 / (2 x 2) = 4 micro-batches per step on each replica.
-/// let model = ModelShape { heads: 4, layers: 4, padded_vocab: 256 };
+/// let model = SplitDims { heads: 4, layers: 4, padded_vocab: 256 };
 /// assert_eq!(par.validate(model, 2, 16).unwrap(), 4);
 ///
 /// // 3 heads cannot split over 2 tensor-parallel ranks; the error names the flags.
-/// let three_heads = ModelShape { heads: 3, ..model };
+/// let three_heads = SplitDims { heads: 3, ..model };
 /// let err = par.validate(three_heads, 2, 16).unwrap_err();
 /// assert!(matches!(err, ParallelError::HeadsNotDivisible { heads: 3, tp: 2 }));
 /// assert!(err.to_string().contains("--tensor-model-parallel-size 2"));
@@ -56,9 +56,11 @@ pub struct ParallelConfig {
     pub virtual_stages: usize,
 }
 
-/// What the grid has to divide of a model.
+/// The dimensions of a model the grid splits: heads and the padded vocabulary over the
+/// tensor-parallel ranks, layers over the pipeline stages (the model itself is
+/// `trident_plan::ModelShape` to the planner and `GptConfig` to the trainer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ModelShape {
+pub struct SplitDims {
     /// Attention heads (split over TP).
     pub heads: usize,
     /// Transformer layers (split over PP).
@@ -105,7 +107,7 @@ impl ParallelConfig {
 
     /// Checks the model (its heads, layers and padded vocabulary) and the batch against the
     /// layout; returns the micro-batches per step (global batch / (micro-batch x DP)).
-    pub fn validate(&self, model: ModelShape, micro_batch: usize, global_batch: usize) -> Result<usize> {
+    pub fn validate(&self, model: SplitDims, micro_batch: usize, global_batch: usize) -> Result<usize> {
         if micro_batch == 0 || global_batch == 0 {
             return Err(ParallelError::Zero { what: "--micro-batch-size and --global-batch-size" });
         }
@@ -147,7 +149,7 @@ mod tests {
         assert!(err.to_string().contains("not a multiple of 4"), "{err}");
         let p = ParallelConfig::from_world(8, 2, 2).unwrap();
         assert_eq!(p.dp, 2);
-        let shape = |heads, layers, padded_vocab| ModelShape { heads, layers, padded_vocab };
+        let shape = |heads, layers, padded_vocab| SplitDims { heads, layers, padded_vocab };
         let model = shape(4, 4, 256);
         assert_eq!(p.validate(model, 2, 8).unwrap(), 2);
         let err = p.validate(model, 2, 6).unwrap_err();

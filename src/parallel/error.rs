@@ -111,6 +111,21 @@ pub enum ParallelError {
     /// A device copy to or from a communication buffer failed.
     #[error(transparent)]
     Runtime(Box<trident_runtime::RuntimeError>),
+    /// A group's device collectives cannot start or cannot run: ranks on different kinds of
+    /// device or on one emulated device, a peer's buffer this rank cannot reach, a length or a
+    /// collective that differs between ranks, a view on another device. The message names the
+    /// ranks.
+    #[error("{0}")]
+    DeviceCollective(String),
+    /// A device collective's kernel waited for `peer` past its deadline (the peer never
+    /// arrived or stopped); the message names the collective, this rank and the peer.
+    #[error("{message}")]
+    PeerTimeout {
+        /// The world rank that never arrived.
+        peer: usize,
+        /// What the kernel's status words say.
+        message: String,
+    },
     /// A rank thread of [`run_ranks`](super::run_ranks), or the data-parallel communication
     /// thread, panicked or stopped; the payload is its message.
     #[error("a rank thread panicked: {0}")]

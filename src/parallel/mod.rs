@@ -6,6 +6,8 @@
 //! - [`ParallelConfig`]: the sizes of the three parallelisms and their options, checked as
 //!   Megatron-LM checks them.
 //! - [`RankGroups`], [`TpGroup`], [`PipeGroup`]: the communicators a rank uses.
+//! - [`DeviceComm`]: a group's collectives as kernels over peer memory, for ranks that are
+//!   threads of one process with a device each.
 //! - [`Interleaved`]: the pipeline schedule as data (1F1B, interleaved over several model
 //!   chunks per stage or not), which training runs and [`simulate_interleaved`] times;
 //!   [`Schedule`] spells out the 1F1B transfers.
@@ -15,6 +17,7 @@
 //!   `Communicator::from_env`.
 
 mod config;
+mod device_comm;
 mod error;
 mod grad_sync;
 mod groups;
@@ -22,10 +25,11 @@ mod pipe;
 mod place;
 mod threads;
 
-pub use config::{ModelShape, ParallelConfig};
+pub use config::{ParallelConfig, SplitDims};
+pub use device_comm::{Connected, DeviceComm};
 pub use error::{ParallelError, Result};
 pub use grad_sync::{BucketPaths, DpWorker, Pending};
-pub use groups::{on_host, PipeGroup, RankGroups, TpGroup};
+pub use groups::{on_host, PipeGroup, RankGroups, TpGroup, TpTraffic};
 pub use pipe::PipeLinks;
 pub use place::ShardPlace;
 pub use schedule::{

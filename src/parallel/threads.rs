@@ -15,7 +15,8 @@ pub trait PeerEcho {
 
 impl PeerEcho for ParallelError {
     fn is_peer_echo(&self) -> bool {
-        matches!(self, ParallelError::Comm(c) if matches!(c.root(),
+        matches!(self, ParallelError::PeerTimeout { .. })
+            || matches!(self, ParallelError::Comm(c) if matches!(c.root(),
             CommError::PeerFailed { .. } | CommError::PeerLost { .. } | CommError::Timeout { .. } | CommError::Broken(_)))
     }
 }

@@ -20,7 +20,7 @@ extern "C" fn record(signal: libc::c_int) {
 
 /// Makes SIGTERM and SIGINT ask the run to stop at the next step boundary.
 pub fn install_signal_handler() -> std::io::Result<()> {
-    let under_launcher = trident_collectives::launch::parent_is_launcher();
+    let under_launcher = trident_collectives::launcher::parent_is_launcher();
     for signal in [libc::SIGTERM, libc::SIGINT] {
         // SAFETY: `sigaction` is given a zeroed, then filled, struct that outlives the call;
         // the handler only stores to an atomic, which is async-signal-safe.

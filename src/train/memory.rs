@@ -24,6 +24,7 @@ use std::path::Path;
 
 use trident_runtime::Device;
 
+use crate::model::layer_tensors::{Element, LAYER_TENSORS};
 use crate::model::{GptConfig, Precision};
 
 /// How a run stores mixed precision's 16-bit tensors: the activations the products and
@@ -415,39 +416,32 @@ fn arena_bytes(
     storage: Storage,
 ) -> Result<u64, MemoryError> {
     let (c, nh, vp) = (config.channels as u64, config.num_heads as u64, config.padded_vocab_size as u64);
-    // (elements per token, once per layer, split over TP, 16-bit under mixed precision) of
-    // every activation the model allocates (`model::activations`): a layer's saved tensors,
-    // then the stage's input, the head's tensors and the backward's scratch.
-    let tensors: [(u64, bool, bool, bool); 24] = [
-        (c, true, false, true),     // ln1
-        (1, true, false, false),    // ln1 mean
-        (1, true, false, false),    // ln1 rstd
-        (3 * c, true, true, true),  // qkv
-        (c, true, true, true),      // attention output
-        (nh, true, true, false),    // log-sum-exp
-        (c, true, false, false),    // res2
-        (c, true, false, true),     // ln2
-        (1, true, false, false),    // ln2 mean
-        (1, true, false, false),    // ln2 rstd
-        (4 * c, true, true, true),  // fch
-        (4 * c, true, true, true),  // fch after GeLU
-        (c, true, false, false),    // res3
-        (c, false, false, false),   // the stage's input (embedding)
-        (c, false, false, true),    // lnf
-        (1, false, false, false),   // lnf mean
-        (1, false, false, false),   // lnf rstd
-        (vp, false, true, true),    // logits (and their gradient, in place)
-        (1, false, false, false),   // losses
-        (c, false, false, false),   // dres
-        (c, false, false, false),   // dln
-        (c, false, true, true),     // datty
-        (3 * c, false, true, true), // dqkv
-        (4 * c, false, true, true), // dfch
+    // Per token: every tensor a layer saves (the layer table, with its attention output, at
+    // most what a layer holds), once per layer; then, once, (elements, split over TP, 16-bit
+    // under mixed precision) of the stage's input, the head's tensors and the backward's
+    // scratch (`model::activations`).
+    let overflow = || MemoryError::Overflow { what: "the activations", flags: BATCH_FLAGS };
+    let layer = LAYER_TENSORS.iter().map(|t| {
+        let width = t.per_token(c, nh, tp).ok_or_else(overflow)?;
+        Ok((width, layers as u64, t.element == Element::Half))
+    });
+    let once: [(u64, bool, bool); 11] = [
+        (c, false, false),   // the stage's input (embedding)
+        (c, false, true),    // lnf
+        (1, false, false),   // lnf mean
+        (1, false, false),   // lnf rstd
+        (vp, true, true),    // logits (and their gradient, in place)
+        (1, false, false),   // losses
+        (c, false, false),   // dres
+        (c, false, false),   // dln
+        (c, true, true),     // datty
+        (3 * c, true, true), // dqkv
+        (4 * c, true, true), // dfch
     ];
+    let once = once.map(|(width, split, half)| Ok((if split { width.div_ceil(tp) } else { width }, 1, half)));
     let mut bytes = 0u64;
-    for (width, per_layer, split, half) in tensors {
-        let width = if split { width.div_ceil(tp) } else { width };
-        let stacked = if per_layer { layers as u64 } else { 1 };
+    for tensor in layer.chain(once) {
+        let (width, stacked, half): (u64, u64, bool) = tensor?;
         let n = mul(
             mul(stacked, tokens, "the activations", BATCH_FLAGS)?,
             width,
@@ -561,7 +555,7 @@ mod tests {
             micro_batch,
             global_batch: micro_batch,
             seq_len,
-            schedule: LrSchedule {
+            lr_schedule: LrSchedule {
                 max_lr: 1e-3,
                 min_lr: 0.0,
                 warmup_iters: 0,

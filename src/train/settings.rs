@@ -32,7 +32,7 @@ pub struct TrainSettings {
     pub seq_len: usize,
     /// The learning rate of each iteration (`--lr`, `--min-lr`, `--lr-warmup-iters`,
     /// `--lr-decay-style`, `--train-iters`).
-    pub schedule: LrSchedule,
+    pub lr_schedule: LrSchedule,
     /// AdamW's hyper-parameters (`--adam-beta1`, `--adam-beta2`, `--adam-eps`,
     /// `--weight-decay`).
     pub adamw: AdamWConfig,

@@ -24,8 +24,8 @@ use crate::model::{
 use crate::ops::{self, OpsContext};
 use crate::optim::{clip_scale, AdamW};
 use crate::parallel::{
-    on_host, BucketPaths, DpWorker, Interleaved, ModelShape, ParallelConfig, ParallelError, Pending,
-    RankGroups, TpGroup,
+    on_host, BucketPaths, DpWorker, Interleaved, ParallelConfig, ParallelError, Pending, RankGroups,
+    SplitDims, TpGroup,
 };
 use trident_data::Batch;
 
@@ -133,7 +133,7 @@ struct Lane {
 ///     micro_batch: 2,
 ///     global_batch: 4, // two micro-batches per step
 ///     seq_len: 8,
-///     schedule: LrSchedule { max_lr: 1e-2, min_lr: 0.0, warmup_iters: 0, decay_iters: 20, style: DecayStyle::Constant },
+///     lr_schedule: LrSchedule { max_lr: 1e-2, min_lr: 0.0, warmup_iters: 0, decay_iters: 20, style: DecayStyle::Constant },
 ///     adamw: AdamWConfig::default(),
 ///     clip_grad: 1.0,
 ///     precision: Default::default(), // fp32
@@ -251,7 +251,7 @@ impl Trainer {
         groups: RankGroups,
         lanes: usize,
     ) -> Result<Self> {
-        let shape = ModelShape {
+        let shape = SplitDims {
             heads: config.num_heads,
             layers: config.num_layers,
             padded_vocab: config.padded_vocab_size,
@@ -309,8 +309,15 @@ impl Trainer {
         };
         let optimizer = AdamW::new(device, &layout, owned, settings.adamw)?;
         let mut groups = groups;
+        // The tensor-parallel collectives on the ranks' devices, where they can run there.
+        groups.tp.attach(device)?;
         let dp_comm = groups.dp.take().expect("the groups hold the data-parallel communicator");
         let mut dp = DpWorker::new(dp_comm);
+        if par.dp > 1 {
+            // The gradient buckets (ZeRO-1: the reduce-scatter and the all-gather) on the
+            // ranks' devices, where the group can run them there.
+            dp.attach(device)?;
+        }
         let layer_blocks: Vec<_> = layout.layers().map(|l| (l, layout.layer_block(l))).collect();
         if par.dp > 1 && zero.is_none() {
             // The buckets: bucket i is layer block i (local layer order), then the stage block
@@ -413,26 +420,13 @@ impl Trainer {
                 continue;
             }
             let s = self.slot(c, i);
-            let ws = self.ws.as_mut().expect("a pipeline without lanes has a workspace");
-            let (tp, links) = (&mut self.groups.tp, &mut self.groups.links);
             if !step.backward {
-                let acts = &mut self.slots[c][s];
-                if !place.is_first_chunk(c) {
-                    on_host(&mut acts.input.view_mut(..)?, |h| links.recv_activation(h))?;
-                }
-                let t0 = Instant::now();
-                if place.is_first_chunk(c) {
-                    self.model.embed(&self.ctx, tp, ws, acts, &batches[i].inputs)?;
-                }
-                let targets = Some(&batches[i].targets[..]);
-                if let Some(loss) = self.model.forward(&self.ctx, tp, ws, acts, targets, Some(dloss))? {
-                    loss_sum += loss as f64;
-                }
-                busy += t0.elapsed();
-                if !place.is_last_chunk(c) {
-                    links.send_activation(acts.output().to_vec()?)?;
-                }
+                let (loss, compute) = self.forward_chunk(c, s, &batches[i], Some(dloss))?;
+                loss_sum += loss.map_or(0.0, f64::from);
+                busy += compute;
             } else {
+                let ws = self.ws.as_mut().expect("a pipeline without lanes has a workspace");
+                let (tp, links) = (&mut self.groups.tp, &mut self.groups.links);
                 let dout = if place.is_last_chunk(c) {
                     None
                 } else {
@@ -494,7 +488,7 @@ impl Trainer {
             return Err(TrainError::NonFinite { loss, iter: self.iter });
         }
         // The schedule counts the updates taken: a skipped step does not advance it.
-        let lr = self.settings.schedule.lr(self.iter - self.skipped);
+        let lr = self.settings.lr_schedule.lr(self.iter - self.skipped);
         let loss_scale = self.scaler.map(|s| s.scale);
         // The gradients were scaled with the loss; their true norm is the scaled one / scale.
         let norm = norm / loss_scale.unwrap_or(1.0);
@@ -555,15 +549,19 @@ impl Trainer {
         }
         let dp = self.par.dp;
         if let Some(z) = &mut self.zero {
-            let mut all = self.model.grads().to_vec()?;
-            all.resize(z.padded, 0.0);
-            let share = z.padded / dp;
-            let shard = self.dp.run(move |c| {
-                let mut out = vec![0.0f32; share];
-                c.reduce_scatter(&all, &mut out, ReduceOp::Sum).map(|()| out)
-            })?;
             let owned = self.optimizer.owned.clone();
-            z.shard.view_mut(..owned.len())?.copy_from_slice(&shard[..owned.len()])?;
+            let mut out = z.shard.view_mut(..owned.len())?;
+            // On the devices: reduce-scattered by the collective kernels, no host copy.
+            if !self.dp.reduce_scatter_on_devices(&self.model.grads().view(..)?, z.padded, &mut out)? {
+                let mut all = self.model.grads().to_vec()?;
+                all.resize(z.padded, 0.0);
+                let share = z.padded / dp;
+                let shard = self.dp.run(move |c| {
+                    let mut out = vec![0.0f32; share];
+                    c.reduce_scatter(&all, &mut out, ReduceOp::Sum).map(|()| out)
+                })?;
+                out.copy_from_slice(&shard[..owned.len()])?;
+            }
             let z = self.zero.as_ref().expect("ZeRO-1 is on");
             return self.squared_norm_of(&z.shard, owned);
         }
@@ -599,6 +597,10 @@ impl Trainer {
         let (padded, len) = (z.padded, self.model.layout().len());
         let share = padded / self.par.dp;
         let owned = self.optimizer.owned.clone();
+        // On the devices: gathered by the collective kernels, no host copy.
+        if self.dp.all_gather_on_devices(self.model.params_mut(), owned.clone(), padded)? {
+            return Ok(());
+        }
         let mut mine = vec![0.0f32; share];
         mine[..owned.len()].copy_from_slice(&self.model.params().view(owned)?.to_vec()?);
         let all = self.dp.run(move |c| {
@@ -624,20 +626,8 @@ impl Trainer {
             }
             // Through every chunk of the stage in order: the micro-batch's whole forward.
             for c in 0..place.chunks {
-                let ws = self.ws.as_mut().expect("a pipeline without lanes has a workspace");
-                let (tp, links) = (&mut self.groups.tp, &mut self.groups.links);
-                let acts = &mut self.slots[c][0];
-                if place.is_first_chunk(c) {
-                    self.model.embed(&self.ctx, tp, ws, acts, &batch.inputs)?;
-                } else {
-                    on_host(&mut acts.input.view_mut(..)?, |h| links.recv_activation(h))?;
-                }
-                if let Some(loss) = self.model.forward(&self.ctx, tp, ws, acts, Some(&batch.targets), None)? {
-                    total += loss as f64;
-                }
-                if !place.is_last_chunk(c) {
-                    links.send_activation(acts.output().to_vec()?)?;
-                }
+                let (loss, _) = self.forward_chunk(c, 0, &batch, None)?;
+                total += loss.map_or(0.0, f64::from);
             }
         }
         self.groups.links.flush()?;
@@ -649,6 +639,37 @@ impl Trainer {
         }
         self.groups.pipe.all_reduce_f64(&mut mean)?;
         Ok(mean[0] as f32)
+    }
+
+    /// One micro-batch's forward through model chunk `c` in activation slot `slot`, as a
+    /// training step and an evaluation both run it: the input embedded (the model's first
+    /// chunk) or received from the previous stage, the output sent to the next; with `dloss`
+    /// the loss's gradient left for the backward. Returns the loss where the chunk ends the
+    /// model, and the time spent computing (transfers excluded).
+    fn forward_chunk(
+        &mut self,
+        c: usize,
+        slot: usize,
+        batch: &Batch,
+        dloss: Option<f32>,
+    ) -> Result<(Option<f32>, Duration)> {
+        let place = self.groups.place;
+        let ws = self.ws.as_mut().expect("a pipeline without lanes has a workspace");
+        let (tp, links) = (&mut self.groups.tp, &mut self.groups.links);
+        let acts = &mut self.slots[c][slot];
+        if !place.is_first_chunk(c) {
+            on_host(&mut acts.input.view_mut(..)?, |h| links.recv_activation(h))?;
+        }
+        let t0 = Instant::now();
+        if place.is_first_chunk(c) {
+            self.model.embed(&self.ctx, tp, ws, acts, &batch.inputs)?;
+        }
+        let loss = self.model.forward(&self.ctx, tp, ws, acts, Some(&batch.targets), dloss)?;
+        let compute = t0.elapsed();
+        if !place.is_last_chunk(c) {
+            links.send_activation(acts.output().to_vec()?)?;
+        }
+        Ok((loss, compute))
     }
 
     fn checked_batch(&self, data: &mut dyn BatchSource) -> Result<Batch> {

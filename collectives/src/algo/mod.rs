@@ -26,8 +26,11 @@ pub struct Link {
     pub timeout: Duration,
     /// Why the communicator broke, once it has: every later call fails with it.
     pub broken: Option<String>,
-    /// In a sub-group: the world ranks and roles its errors name peers by.
-    pub names: Option<std::sync::Arc<PeerNames>>,
+    /// The world ranks, roles and places its errors name peers by.
+    pub names: std::sync::Arc<PeerNames>,
+    /// Where failures are traced across groups and left for other groups' ranks to read
+    /// (see [`crate::blame`]).
+    pub fabric: std::sync::Arc<dyn crate::transport::Fabric>,
 }
 
 /// What one side of a step receives: from `peer`, `len` bytes, into `sink`.
@@ -103,15 +106,17 @@ impl Link {
         self.transport.exchange(outgoing, incoming, self.timeout).map_err(|err| self.fail(op, err))
     }
 
-    /// Breaks the communicator over `err`, raised during `op`, and tells the peers. In a
-    /// sub-group the error comes back naming world ranks and the blamed peer's role.
+    /// Breaks the communicator over `err`, raised during `op`, and tells the peers: those of
+    /// the group through the transport, those of other groups through the job's notes. The
+    /// error comes back naming world ranks, the blamed peer's role and where it runs.
     pub fn fail(&mut self, op: &Header, err: CommError) -> CommError {
         let culprit = err.culprit().unwrap_or(self.rank);
-        self.transport.abort(op, culprit, AbortReason::of(&err));
-        let err = match &self.names {
-            Some(names) => names.name(err),
-            None => err,
-        };
+        let reason = AbortReason::of(&err);
+        let me = self.names.world_rank(self.rank);
+        let err = crate::blame::trace(&*self.fabric, me, self.names.to_world(err), self.timeout);
+        crate::blame::record(&*self.fabric, me, &err);
+        self.transport.abort(op, culprit, reason);
+        let err = self.names.describe(err);
         self.broken = Some(err.to_string());
         err
     }

@@ -7,16 +7,19 @@
 //!                    [--min-bytes B] [--max-bytes B] [--iters K] [--registered true]
 //! trident-coll fault die --victim R --at K                  (a rank kills itself mid-AllReduce)
 //! trident-coll fault mismatch                               (rank 1 calls with another size)
-//! trident-coll fault run --iters K                          (AllReduces, printing each step; for
-//!                                                            tests that stop or kill a rank)
+//! trident-coll fault run --iters K [--grid tp,pp,dp]        (AllReduces, printing each step; for
+//!                                                            tests that stop or kill a rank; with
+//!                                                            a grid, a training step's pattern:
+//!                                                            TP AllReduce, pipeline sends forward
+//!                                                            and back, DP AllReduce)
 //! ```
 
 use std::collections::HashMap;
 use std::process::ExitCode;
 use trident_collectives::bench::{self, BenchOp, BenchOptions};
 use trident_collectives::bootstrap::init_from_env;
-use trident_collectives::launch::{self, LaunchOptions};
-use trident_collectives::{verify, RankGrid, ReduceOp};
+use trident_collectives::launcher::{self, LauncherOptions};
+use trident_collectives::{verify, ParallelGroups, RankGrid, ReduceOp};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -42,14 +45,14 @@ fn get<T: std::str::FromStr>(f: &HashMap<String, String>, key: &str, default: T)
 fn cmd_launch(args: &[String]) -> Result<i32, Error> {
     let split = args.iter().position(|a| a == "--").ok_or("launch: put the command after --")?;
     let f = flags(&args[..split])?;
-    let opts = LaunchOptions {
+    let opts = LauncherOptions {
         nnodes: get(&f, "nnodes", 1)?,
         node_rank: get(&f, "node-rank", 0)?,
         master_addr: get(&f, "master-addr", "127.0.0.1".to_string())?,
         master_port: f.get("master-port").map(|p| p.parse()).transpose()?,
-        ..LaunchOptions::default()
+        ..LauncherOptions::default()
     };
-    Ok(launch::run(get(&f, "nproc-per-node", 1)?, &args[split + 1..], &opts)?)
+    Ok(launcher::run(get(&f, "nproc-per-node", 1)?, &args[split + 1..], &opts)?)
 }
 
 fn cmd_check(args: &[String]) -> Result<i32, Error> {
@@ -62,11 +65,7 @@ fn cmd_check(args: &[String]) -> Result<i32, Error> {
     let mut comm = init_from_env()?;
     verify::check_all(&mut comm, seed, &lens)?;
     if let Some(grid) = f.get("grid") {
-        let dims: Vec<usize> = grid.split(',').map(|s| s.trim().parse()).collect::<Result<_, _>>()?;
-        let [tp, pp, dp] = dims[..] else {
-            return Err("--grid expects tp,pp,dp".into());
-        };
-        let grid = RankGrid::new(tp, pp, dp, comm.size())?;
+        let grid = parse_grid(grid, comm.size())?;
         verify::check_groups(&mut comm, &grid)?;
     }
     let shared = if comm.shared_buffer::<f32>(1)?.is_shared() { "mapped" } else { "private" };
@@ -78,6 +77,34 @@ fn cmd_check(args: &[String]) -> Result<i32, Error> {
         comm.large_all_reduce_path()
     );
     Ok(0)
+}
+
+/// `--grid tp,pp,dp` over a world of `world` ranks.
+fn parse_grid(grid: &str, world: usize) -> Result<RankGrid, Error> {
+    let dims: Vec<usize> = grid.split(',').map(|s| s.trim().parse()).collect::<Result<_, _>>()?;
+    let [tp, pp, dp] = dims[..] else {
+        return Err("--grid expects tp,pp,dp".into());
+    };
+    Ok(RankGrid::new(tp, pp, dp, world)?)
+}
+
+/// One training step's communication on a grid: an AllReduce in the tensor-parallel group,
+/// activations sent down the pipeline and gradients back up, and an AllReduce of the
+/// data-parallel replicas.
+fn grid_step(g: &mut ParallelGroups, buf: &mut [f32]) -> trident_collectives::Result<()> {
+    g.tp.all_reduce(buf, ReduceOp::Max)?;
+    let (stage, stages) = (g.pp.rank(), g.pp.size());
+    if stage > 0 {
+        g.pp.recv(buf, stage - 1, 1)?;
+    }
+    if stage + 1 < stages {
+        g.pp.send(buf, stage + 1, 1)?;
+        g.pp.recv(buf, stage + 1, 2)?;
+    }
+    if stage > 0 {
+        g.pp.send(buf, stage - 1, 2)?;
+    }
+    g.dp.all_reduce(buf, ReduceOp::Max)
 }
 
 fn cmd_bench(args: &[String]) -> Result<i32, Error> {
@@ -120,8 +147,15 @@ fn cmd_fault(args: &[String]) -> Result<i32, Error> {
             use std::io::Write;
             let iters: usize = get(&f, "iters", 1000)?;
             let mut buf = vec![1.0f32; 4096];
+            let mut groups = match f.get("grid") {
+                Some(grid) => Some(comm.parallel_groups(&parse_grid(grid, comm.size())?)?),
+                None => None,
+            };
             (0..iters).try_for_each(|i| {
-                comm.all_reduce(&mut buf, ReduceOp::Max)?;
+                match groups.as_mut() {
+                    Some(g) => grid_step(g, &mut buf)?,
+                    None => comm.all_reduce(&mut buf, ReduceOp::Max)?,
+                }
                 println!("step {i}");
                 let _ = std::io::stdout().flush();
                 Ok(())

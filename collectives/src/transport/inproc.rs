@@ -11,7 +11,7 @@ use crate::wait::{Backoff, Deadline};
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 const EMPTY: u32 = 0;
@@ -72,6 +72,8 @@ type Joining = (Arc<Group>, usize);
 #[derive(Clone, Default)]
 pub struct InprocFabric {
     groups: Arc<Mutex<HashMap<String, Joining>>>,
+    /// The ranks' notes ([`Fabric::leave_note`]), and a signal for readers waiting on one.
+    notes: Arc<(Mutex<HashMap<String, String>>, Condvar)>,
 }
 
 impl InprocFabric {
@@ -123,6 +125,25 @@ impl Fabric for InprocFabric {
 
     fn name(&self) -> &'static str {
         "inproc"
+    }
+
+    fn leave_note(&self, key: &str, value: &str) {
+        let (notes, changed) = &*self.notes;
+        notes.lock().unwrap_or_else(|e| e.into_inner()).insert(key.to_string(), value.to_string());
+        changed.notify_all();
+    }
+
+    fn read_note(&self, key: &str, wait: Duration) -> Option<String> {
+        let (notes, changed) = &*self.notes;
+        let deadline = std::time::Instant::now() + wait;
+        let mut notes = notes.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(v) = notes.get(key) {
+                return Some(v.clone());
+            }
+            let left = deadline.checked_duration_since(std::time::Instant::now())?;
+            notes = changed.wait_timeout(notes, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
     }
 }
 

@@ -154,6 +154,22 @@ pub trait Fabric: Send + Sync {
     /// Short name for messages and benchmarks.
     fn name(&self) -> &'static str;
 
+    /// Leaves `value` under `key` in notes every rank of the job can read (the rendezvous
+    /// store, for processes): best effort and bounded in time, since it carries a failing
+    /// rank's last words (see [`crate::blame`]).
+    fn leave_note(&self, _key: &str, _value: &str) {}
+
+    /// The note left under `key`, waiting for it at most `wait`; `None` when none came.
+    fn read_note(&self, _key: &str, _wait: Duration) -> Option<String> {
+        None
+    }
+
+    /// Whether the notes can still be read: false once the rendezvous store stopped
+    /// answering (its host, rank 0, died or froze).
+    fn notes_in_reach(&self) -> bool {
+        true
+    }
+
     /// Memory of `bytes` per member that every member of the group maps, for collectives
     /// that read and write peers' buffers in place ([`SharedRegion`]). `key` names this
     /// allocation uniquely in the job; every member calls it with the same `bytes`. `None`

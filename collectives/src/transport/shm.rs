@@ -301,6 +301,18 @@ impl Fabric for ShmFabric {
         "shm"
     }
 
+    fn leave_note(&self, key: &str, value: &str) {
+        crate::blame::leave_store_note(&self.store, key, value)
+    }
+
+    fn read_note(&self, key: &str, wait: Duration) -> Option<String> {
+        crate::blame::read_store_note(&self.store, key, wait)
+    }
+
+    fn notes_in_reach(&self) -> bool {
+        crate::blame::store_in_reach(&self.store)
+    }
+
     fn share(
         &self,
         key: &str,

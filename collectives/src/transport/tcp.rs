@@ -183,7 +183,10 @@ impl Handshake {
 
 /// Waits for the store lock at most `wait`: a thread of this process stuck in a store call
 /// must not hold up an abort (store calls are bounded too, this only shortens the wait).
-fn lock_within(store: &Mutex<StoreClient>, wait: Duration) -> Option<std::sync::MutexGuard<'_, StoreClient>> {
+pub(crate) fn lock_within(
+    store: &Mutex<StoreClient>,
+    wait: Duration,
+) -> Option<std::sync::MutexGuard<'_, StoreClient>> {
     let deadline = Instant::now() + wait;
     loop {
         match store.try_lock() {
@@ -199,7 +202,7 @@ fn lock_within(store: &Mutex<StoreClient>, wait: Duration) -> Option<std::sync::
 
 /// Runs `f` on the store with its timeout lowered to `limit`, so a failing rank's last
 /// words cannot block on a store host that stopped answering.
-fn with_short_timeout<T>(
+pub(crate) fn with_short_timeout<T>(
     store: &mut StoreClient,
     limit: Duration,
     f: impl FnOnce(&mut StoreClient) -> T,
@@ -212,7 +215,7 @@ fn with_short_timeout<T>(
 }
 
 /// How long a failing rank spends, at most, leaving its reason in the store.
-const ABORT_STORE_LIMIT: Duration = Duration::from_secs(1);
+pub(crate) const ABORT_STORE_LIMIT: Duration = Duration::from_secs(1);
 
 impl Fabric for TcpFabric {
     fn connect(
@@ -370,6 +373,18 @@ impl Fabric for TcpFabric {
 
     fn name(&self) -> &'static str {
         "tcp"
+    }
+
+    fn leave_note(&self, key: &str, value: &str) {
+        crate::blame::leave_store_note(&self.store, key, value)
+    }
+
+    fn read_note(&self, key: &str, wait: Duration) -> Option<String> {
+        crate::blame::read_store_note(&self.store, key, wait)
+    }
+
+    fn notes_in_reach(&self) -> bool {
+        crate::blame::store_in_reach(&self.store)
     }
 }
 
@@ -552,20 +567,10 @@ impl TcpTransport {
         let published = with_short_timeout(&mut store, ABORT_STORE_LIMIT, |s| {
             s.set(&key(self.rank), peer.to_string().as_bytes())
         });
-        match published {
-            Ok(()) => {}
-            // The store host does not answer either: with every other rank's record out of
-            // reach, the likeliest culprit is the store host itself.
-            Err(CommError::Timeout { .. }) if peer != 0 => {
-                return CommError::Timeout {
-                    op: format!(
-                    "{op} (waiting for rank {peer}; the rendezvous store on rank 0 does not answer either)"
-                ),
-                    peer: 0,
-                    waited,
-                }
-            }
-            Err(_) => return direct(),
+        // Where the store does not answer, the wait is left as it is: whether its host is
+        // to blame is for the caller, who knows the world ranks (see `crate::blame`).
+        if published.is_err() {
+            return direct();
         }
         let (culprit, chain) =
             super::follow_wait_chain(self.rank, peer, super::wait_chain_budget(timeout), |r, wait| {

@@ -6,7 +6,7 @@ use crate::simt::{self, Global, GlobalMut};
 
 /// Epilogue flag: add `bias[col]` (f32).
 pub const BIAS: u32 = 1;
-/// Epilogue flag: GeLU (tanh form, as `gelu_forward_f32`) after the bias.
+/// Epilogue flag: GeLU (tanh form, [`crate::gelu`]) after the bias.
 pub const GELU: u32 = 2;
 /// Epilogue flag: add `residual[row * ldr + col]` (the output's element type) last.
 pub const RESIDUAL: u32 = 4;

@@ -194,6 +194,12 @@ impl<T: Copy> GlobalMut<T> {
         GlobalMut { ptr: offset(self.ptr, n).cast_mut(), ..self }
     }
 
+    /// The kernel parameter the pointer came from (host only).
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub(crate) fn arg(self) -> u32 {
+        self.arg
+    }
+
     /// The same memory, read-only.
     #[inline(always)]
     pub fn as_const(self) -> Global<T> {

@@ -1,5 +1,5 @@
 //! Hopper (sm_90) synchronization: `mbarrier` with transaction bytes, `elect.sync` and
-//! `fence.proxy.async`.
+//! `fence.proxy.async`; and `setmaxnreg` (sm_90a), which moves registers between warpgroups.
 //!
 //! On nvptx64 each function is the PTX instruction its documentation names (PTX ISA 8.0,
 //! sm_90). They are `#[inline(always)]`: a PTX module holds one of these instructions only if
@@ -232,4 +232,43 @@ pub fn fence_proxy_async_shared_cta() {
     };
     #[cfg(not(target_arch = "nvptx64"))]
     device::fence_proxy_async();
+}
+
+/// Checks a `setmaxnreg` register count at compile time: 24 to 256, a multiple of 8 (PTX ISA,
+/// "Miscellaneous Instructions: setmaxnreg").
+struct RegisterCount<const N: u32>;
+
+impl<const N: u32> RegisterCount<N> {
+    const VALID: () =
+        assert!(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes 24 to 256, a multiple of 8");
+}
+
+/// `setmaxnreg.inc.sync.aligned.u32 N` (sm_90a): raises the running warp's per-thread register
+/// count to `N`, taking registers the warpgroup's others released with [`setmaxnreg_dec`]
+/// (it waits until enough are free). Every warp of the warpgroup must execute it together,
+/// and the kernel must not rely on more than the launch's count before it.
+///
+/// The emulator does not model register allocation: on the host this checks `N` (at compile
+/// time, as `ptxas` does) and does nothing else.
+#[inline(always)]
+pub fn setmaxnreg_inc<const N: u32>() {
+    let () = RegisterCount::<N>::VALID;
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: only an immediate operand; the warpgroup executes it together.
+    unsafe {
+        asm!("setmaxnreg.inc.sync.aligned.u32 {n};", n = const N, options(nostack))
+    };
+}
+
+/// `setmaxnreg.dec.sync.aligned.u32 N` (sm_90a): lowers the running warp's per-thread
+/// register count to `N`, releasing the rest to the CTA's pool for [`setmaxnreg_inc`]. As for
+/// that, every warp of the warpgroup executes it together, and the emulator only checks `N`.
+#[inline(always)]
+pub fn setmaxnreg_dec<const N: u32>() {
+    let () = RegisterCount::<N>::VALID;
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: only an immediate operand; the warpgroup executes it together.
+    unsafe {
+        asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const N, options(nostack))
+    };
 }

@@ -195,31 +195,31 @@ macro_rules! static_shared {
 /// `2^x` (`ex2.approx.ftz.f32` on the GPU).
 #[inline]
 pub fn exp2(x: f32) -> f32 {
-    device::count(Class::Alu);
+    device::count(Class::Sfu);
     x.exp2()
 }
 /// `log2(x)` (`lg2.approx.ftz.f32` on the GPU).
 #[inline]
 pub fn log2(x: f32) -> f32 {
-    device::count(Class::Alu);
+    device::count(Class::Sfu);
     x.log2()
 }
 /// `tanh(x)` (`tanh.approx.f32` on the GPU, sm_75+).
 #[inline]
 pub fn tanh(x: f32) -> f32 {
-    device::count(Class::Alu);
+    device::count(Class::Sfu);
     x.tanh()
 }
 /// `1 / sqrt(x)` (`rsqrt.approx.ftz.f32` on the GPU).
 #[inline]
 pub fn rsqrt(x: f32) -> f32 {
-    device::count(Class::Alu);
+    device::count(Class::Sfu);
     1.0 / x.sqrt()
 }
 /// Correctly rounded square root (`sqrt.rn.f32`).
 #[inline]
 pub fn sqrt(x: f32) -> f32 {
-    device::count(Class::Alu);
+    device::count(Class::Sfu);
     x.sqrt()
 }
 /// `a * b + c` rounded once (`fma.rn.f32`).

@@ -20,6 +20,9 @@
 //!   `atomic_add` on u32 (`atom.global.add.u32`: with a fence it releases or acquires between
 //!   blocks). Kernels never dereference a raw global pointer: on the host every access is
 //!   checked and counted.
+//! - Flags between blocks and devices (`flags.rs`): `load_acquire_sys`/`load_acquire_gpu`,
+//!   `store_release_sys`/`store_release_gpu`, `load_volatile`/`store_volatile` on u32 words,
+//!   and [`global_timer_ns`] (`%globaltimer`) for deadlines.
 //! - Fast math: [`exp2`], [`exp`], [`log2`], [`tanh`], [`rsqrt`] (PTX `.approx`, a few ulp
 //!   from the host's correctly rounded results; `tanh` about 2^-11), [`sqrt`], [`fma`],
 //!   [`fmax`], [`fmin`].
@@ -31,11 +34,13 @@
 //!   [`mbarrier_arrive`], [`mbarrier_arrive_expect_tx`], [`mbarrier_try_wait_parity`], ...),
 //!   [`elect_sync`], [`fence_proxy_async_shared_cta`], and TMA copies through a
 //!   [`TensorMapRef`] (`tma_load_{1..5}d`, `tma_store_{1..5}d`, [`bulk_commit_group`],
-//!   [`bulk_wait_group_read`]); `wgmma_m64n{8,16,32,64}k16_{bf16,f16}` with [`WgmmaAccumulator`],
-//!   [`matrix_descriptor`], [`wgmma_fence`], [`wgmma_commit_group`], [`wgmma_wait_group`].
+//!   [`bulk_wait_group_read`]); `wgmma_m64n{8,16,32,64,128,256}k16_{bf16,f16}` with
+//!   [`WgmmaAccumulator`], [`matrix_descriptor`], [`wgmma_fence`], [`wgmma_commit_group`],
+//!   [`wgmma_wait_group`]; [`setmaxnreg_inc`] and [`setmaxnreg_dec`] (sm_90a).
 
 mod bf16;
 mod f16;
+mod flags;
 mod global;
 mod hopper;
 #[cfg(not(target_arch = "nvptx64"))]
@@ -47,6 +52,7 @@ mod wgmma;
 
 pub use bf16::{bf16_to_f32, f32_to_bf16, pack_bf16x2, unpack_bf16x2};
 pub use f16::{f16_to_f32, f32_to_f16};
+pub use flags::global_timer_ns;
 pub use global::{Global, GlobalMut, Word32};
 pub use hopper::*;
 #[cfg(not(target_arch = "nvptx64"))]

@@ -204,6 +204,12 @@ impl<T: Copy> Shared<T> {
         Shared::from_shared_address(self.addr, self.len as usize * size_of::<T>() / size_of::<U>())
     }
 
+    /// The `.shared` byte address of element `i` (what `wgmma` matrix descriptors hold).
+    #[inline(always)]
+    pub fn shared_address(self, i: usize) -> u32 {
+        self.address_of(i)
+    }
+
     #[inline(always)]
     pub(crate) fn address_of(self, i: usize) -> u32 {
         self.addr + (i * size_of::<T>()) as u32

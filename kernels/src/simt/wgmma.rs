@@ -1,7 +1,7 @@
 //! `wgmma` (sm_90a): warpgroup matrix multiply-accumulate from shared-memory matrix
 //! descriptors, with its fence and groups.
 //!
-//! [`wgmma_m64n8k16_bf16`] and its siblings (N = 8, 16, 32, 64; bf16 or f16 in, f32
+//! [`wgmma_m64n8k16_bf16`] and its siblings (N = 8, 16, 32, 64, 128, 256; bf16 or f16 in, f32
 //! accumulate) must be executed by all 128 threads of a warpgroup together; A (64 x 16) and B
 //! (N x 16) are K-major in shared memory, described by [`matrix_descriptor`]. The accumulator
 //! is a [`WgmmaAccumulator`]: on the GPU N/2 f32 registers per thread in the PTX ISA's D
@@ -26,7 +26,10 @@ impl<const R: usize> WgmmaAccumulator<R> {
     /// Zeros (a first `mma_async` may instead pass `scale_d = false`).
     #[inline(always)]
     pub const fn zeroed() -> Self {
-        WgmmaAccumulator([0.0; R])
+        // SAFETY: all-zero bits are the f32 0.0. Unlike `[0.0; R]`, which rustc may lower to
+        // a store loop that keeps a large accumulator in local memory, this is one memset that
+        // LLVM splits into registers.
+        WgmmaAccumulator(unsafe { core::mem::zeroed() })
     }
 
     /// Register `i`.
@@ -173,7 +176,11 @@ wgmma_mma_async!(wgmma_m64n8k16_bf16, n = 8, "bf16", Bf16, 4, [0 1 2 3]);
 wgmma_mma_async!(wgmma_m64n16k16_bf16, n = 16, "bf16", Bf16, 8, [0 1 2 3 4 5 6 7]);
 wgmma_mma_async!(wgmma_m64n32k16_bf16, n = 32, "bf16", Bf16, 16, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15]);
 wgmma_mma_async!(wgmma_m64n64k16_bf16, n = 64, "bf16", Bf16, 32, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31]);
+wgmma_mma_async!(wgmma_m64n128k16_bf16, n = 128, "bf16", Bf16, 64, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]);
+wgmma_mma_async!(wgmma_m64n256k16_bf16, n = 256, "bf16", Bf16, 128, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]);
 wgmma_mma_async!(wgmma_m64n8k16_f16, n = 8, "f16", F16, 4, [0 1 2 3]);
 wgmma_mma_async!(wgmma_m64n16k16_f16, n = 16, "f16", F16, 8, [0 1 2 3 4 5 6 7]);
 wgmma_mma_async!(wgmma_m64n32k16_f16, n = 32, "f16", F16, 16, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15]);
 wgmma_mma_async!(wgmma_m64n64k16_f16, n = 64, "f16", F16, 32, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31]);
+wgmma_mma_async!(wgmma_m64n128k16_f16, n = 128, "f16", F16, 64, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]);
+wgmma_mma_async!(wgmma_m64n256k16_f16, n = 256, "f16", F16, 128, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]);

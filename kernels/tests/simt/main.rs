@@ -2,14 +2,17 @@
 //! give the right results, broken ones fail with an error that names the fault and thread.
 
 mod collectives;
+mod conversions;
 mod faults;
+mod gemm_hopper;
 mod global;
 mod launch_rules;
 mod mbarrier;
 mod memory;
+mod peer_collectives;
+mod peer_races;
+mod peers;
 mod rng;
-mod selftest;
-mod tensor_core;
 mod tma;
 mod wgmma;
 
@@ -23,16 +26,6 @@ pub fn run(entry: fn(&[u64]), cfg: LaunchConfig, args: &[u64]) -> Result<LaunchS
     // SAFETY: see above; the emulator also checks every access through `Global`/`GlobalMut`
     // against the lent buffers, and the test kernels make no other.
     unsafe { launch(&HostKernel { name: "test_kernel", params: &[], param_names: &[], entry }, &cfg, args) }
-}
-
-/// Runs the selftest kernel `name` from `trident_kernels::selftest::HOST_KERNELS`.
-pub fn run_selftest(name: &str, cfg: LaunchConfig, args: &[u64]) -> Result<LaunchStats, EmuError> {
-    let kernel = trident_kernels::selftest::HOST_KERNELS
-        .iter()
-        .find(|k| k.name == name)
-        .unwrap_or_else(|| panic!("no selftest kernel `{name}`"));
-    // SAFETY: as in `run`: the callers pass words of lent buffers sized for the selftest.
-    unsafe { launch(kernel, &cfg, args) }
 }
 
 /// Lends a test's buffer to the emulator's global-memory checks (as a device allocation

@@ -181,8 +181,9 @@ fn wgmma_reads_tma_tiles_in_the_128_byte_swizzle() {
     };
     let (out, stats) = run_with(1);
     assert_eq!(out, want);
-    // Four wgmma per thread, one per warp each.
+    // Four wgmma per thread, one per warp each; 64 x 64 x 16 multiply-adds each.
     assert_eq!((stats.thread_instructions.wgmma, stats.warp_instructions.wgmma), (4 * 128, 4 * 4));
+    assert_eq!(stats.wgmma_macs, 4 * 64 * 64 * 16);
     // A descriptor with the wrong swizzle reads the tiles in the wrong order.
     let (out, _) = run_with(0);
     assert_ne!(out, want, "a descriptor without the tiles' swizzle must not reproduce the product");
@@ -196,8 +197,8 @@ macro_rules! core_product {
     ($name:ident, $wgmma:ident, n = $n:literal, regs = $r:literal) => {
         fn $name(args: &[u64]) {
             let (a, b, out) = (args[0] as *const u16, args[1] as *const u16, args[2] as *mut f32);
-            // SAFETY: the launch has 4096 bytes of dynamic shared memory (A 2048, B up to 2048).
-            let smem = unsafe { dynamic_shared::<u16>(0, 2048) };
+            // SAFETY: the launch has 2048 + 32 N bytes of dynamic shared memory (A 2048, B 32 N).
+            let smem = unsafe { dynamic_shared::<u16>(0, 1024 + 16 * $n) };
             let t = thread_idx_x() as usize;
             let place =
                 |row: usize, k: usize| ((row / 8) * 256 + (k / 8) * 128 + (row % 8) * 16 + (k % 8) * 2) / 2;
@@ -225,23 +226,31 @@ core_product!(product_n8_bf16, wgmma_m64n8k16_bf16, n = 8, regs = 4);
 core_product!(product_n16_bf16, wgmma_m64n16k16_bf16, n = 16, regs = 8);
 core_product!(product_n32_bf16, wgmma_m64n32k16_bf16, n = 32, regs = 16);
 core_product!(product_n64_bf16, wgmma_m64n64k16_bf16, n = 64, regs = 32);
+core_product!(product_n128_bf16, wgmma_m64n128k16_bf16, n = 128, regs = 64);
+core_product!(product_n256_bf16, wgmma_m64n256k16_bf16, n = 256, regs = 128);
 core_product!(product_n8_f16, wgmma_m64n8k16_f16, n = 8, regs = 4);
 core_product!(product_n16_f16, wgmma_m64n16k16_f16, n = 16, regs = 8);
 core_product!(product_n32_f16, wgmma_m64n32k16_f16, n = 32, regs = 16);
 core_product!(product_n64_f16, wgmma_m64n64k16_f16, n = 64, regs = 32);
+core_product!(product_n128_f16, wgmma_m64n128k16_f16, n = 128, regs = 64);
+core_product!(product_n256_f16, wgmma_m64n256k16_f16, n = 256, regs = 128);
 
 #[test]
 fn every_wgmma_shape_and_input_type_matches_the_reference() {
     type Kernel = fn(&[u64]);
-    let cases: [(Kernel, usize, bool); 8] = [
+    let cases: [(Kernel, usize, bool); 12] = [
         (product_n8_bf16, 8, false),
         (product_n16_bf16, 16, false),
         (product_n32_bf16, 32, false),
         (product_n64_bf16, 64, false),
+        (product_n128_bf16, 128, false),
+        (product_n256_bf16, 256, false),
         (product_n8_f16, 8, true),
         (product_n16_f16, 16, true),
         (product_n32_f16, 32, true),
         (product_n64_f16, 64, true),
+        (product_n128_f16, 128, true),
+        (product_n256_f16, 256, true),
     ];
     for (kernel, n, is_f16) in cases {
         // The same values (multiples of 1/4, exact in both formats) in the input type's bits.
@@ -258,7 +267,8 @@ fn every_wgmma_shape_and_input_type_matches_the_reference() {
         let (a_bf16, b_bf16): (Vec<u16>, Vec<u16>) =
             ((0..64 * 16).map(value).collect(), (0..n * 16).map(|i| value(3 * i + 1)).collect());
         let mut out = vec![f32::NAN; 64 * n];
-        let cfg = LaunchConfig { grid: [1, 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 4096 };
+        let cfg =
+            LaunchConfig { grid: [1, 1, 1], block: [128, 1, 1], dynamic_smem_bytes: 2048 + 32 * n as u32 };
         run(kernel, cfg, &[a.as_ptr() as u64, b.as_ptr() as u64, ptr(&mut out)]).unwrap();
         assert_eq!(out, reference(&a_bf16, &b_bf16, n, 16), "N = {n}, f16 {is_f16}");
     }

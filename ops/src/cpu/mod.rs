@@ -23,7 +23,7 @@ pub use gelu::{gelu_backward, gelu_forward};
 pub use layernorm::{layernorm_backward, layernorm_forward, LAYERNORM_EPS};
 pub use matmul::{matmul_backward, matmul_forward, matmul_residual_forward};
 pub use norm::{drain_into, sum_of_squares};
-pub use residual::residual_forward;
+pub use residual::{accumulate, residual_forward};
 
 /// Keeps the allocator from handing freed memory back to the OS. `gemm` allocates its packing
 /// buffers on every call; with glibc's defaults, buffers past the mmap threshold are mapped and

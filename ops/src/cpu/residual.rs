@@ -16,3 +16,18 @@ pub fn residual_forward(out: &mut [f32], a: &[f32], b: &[f32]) {
         )
     });
 }
+
+/// `out += b`
+pub fn accumulate(out: &mut [f32], b: &[f32]) {
+    const CHUNK: usize = 8192;
+    out.par_chunks_mut(CHUNK).zip(b.par_chunks(CHUNK)).for_each(|(o, b)| {
+        simd(
+            #[inline(always)]
+            || {
+                for (o, b) in o.iter_mut().zip(b) {
+                    *o += b;
+                }
+            },
+        )
+    });
+}

@@ -10,8 +10,8 @@ use super::{to_u32, HalfFormat, Kernels, Result};
 
 const THREADS: u32 = 512;
 
-/// [`super::crossentropy`] with 4 logits per access where `logits` is 16-byte aligned and `vp`
-/// a multiple of 4 (else one at a time, the same results): per-row loss
+/// Fused softmax + cross-entropy, one block per row, with 4 logits per access where `logits`
+/// is 16-byte aligned and `vp` a multiple of 4 (else one at a time, the same results): per-row loss
 /// `logsumexp(logits[r, ..v]) - logits[r, targets[r]]`, and with `dloss = Some(g)` the logits
 /// overwritten by `(softmax - onehot) * g` (zero on the padding). Targets must be below `v`.
 #[allow(clippy::too_many_arguments)]

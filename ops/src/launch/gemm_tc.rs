@@ -11,27 +11,9 @@
 use trident_kernels::gemm_tc::{self, Config, BIAS, BK, GELU, GELU_GRAD, RESIDUAL};
 use trident_runtime::{Arg, Buffer, LaunchConfig, View, ViewMut};
 
-use super::{to_u32, Kernels, LaunchError, Result, Transpose};
+use super::{to_u32, HalfFormat, Kernels, LaunchError, Result, Transpose};
 
 const KERNEL: &str = "gemm_tc";
-
-/// The 16-bit floating-point type of A and B (and of a 16-bit output).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HalfType {
-    /// bfloat16 (8 exponent bits, 7 mantissa bits).
-    Bf16,
-    /// IEEE binary16 (5 exponent bits, 10 mantissa bits).
-    F16,
-}
-
-impl HalfType {
-    fn name(self) -> &'static str {
-        match self {
-            HalfType::Bf16 => "bf16",
-            HalfType::F16 => "f16",
-        }
-    }
-}
 
 /// An output element type of the tensor-core GEMM: `f32`, or `u16` holding the inputs' type.
 pub trait GemmTcOutput: bytemuck::Pod + sealed::Sealed {
@@ -79,7 +61,7 @@ pub struct GemmTc {
     /// The reduction dimension.
     pub k: usize,
     /// The type of A and B (and of a 16-bit C and residual).
-    pub input: HalfType,
+    pub input: HalfFormat,
     /// A stored `k x m`.
     pub trans_a: Transpose,
     /// B stored `n x k`.
@@ -101,7 +83,7 @@ pub struct GemmTc {
 
 impl GemmTc {
     /// A dense `m x n x k` GEMM with neither operand transposed and no GeLU.
-    pub fn new(m: usize, n: usize, k: usize, input: HalfType) -> Self {
+    pub fn new(m: usize, n: usize, k: usize, input: HalfFormat) -> Self {
         Self {
             m,
             n,
@@ -253,7 +235,9 @@ pub fn plan_gemm_tc(m: usize, n: usize, k: usize) -> GemmTcPlan {
 /// Runs `spec` on tensor cores: `c = epilogue(op(a) op(b))`, where the epilogue adds `bias`
 /// (`n` values) when given, applies GeLU when `spec.gelu`, then adds `residual` (C's shape and
 /// leading dimension) when given. Checks every view's device, length and alignment (A, B and
-/// C 16-byte aligned) and the leading dimensions before launching.
+/// C 16-byte aligned) and the leading dimensions before launching. On a compute capability
+/// 9.0 GPU a bf16 `A B^T` without a fixed plan runs on the Hopper GEMM instead
+/// ([`dispatches_to_gemm_hopper`](super::dispatches_to_gemm_hopper)).
 pub fn gemm_tc<O: GemmTcOutput>(
     k: &Kernels,
     c: &mut ViewMut<O>,
@@ -283,8 +267,19 @@ pub fn gemm_tc_with_workspace<O: GemmTcOutput>(
     launch_gemm_tc(k, c, a, b, bias, residual, spec, Some(workspace))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn launch_gemm_tc<O: GemmTcOutput>(
+/// What [`check_gemm`] found: the leading dimensions and the epilogue flags.
+#[derive(Clone, Copy)]
+pub(super) struct Checked {
+    pub(super) lda: usize,
+    pub(super) ldb: usize,
+    pub(super) ldc: usize,
+    pub(super) flags: u32,
+}
+
+/// Checks a tensor-core GEMM's views against `spec` (devices, lengths, 16-byte alignment of A,
+/// B and C, leading dimensions) and derives the epilogue flags: what every kernel that runs
+/// [`GemmTc`] relies on.
+pub(super) fn check_gemm<O: GemmTcOutput>(
     k: &Kernels,
     c: &mut ViewMut<O>,
     a: &View<u16>,
@@ -292,13 +287,12 @@ fn launch_gemm_tc<O: GemmTcOutput>(
     bias: Option<&View<f32>>,
     residual: Option<&View<O>>,
     spec: &GemmTc,
-    workspace: Option<&mut GemmTcWorkspace>,
-) -> Result<()> {
+) -> Result<Checked> {
     let shape = |what: String| LaunchError::Shape { kernel: KERNEL, what };
     k.check_device(c.device())?;
     k.check_device(a.device())?;
     k.check_device(b.device())?;
-    let layout = spec.layout()?;
+    spec.layout()?;
     let [sa, sb, sc] = spec.stored();
     let (lda, ldb, ldc) = spec.resolved_ld();
     for (what, (rows, cols), ld, got, addr) in [
@@ -363,8 +357,29 @@ fn launch_gemm_tc<O: GemmTcOutput>(
         }
         flags |= RESIDUAL;
     }
+    Ok(Checked { lda, ldb, ldc, flags })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch_gemm_tc<O: GemmTcOutput>(
+    k: &Kernels,
+    c: &mut ViewMut<O>,
+    a: &View<u16>,
+    b: &View<u16>,
+    bias: Option<&View<f32>>,
+    residual: Option<&View<O>>,
+    spec: &GemmTc,
+    workspace: Option<&mut GemmTcWorkspace>,
+) -> Result<()> {
+    let shape = |what: String| LaunchError::Shape { kernel: KERNEL, what };
+    let Checked { lda, ldb, ldc, flags } = check_gemm(k, c, a, b, bias, residual, spec)?;
+    let layout = spec.layout()?;
     if spec.m == 0 || spec.n == 0 {
         return Ok(());
+    }
+    if super::gemm_hopper::dispatches_to_gemm_hopper(k.device(), spec) {
+        let checked = Checked { lda, ldb, ldc, flags };
+        return super::gemm_hopper::launch(k, c, a, b, bias, residual, spec, &checked);
     }
     let plan = spec.plan.unwrap_or_else(|| plan_gemm_tc(spec.m, spec.n, spec.k));
     if plan.k_split == 0 || plan.k_split % BK != 0 || plan.splits == 0 || plan.splits * plan.k_split < spec.k
@@ -494,7 +509,7 @@ impl GemmTcWorkspace {
 
 /// The main-loop kernel for the input type, layout (`nn`, `nt`, `tn`), output (`f32`, `b16`)
 /// and block tile.
-fn main_kernel(input: HalfType, layout: &str, out: &str, config: &Config) -> Result<&'static str> {
+fn main_kernel(input: HalfFormat, layout: &str, out: &str, config: &Config) -> Result<&'static str> {
     let name = format!("gemm_tc_{}_{layout}_{out}_{}", input.name(), config.suffix);
     gemm_tc::KERNEL_NAMES
         .iter()

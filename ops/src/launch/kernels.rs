@@ -55,10 +55,15 @@ impl Kernels {
     /// [`LaunchError::NoPtx`] without the `cuda` feature, else the driver's error where it
     /// refuses the PTX.
     pub fn load(device: &Device) -> Result<Self> {
-        let module = crate::kernels::load(device)?;
-        let stream = device.default_stream();
+        Ok(Self::from_module(crate::kernels::load(device)?))
+    }
+
+    /// Another module's kernels (a crate of one's own, say) with the same lookup cache, launch
+    /// counts and stream handling; launches go to the default stream of the module's device.
+    pub fn from_module(module: Module) -> Self {
+        let stream = module.device().default_stream();
         let (functions, launches) = (Arc::default(), Arc::default());
-        Ok(Self { module, functions, launches, stream })
+        Self { module, functions, launches, stream }
     }
 
     /// The same kernels (sharing the loaded module), launching on `stream` instead; a stream

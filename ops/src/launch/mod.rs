@@ -9,16 +9,16 @@
 
 mod attention;
 mod check;
+mod collective;
 mod combine;
 mod convert;
-mod crossentropy;
 mod crossentropy_v4;
 mod elementwise;
 mod encoder;
 mod error;
 mod flash_attention;
-mod gelu;
 mod gemm;
+mod gemm_hopper;
 mod gemm_tc;
 mod kernels;
 mod layernorm;
@@ -31,9 +31,13 @@ mod vectorized;
 
 pub use attention::{attention_backward, attention_forward, AttentionShape};
 pub use check::Check;
+pub use collective::{
+    all_gather, all_reduce, choose_all_reduce, flag_words, reduce_scatter, segment, status_words, timeout,
+    Algorithm, CollectiveElement, Family, Peers, ALL_REDUCE_CUTOFFS, COLLECTIVE_THREADS,
+    TABLE_WORDS_PER_RANK,
+};
 pub use combine::{combine, CombineOp};
 pub use convert::{bias_backward, bias_backward_half, narrow, widen};
-pub use crossentropy::crossentropy;
 pub use crossentropy_v4::{crossentropy_v4, crossentropy_v4_half};
 pub use elementwise::{add, add_assign};
 pub use encoder::{encoder_backward, encoder_forward, EncoderShape};
@@ -42,11 +46,13 @@ pub use flash_attention::{
     flash_attention_backward, flash_attention_backward_with, flash_attention_forward, FlashAttentionShape,
     FLASH_HEAD_SIZES,
 };
-pub use gelu::{gelu_backward, gelu_backward_inplace, gelu_forward};
 pub use gemm::{gemm, Gemm, Transpose};
+pub use gemm_hopper::{
+    dispatches_to_gemm_hopper, gemm_hopper, gemm_hopper_supports, operand_map_fields, EMU_SMS,
+    GEMM_HOPPER_VAR,
+};
 pub use gemm_tc::{
     gemm_tc, gemm_tc_with_workspace, plan_gemm_tc, GemmTc, GemmTcOutput, GemmTcPlan, GemmTcWorkspace,
-    HalfType,
 };
 pub use kernels::Kernels;
 pub use layernorm::{layernorm_backward, layernorm_forward};

@@ -4,13 +4,24 @@ use trident_runtime::{LaunchConfig, ViewMut};
 
 use super::{to_u32, Kernels, Result, ELEMENTWISE_THREADS, MAX_BLOCKS};
 
-/// The 16-bit storage formats of mixed precision.
+/// The 16-bit floating-point formats: mixed precision's storage, the tensor-core GEMM's and
+/// flash attention's inputs and 16-bit outputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HalfFormat {
     /// bfloat16: 8 exponent bits, 7 mantissa bits.
     Bf16,
     /// IEEE binary16: 5 exponent bits, 10 mantissa bits (largest finite 65504).
     F16,
+}
+
+impl HalfFormat {
+    /// The name kernels carry for it (`bf16`, `f16`).
+    pub fn name(self) -> &'static str {
+        match self {
+            HalfFormat::Bf16 => "bf16",
+            HalfFormat::F16 => "f16",
+        }
+    }
 }
 
 /// Rounds every element of `x` in place to the nearest `format` value (kept as f32).

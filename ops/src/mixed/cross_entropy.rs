@@ -3,7 +3,7 @@
 use trident_runtime::{Device, View, ViewMut};
 
 use super::super::cross_entropy::check_args;
-use super::super::{gpu, OpsContext, Result};
+use super::super::{check, OpsContext, Result};
 use super::convert::into_f32;
 use super::OperandMut;
 use crate::launch;
@@ -28,7 +28,7 @@ pub fn softmax_cross_entropy(
     match logits {
         OperandMut::Half(x, format) if matches!(ctx.device(), Device::Emu | Device::Cuda(_)) => {
             check_args(ctx, (x.len(), x.device()), losses, targets, n, v, vp)?;
-            gpu::device_tokens(ctx, "softmax_cross_entropy", &targets, v)?;
+            check::device_tokens(ctx, "softmax_cross_entropy", &targets, v)?;
             let k = ctx.kernels()?;
             Ok(launch::crossentropy_v4_half(k, x, *format, losses, &targets, n, v, vp, dloss)?)
         }

@@ -6,14 +6,7 @@ use trident_runtime::{Buffer, Device, View, ViewMut};
 use super::super::{check, OpsContext, Result};
 use super::convert::{into_f32, narrow, wide, Narrow, Wide};
 use super::{Operand, OperandMut};
-use crate::launch::{self, GemmTc, GemmTcOutput, HalfFormat, HalfType};
-
-fn half_type(format: HalfFormat) -> HalfType {
-    match format {
-        HalfFormat::Bf16 => HalfType::Bf16,
-        HalfFormat::F16 => HalfType::F16,
-    }
-}
+use crate::launch::{self, GemmTc, GemmTcOutput, HalfFormat};
 
 /// The format of the tensor-core GEMMs of a linear layer of `weight` whose stored rows hold
 /// `dims` elements: the weight's, when it is 16-bit on a kernel device, 16-byte aligned, and
@@ -96,7 +89,7 @@ pub fn linear_forward(
     if let Some(format) = tensor_core_format(ctx, &weight, &[ic]) {
         let Operand::Half(w, _) = weight else { unreachable!("a tensor-core weight is 16-bit") };
         let x = narrow(ctx, inp, format)?;
-        let spec = GemmTc::new(n, oc, ic, half_type(format)).trans_b();
+        let spec = GemmTc::new(n, oc, ic, format).trans_b();
         return gemm_tc_into(ctx, out, (x.view()?, w), bias, residual, &spec);
     }
     let (x, w) = (wide(ctx, inp)?, wide(ctx, weight)?);
@@ -188,7 +181,7 @@ fn linear_backward_through(
         let k = ctx.kernels()?;
         let (dy, x) = (narrow(ctx, dout, format)?, narrow(ctx, inp, format)?);
         let (dy, x) = (dy.view()?, x.view()?);
-        let t = half_type(format);
+        let t = format;
         // dinp[n, ic] = dout[n, oc] W[oc, ic] (times gelu'(x), x read as the residual).
         let spec = GemmTc::new(n, ic, oc, t);
         let spec = if gelu_x.is_some() { spec.gelu_grad() } else { spec };

@@ -10,7 +10,7 @@ use trident_runtime::Device;
 use super::grids::{data, settings, SEQ, VOCAB};
 use crate::checkpoint::{step_dir, Checkpoint};
 use crate::model::{gpt2_init, GptConfig, ParamLayout};
-use crate::parallel::ModelShape;
+use crate::parallel::SplitDims;
 use crate::parallel::{run_ranks, ParallelConfig};
 use crate::train::checkpoint::faults::{self, Fault};
 use crate::train::checkpoint::{padded_vocab_for, repad_params, repad_vocab, restore, SavePlan};
@@ -244,7 +244,7 @@ fn a_grid_that_does_not_divide_the_saved_model_is_refused_by_name() {
     let mut par = ParallelConfig::from_world(8, 8, 1).unwrap();
     par.distributed_optimizer = false;
     let c = ck.config;
-    let shape = ModelShape { heads: c.num_heads, layers: c.num_layers, padded_vocab: c.padded_vocab_size };
+    let shape = SplitDims { heads: c.num_heads, layers: c.num_layers, padded_vocab: c.padded_vocab_size };
     let e = par.validate(shape, 1, GLOBAL).unwrap_err().to_string();
     assert!(e.contains("--num-attention-heads 4 is not divisible by --tensor-model-parallel-size 8"), "{e}");
 }

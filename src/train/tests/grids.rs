@@ -8,7 +8,7 @@ use crate::model::{
     gpt2_init, init::NormalRng, GptConfig, ParamLayout, ParamTensor, ShardLayout, ShardPlace,
 };
 use crate::optim::AdamWConfig;
-use crate::parallel::{run_ranks, ParallelConfig, Recompute};
+use crate::parallel::{run_ranks, ParallelConfig, Recompute, TpTraffic};
 use crate::train::run::{assemble, train_rank, RankData, RankResult, RunSpec};
 use crate::train::{DecayStyle, LrSchedule, TrainSettings, Trainer};
 use trident_data::{DataLoader, TokenSet};
@@ -34,7 +34,7 @@ pub(super) fn settings(micro_batch: usize, global_batch: usize) -> TrainSettings
         micro_batch,
         global_batch,
         seq_len: SEQ,
-        schedule: LrSchedule {
+        lr_schedule: LrSchedule {
             max_lr: 3e-3,
             min_lr: 3e-4,
             warmup_iters: 1,
@@ -75,6 +75,17 @@ fn parallel(
     init: &[f32],
     device: &Device,
 ) -> Vec<RankResult> {
+    parallel_traffic(seed, par, micro_batches, init, device).into_iter().map(|(r, _)| r).collect()
+}
+
+/// [`parallel`], with what each rank's tensor-parallel collectives did over the run.
+fn parallel_traffic(
+    seed: u64,
+    par: ParallelConfig,
+    micro_batches: usize,
+    init: &[f32],
+    device: &Device,
+) -> Vec<(RankResult, TpTraffic)> {
     let spec = RunSpec {
         config: config(),
         par,
@@ -90,15 +101,17 @@ fn parallel(
     };
     run_ranks(par.world_size(), |mut world| {
         let val = Some(data(seed + 1));
-        train_rank(
+        let mut traffic = TpTraffic::default();
+        let result = train_rank(
             &mut world,
             device,
             &spec,
             init,
             RankData { train: data(seed), val },
             &mut |_| {},
-            &mut |_, _, _| {},
-        )
+            &mut |trainer, _, _| traffic = trainer.groups.tp.traffic(),
+        )?;
+        Ok::<_, crate::train::TrainError>((result, traffic))
     })
     .unwrap_or_else(|e| panic!("{par:?} (seed {seed}): {e}"))
 }
@@ -306,7 +319,7 @@ fn interleaved_1f1b_matches_the_single_rank_run() {
 #[test]
 fn interleaving_is_refused_where_it_does_not_fit() {
     let c = config();
-    let shape = crate::parallel::ModelShape {
+    let shape = crate::parallel::SplitDims {
         heads: c.num_heads,
         layers: c.num_layers,
         padded_vocab: c.padded_vocab_size,
@@ -361,9 +374,46 @@ fn emu_runs_the_kernels_in_parallel_and_matches_cpu() {
     let seed = 21;
     let init = gpt2_init(&ParamLayout::new(config()), seed);
     let reference = reference(seed, 2, 2, &init);
-    for (tp, pp, dp) in [(2, 1, 2), (1, 2, 2)] {
-        let par = ParallelConfig::from_world(tp * pp * dp, tp, pp).unwrap();
+    for (tp, pp, dp, zero) in [(2, 1, 2, false), (1, 2, 2, false), (1, 1, 2, true)] {
+        let mut par = ParallelConfig::from_world(tp * pp * dp, tp, pp).unwrap();
+        par.distributed_optimizer = zero;
+        let label = format!("emu tp {tp} pp {pp} dp {dp} zero-1 {zero}");
         let results = parallel(seed, par, 2, &init, &Device::Emu);
-        assert_equivalent(&format!("emu tp {tp} pp {pp} dp {dp}"), seed, &results, &reference);
+        assert_equivalent(&label, seed, &results, &reference);
+        // The data-parallel buckets (ZeRO-1: the reduce-scatter of the gradients and the
+        // all-gather of the weights) were run by the collective kernels, none on the host.
+        for r in &results {
+            let b = r.dp_buckets;
+            assert!(b.device > 0 && b.registered + b.ordinary == 0, "{label}: {b}");
+        }
+    }
+}
+
+#[test]
+fn tensor_parallelism_on_emulated_devices_matches_with_no_host_transfers() {
+    // TP 2 alone, with one emulated device per rank: the all-reduces (and, with sequence
+    // parallelism, the reduce-scatters and all-gathers) run as kernels over peer memory.
+    let seed = 23;
+    let init = gpt2_init(&ParamLayout::new(config()), seed);
+    let reference = reference(seed, 1, 2, &init);
+    for sequence_parallel in [false, true] {
+        let mut par = ParallelConfig::from_world(2, 2, 1).unwrap();
+        par.sequence_parallel = sequence_parallel;
+        let label = format!("emu tp 2 sequence parallel {sequence_parallel}");
+        let runs = parallel_traffic(seed, par, 2, &init, &Device::Emu);
+        let results: Vec<RankResult> = runs.iter().map(|(r, _)| r.clone()).collect();
+        assert_equivalent(&label, seed, &results, &reference);
+        for (r, traffic) in &runs {
+            assert!(
+                traffic.on_device > 0 && traffic.on_host == 0,
+                "{label}: rank {}'s collectives did not all run on its device: {traffic:?}",
+                r.rank
+            );
+            assert_eq!(
+                traffic.host_transfers, 0,
+                "{label}: rank {}'s collectives moved data to the host",
+                r.rank
+            );
+        }
     }
 }

@@ -142,7 +142,7 @@ fn an_fp16_overflow_skips_the_step_and_backs_the_scale_off_as_megatron_does() {
     assert_eq!(scales, [1024.0, 1024.0, 1024.0, 512.0, 512.0, 1024.0]);
     assert_eq!((trainer.iter, trainer.skipped, trainer.optimizer.steps()), (6, 2, 4));
     // The schedule counts updates: the step after the skips runs at the third update's rate.
-    let schedule = trainer.settings.schedule;
+    let schedule = trainer.settings.lr_schedule;
     assert_eq!(stats[3].lr, schedule.lr(1));
     assert_eq!(stats[5].lr, schedule.lr(3));
 }

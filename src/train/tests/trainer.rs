@@ -37,7 +37,7 @@ fn trainer(shares: usize, micro_batches: usize, config: GptConfig, iters: u64) -
         micro_batch: B,
         global_batch: micro_batches * B,
         seq_len: T,
-        schedule: LrSchedule {
+        lr_schedule: LrSchedule {
             max_lr: 3e-3,
             min_lr: 0.0,
             warmup_iters: 0,

@@ -16,7 +16,7 @@
 //! nvcc vectorised shared loads (the row of `B` each thread reads in kernel 5), the kernel here
 //! makes the same 128-bit loads, so that the emulator counts what the GPU executes.
 
-use crate::simt;
+use trident_kernels::{kernels, simt, unroll};
 
 /// Block tile of kernel 3 (square).
 pub const SMEM_TILE: u32 = 32;

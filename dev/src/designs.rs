@@ -1,11 +1,10 @@
-//! Launching the published kernel designs of `trident_kernels::designs` (test kernels for the
-//! time model's validation, not used by the trainer), and the measurements their authors
-//! published for them.
+//! Launching the published kernel designs of `trident_dev_kernels::designs` (the time model's
+//! calibration, not used by the trainer), and the measurements their authors published for
+//! them.
 
-use trident_kernels::designs::sgemm::{SMEM_TILE, TILED_1D, TILED_2D};
-use trident_runtime::{Arg, Device, LaunchConfig, Module, View, ViewMut};
-
-use trident::launch::LaunchError;
+use trident_dev_kernels::designs::sgemm::{SMEM_TILE, TILED_1D, TILED_2D};
+use trident_ops::launch::{Kernels, LaunchError};
+use trident_runtime::{Arg, Device, LaunchConfig, View, ViewMut};
 
 /// One of the SGEMM worklog's designs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,11 +130,11 @@ impl SgemmDesign {
     }
 
     /// `C = alpha A B + beta C` for row-major `A` (`m x k`), `B` (`k x n`), `C` (`m x n`) on
-    /// the device of `module`.
+    /// the device of `kernels` (the dev module, [`crate::load`]).
     #[allow(clippy::too_many_arguments)]
     pub fn launch(
         self,
-        module: &Module,
+        kernels: &Kernels,
         c: &mut ViewMut<f32>,
         a: &View<f32>,
         b: &View<f32>,
@@ -143,7 +142,7 @@ impl SgemmDesign {
         alpha: f32,
         beta: f32,
     ) -> Result<(), LaunchError> {
-        let dev: &Device = module.device();
+        let dev: &Device = kernels.device();
         for (what, len, need, same) in [
             ("A", a.len(), m * k, a.device().same_as(dev)),
             ("B", b.len(), k * n, b.device().same_as(dev)),
@@ -179,8 +178,7 @@ impl SgemmDesign {
             beta.into(),
         ];
         // SAFETY: the views hold the m x k, k x n and m x n elements the kernel touches, on the
-        // module's device; the tiled designs were checked for the divisibility they assume.
-        unsafe { module.function(self.kernel())?.launch(&cfg, &args)? };
-        Ok(())
+        // kernels' device; the tiled designs were checked for the divisibility they assume.
+        unsafe { kernels.launch(self.kernel(), &cfg, &args) }
     }
 }

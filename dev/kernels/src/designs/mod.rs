@@ -14,4 +14,4 @@ pub mod sgemm;
 
 /// Every design kernel's host entry; the names are the PTX entry names.
 #[cfg(not(target_arch = "nvptx64"))]
-pub static HOST_KERNELS: &[trident_simt::HostKernel] = sgemm::HOST_KERNELS;
+pub static HOST_KERNELS: &[trident_kernels::trident_simt::HostKernel] = sgemm::HOST_KERNELS;

@@ -1,22 +1,22 @@
 //! The selftest kernel that exercises every `simt` operation (and is assembled by ptxas in
 //! the nvptx build), run on the emulator against host references.
 
-use trident_kernels::selftest::{
+use trident_dev_kernels::selftest::{
     GLOBAL_OPS_THREADS, PIPELINE_THREADS, PIPELINE_TILE, WARP_OPS_DYNAMIC_SMEM, WARP_OPS_OUTPUTS,
     WARP_OPS_THREADS,
 };
 use trident_kernels::simt::{bf16_to_f32, f32_to_bf16};
 use trident_simt::LaunchConfig;
 
-use crate::rng::{seed, Rng};
 use crate::{lend, ptr, run_selftest};
+use rand::Rng;
+use trident_testkit::{rng, uniform};
 
 #[test]
 fn every_simt_operation_on_the_emulator() {
-    let seed = seed("every_simt_operation");
-    let mut rng = Rng::new(seed);
+    let mut rng = rng("every_simt_operation");
     let n = WARP_OPS_THREADS as usize;
-    let x = rng.vec(n);
+    let x = uniform(&mut rng, n, 1.0);
     let mut out = vec![f32::NAN; n * WARP_OPS_OUTPUTS];
     let mut total = [0f32];
     let _lent = (lend(&x), lend(&out), lend(&total));
@@ -26,7 +26,7 @@ fn every_simt_operation_on_the_emulator() {
     };
     run_selftest("selftest_warp_ops", cfg, &[x.as_ptr() as u64, ptr(&mut out), ptr(&mut total)]).unwrap();
     let sum: f64 = x.iter().map(|&v| f64::from(v)).sum();
-    assert!((f64::from(total[0]) - sum).abs() < 1e-4, "seed {seed}: global atomic sum");
+    assert!((f64::from(total[0]) - sum).abs() < 1e-4, "global atomic sum");
     for t in 0..n {
         let (w, lane) = (t / 32 * 32, t % 32);
         let at = |l: usize| x[w + l];
@@ -64,22 +64,21 @@ fn every_simt_operation_on_the_emulator() {
             out[t * WARP_OPS_OUTPUTS..(t + 1) * WARP_OPS_OUTPUTS].iter().zip(want).enumerate()
         {
             let tolerance = if k == WARP_OPS_OUTPUTS - 1 { 1e-4 } else { 1e-6 * want.abs().max(1.0) };
-            assert!((got - want).abs() <= tolerance, "seed {seed} thread {t} output {k}: {got} vs {want}");
+            assert!((got - want).abs() <= tolerance, "thread {t} output {k}: {got} vs {want}");
         }
     }
 }
 
 #[test]
 fn cp_async_pipeline_on_the_emulator() {
-    let seed = seed("cp_async_pipeline");
-    let mut rng = Rng::new(seed);
+    let mut rng = rng("cp_async_pipeline");
     let threads = PIPELINE_THREADS as usize;
     let tile = PIPELINE_TILE as usize;
     for n in [2 * threads, tile, 3 * tile + 37] {
         // 16-byte aligned storage for the inputs.
         let mut storage = vec![[0f32; 4]; n.div_ceil(4)];
         let input = &mut storage.as_flattened_mut()[..n];
-        input.copy_from_slice(&rng.vec(n));
+        input.copy_from_slice(&uniform(&mut rng, n, 1.0));
         let mut out = vec![f32::NAN; 2 * threads];
         let _lent = (lend(input), lend(&out));
         run_selftest(
@@ -92,14 +91,10 @@ fn cp_async_pipeline_on_the_emulator() {
         for t in 0..threads {
             let want: f64 =
                 (0..n.div_ceil(tile)).map(|k| at(k * tile + t) + at(k * tile + tile - 1 - t)).sum();
-            assert!(
-                (f64::from(out[t]) - want).abs() < 1e-5,
-                "seed {seed} n {n} thread {t}: {} vs {want}",
-                out[t]
-            );
+            assert!((f64::from(out[t]) - want).abs() < 1e-5, "n {n} thread {t}: {} vs {want}", out[t]);
             let o = threads - 1 - t;
             let want = at(2 * o) + at(2 * o + 1) + at(o);
-            assert!((f64::from(out[threads + t]) - want).abs() < 1e-5, "seed {seed} n {n} extra {t}");
+            assert!((f64::from(out[threads + t]) - want).abs() < 1e-5, "n {n} extra {t}");
         }
     }
 }
@@ -109,8 +104,8 @@ fn every_global_access_form() {
     /// Floats on a 128-byte boundary (the sector counts below assume it).
     #[repr(C, align(128))]
     struct Aligned<const N: usize>([f32; N]);
-    let mut rng = Rng::new(seed("every_global_access_form"));
-    let input = Box::new(Aligned::<128>(std::array::from_fn(|_| rng.f32())));
+    let mut rng = rng("every_global_access_form");
+    let input = Box::new(Aligned::<128>(std::array::from_fn(|_| rng.gen_range(-1.0f32..1.0))));
     let mut out = Box::new(Aligned([f32::NAN; 224]));
     let mut total = [0f32; 2];
     let _lent = (lend(&input.0), lend(&out.0), lend(&total));

@@ -4,21 +4,19 @@
 //! semantics (fragment layouts above all) to the hardware's.
 
 use rand::Rng;
-use trident::runtime::{
-    set_block_order, Arg, BlockOrder, Buffer, Device, LaunchConfig, Module, ModuleSource,
-};
-use trident_kernels::selftest::{
+use trident_dev_kernels::selftest::{
     HOST_KERNELS, PIPELINE_THREADS, PIPELINE_TILE, WARP_OPS_DYNAMIC_SMEM, WARP_OPS_OUTPUTS, WARP_OPS_THREADS,
 };
 use trident_kernels::simt::{bf16_to_f32, f32_to_bf16};
+use trident_runtime::{set_block_order, Arg, BlockOrder, Buffer, Device, LaunchConfig, Module, ModuleSource};
 use trident_testkit::{assert_close, kernel_tests, rng, uniform, POISON};
 
-/// The selftest kernels: in the library's PTX, but with their own host table.
-static SELFTEST: &[&[trident::runtime::HostKernel]] = &[HOST_KERNELS];
+/// The selftest kernels: in the dev module's PTX, with their own host table.
+static SELFTEST: &[&[trident_runtime::HostKernel]] = &[HOST_KERNELS];
 
 fn load(device: &Device) -> Module {
-    let source = ModuleSource::new("selftest", trident::kernels::PTX.unwrap_or_default(), SELFTEST)
-        .with_cubins(trident::kernels::CUBINS);
+    let source = ModuleSource::new("selftest", trident_dev::PTX.unwrap_or_default(), SELFTEST)
+        .with_cubins(trident_dev::CUBINS);
     device.load_module(&source).unwrap()
 }
 

@@ -1,12 +1,14 @@
-//! Fused softmax + cross-entropy over the vocabulary, one block per token.
+//! The scalar first generation of the fused softmax + cross-entropy, one block per token,
+//! superseded in the trainer by `trident_kernels::crossentropy_v4`; kept as its benchmark
+//! baseline.
 //!
 //! One pass reads the logits for the row's log-sum-exp; with `write_grad` a second pass
 //! overwrites the logits with their gradient, `(softmax - onehot(target)) * dloss`, so the
 //! probabilities never exist in memory. Logits past the real vocabulary (padding) get zero
 //! gradient and take no part in the softmax.
 
-use crate::reduce::{block_max, block_sum};
-use crate::simt;
+use trident_kernels::reduce::{block_max, block_sum};
+use trident_kernels::{kernels, simt};
 
 kernels! {
     /// `logits` is `[rows, vp]`, `losses` and `targets` `[rows]`; launch `rows` blocks.

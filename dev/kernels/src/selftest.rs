@@ -1,11 +1,10 @@
 //! Kernels that exercise every `simt` operation. Built for nvptx64 they show each operation
 //! lowers to PTX that ptxas accepts; tests run them on the emulator and, where there is one,
 //! on a GPU, against the same references: that the two agree is what makes a kernel that
-//! passes on the emulator right on the GPU. They are kept out of the crate's `HOST_KERNELS`;
-//! load them with this module's own table.
+//! passes on the emulator right on the GPU.
 
-use crate::simt::*;
-use crate::static_shared;
+use trident_kernels::simt::*;
+use trident_kernels::{kernels, static_shared};
 
 /// Values each thread of [`selftest_warp_ops`] writes.
 pub const WARP_OPS_OUTPUTS: usize = 26;

@@ -4,7 +4,7 @@
 //! are stopped and the first failure's exit code is returned.
 //!
 //! A SIGTERM or SIGINT to the launcher (a scheduler's stop, Ctrl-C) is forwarded to every rank
-//! once, and the launcher waits for the ranks up to [`LaunchOptions::signal_grace`] before it
+//! once, and the launcher waits for the ranks up to [`LauncherOptions::signal_grace`] before it
 //! sends SIGKILL; a second signal to the launcher sends SIGKILL at once. A rank that stops
 //! cleanly on the signal (`trident train --exit-signal-handler`) exits 0, and so does the
 //! launcher when every rank does. Each rank runs in its own process group, so a terminal's
@@ -37,7 +37,7 @@ pub fn parent_is_launcher() -> bool {
 
 /// How to place this node's ranks in the job.
 #[derive(Clone, Debug)]
-pub struct LaunchOptions {
+pub struct LauncherOptions {
     /// Nodes in the job.
     pub nnodes: usize,
     /// This node's index, `0..nnodes`; its ranks are `node_rank * nproc_per_node ..`.
@@ -60,9 +60,9 @@ pub struct LaunchOptions {
     pub signal_grace: Duration,
 }
 
-impl Default for LaunchOptions {
+impl Default for LauncherOptions {
     fn default() -> Self {
-        LaunchOptions {
+        LauncherOptions {
             nnodes: 1,
             node_rank: 0,
             master_addr: "127.0.0.1".into(),
@@ -198,7 +198,7 @@ fn signal_name(sig: libc::c_int) -> String {
 
 /// Runs `command` as `nproc_per_node` local ranks and waits for them. Returns 0 when all
 /// succeed, else the exit code of the first rank that failed (after stopping the others).
-pub fn run(nproc_per_node: usize, command: &[String], opts: &LaunchOptions) -> Result<i32> {
+pub fn run(nproc_per_node: usize, command: &[String], opts: &LauncherOptions) -> Result<i32> {
     if nproc_per_node == 0 || command.is_empty() {
         return Err(CommError::InvalidArgument(
             "launch needs at least one process per node and a command".into(),
@@ -301,6 +301,7 @@ pub fn run(nproc_per_node: usize, command: &[String], opts: &LaunchOptions) -> R
         children.push(child);
     }
     let stop = Stopping {
+        report: report_window(&opts.env),
         grace: opts.grace,
         signal_grace: opts.signal_grace,
         signals_before: guard.as_ref().map(|_| signals_before),
@@ -323,6 +324,8 @@ pub fn run(nproc_per_node: usize, command: &[String], opts: &LaunchOptions) -> R
 
 /// When and how the ranks are stopped.
 struct Stopping {
+    /// After a rank failed: how long the others get to end on their own ([`report_window`]).
+    report: Duration,
     /// After a rank failed: between SIGTERM and SIGKILL.
     grace: Duration,
     /// After a forwarded signal: between it and SIGKILL.
@@ -331,9 +334,25 @@ struct Stopping {
     signals_before: Option<usize>,
 }
 
+/// After the first rank fails, how long the others get to end on their own before SIGTERM:
+/// they usually fail on the same fault soon after, each naming the rank it blames (a rank
+/// stopped in a PP 4 run is named by all three survivors, not by the first alone). A
+/// survivor may reach its own timeout up to about one timeout later than the first (a
+/// pipeline send that started later), so: the ranks' `TRIDENT_TIMEOUT_S`, at most 10 s.
+fn report_window(env: &[(String, String)]) -> Duration {
+    let set = env.iter().rev().find(|(k, _)| k == crate::config::ENV_TIMEOUT).map(|(_, v)| v.clone());
+    let secs = set.or_else(|| std::env::var(crate::config::ENV_TIMEOUT).ok());
+    let timeout = secs
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .unwrap_or(Duration::from_secs(60));
+    timeout.min(Duration::from_secs(10))
+}
+
 fn supervise(mut children: Vec<Child>, stop: &Stopping, first_rank: usize) -> Result<i32> {
     let mut running: Vec<bool> = vec![true; children.len()];
     let mut failure: Option<i32> = None;
+    let mut failed_at: Option<Instant> = None;
     let mut stop_deadline: Option<Instant> = None;
     let mut signals_seen = stop.signals_before;
     // Ranks that exited 0 while others still ran: named if the job then fails, since a rank
@@ -395,10 +414,13 @@ fn supervise(mut children: Vec<Child>, stop: &Stopping, first_rank: usize) -> Re
                             ),
                         };
                         eprintln!(
-                            "trident launch: rank {} exited with code {code}; stopping the other ranks{early}",
-                            first_rank + i
+                            "trident launch: rank {} exited with code {code}; stopping the other ranks \
+                             (those still running {:.0?} later){early}",
+                            first_rank + i,
+                            stop.report
                         );
                         failure = Some(code);
+                        failed_at = Some(Instant::now());
                     }
                 }
                 Ok(None) => {}
@@ -406,7 +428,7 @@ fn supervise(mut children: Vec<Child>, stop: &Stopping, first_rank: usize) -> Re
             }
         }
         // Already stopping (on a forwarded signal, say): the ranks have their signal.
-        if failure.is_some() && stop_deadline.is_none() {
+        if stop_deadline.is_none() && failed_at.is_some_and(|t| t.elapsed() >= stop.report) {
             for (i, c) in children.iter().enumerate() {
                 if running[i] {
                     signal(c, libc::SIGTERM);
@@ -425,4 +447,18 @@ fn supervise(mut children: Vec<Child>, stop: &Stopping, first_rank: usize) -> Re
         std::thread::sleep(Duration::from_millis(10));
     }
     Ok(failure.unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The survivors' reporting window follows the ranks' timeout, capped at 10 s.
+    #[test]
+    fn the_report_window_is_the_ranks_timeout_at_most_10_s() {
+        let env = |v: &str| vec![(crate::config::ENV_TIMEOUT.to_string(), v.to_string())];
+        assert_eq!(report_window(&env("3")), Duration::from_secs(3));
+        assert_eq!(report_window(&env("0.5")), Duration::from_millis(500));
+        assert_eq!(report_window(&env("120")), Duration::from_secs(10));
+    }
 }

@@ -1,0 +1,101 @@
+//! What each rank passes to a collective kernel, and where its flags live.
+//!
+//! **The peer table.** Each rank passes a table of `4 * world` u64 words: for every rank `p`
+//! (itself included), the address at which *this* rank reaches `p`'s data buffer (word `p`),
+//! `p`'s f32 scratch buffer (`world + p`), `p`'s flag words (`2 * world + p`) and `p`'s output
+//! buffer (`3 * world + p`; the ring kernels work in place and ignore it). On one GPU or in
+//! the emulator the addresses are the same on every rank; across processes each maps the
+//! others' memory at addresses of its own, hence one table per rank.
+//!
+//! **Flags** are `u32` words apart from any data (a flag never shares bytes with data: the
+//! flag buffer is an allocation of its own). A flag is a counter: a collective numbered `seq`
+//! (the host numbers a communicator's collectives 1, 2, ... and passes the number) writes
+//! `seq`, and a wait is for a value `>= seq` (modulo 2^32), so a flag never needs a reset and a
+//! late reader of collective `seq` is not confused by an earlier collective's value. Flags come
+//! in two sets, used by collectives of odd and even `seq` in turn, so a flag a slow peer has
+//! still to read for collective `seq` is never the one a fast peer writes for `seq + 1`.
+//!
+//! Each flag has one writer and one reader, so for every (set, block, peer, step) there is one
+//! word:
+//! - ring `recv[set][block][step]`, `2 * world - 2` steps: written (`st.release.sys`) by the
+//!   previous rank after it stored the data of that step into this rank's buffers, polled
+//!   (`ld.acquire.sys`) by this rank before it reads them;
+//! - ring `ready[set][block]`: written by the next rank when its kernel starts (its buffers are
+//!   free to be written: its previous collective has ended), polled by this rank before its
+//!   first store into them;
+//! - one/two-shot `start[set][peer][block]`: written by `peer` when it starts (its input may be
+//!   read, its output written); `end[set][peer][block]`: written by `peer` when it has finished
+//!   reading this rank's input and writing its output, so that when a kernel returns no peer
+//!   touches its buffers any more (the buffers may be reused at once, as NCCL's may).
+//!
+//! The release/acquire pairs are at `.sys` scope because the two sides are different devices
+//! (PTX ISA, "Memory Consistency Model": "Scope" and "Release and Acquire Patterns"); a
+//! `sync_threads` before each release makes the whole block's stores part of it (the barrier
+//! orders them before thread 0's release, "Causality Order"), and one after each wait gives
+//! every thread what thread 0 acquired.
+
+/// Words of the peer table per rank.
+pub const TABLE_WORDS_PER_RANK: usize = 4;
+
+/// Flag words each rank needs for `world` ranks and `blocks` blocks per kernel.
+pub const fn flag_words(world: usize, blocks: usize) -> usize {
+    let steps = ring_steps(world);
+    2 * blocks * steps + 2 * blocks + 4 * world * blocks
+}
+
+/// The ring's flags per (set, block): one per step that hands data on.
+pub const fn ring_steps(world: usize) -> usize {
+    if world > 1 {
+        2 * world - 2
+    } else {
+        0
+    }
+}
+
+/// Index of the ring flag `recv[set][block][step]`.
+#[inline(always)]
+pub fn ring_recv(world: usize, blocks: usize, set: usize, block: usize, step: usize) -> usize {
+    (set * blocks + block) * ring_steps(world) + step
+}
+
+/// Index of the ring flag `ready[set][block]`.
+#[inline(always)]
+pub fn ring_ready(world: usize, blocks: usize, set: usize, block: usize) -> usize {
+    2 * blocks * ring_steps(world) + set * blocks + block
+}
+
+/// Index of the one/two-shot flag `start[set][peer][block]`.
+#[inline(always)]
+pub fn shot_start(world: usize, blocks: usize, set: usize, peer: usize, block: usize) -> usize {
+    2 * blocks * ring_steps(world) + 2 * blocks + (set * world + peer) * blocks + block
+}
+
+/// Index of the one/two-shot flag `end[set][peer][block]`.
+#[inline(always)]
+pub fn shot_end(world: usize, blocks: usize, set: usize, peer: usize, block: usize) -> usize {
+    shot_start(world, blocks, set, peer, block) + 2 * world * blocks
+}
+
+/// Element range `[start, end)` of part `i` of `parts` balanced parts of `[0, n)`: sizes differ
+/// by at most one, for any `n` (0 and 1 included).
+#[inline(always)]
+pub fn part(n: usize, parts: usize, i: usize) -> (usize, usize) {
+    let n64 = n as u64;
+    let start = (n64 * i as u64 / parts as u64) as usize;
+    let end = (n64 * (i as u64 + 1) / parts as u64) as usize;
+    (start, end)
+}
+
+/// Slice of segment `segment` (of `world`) that block `block` (of `blocks`) moves.
+#[inline(always)]
+pub fn slice(n: usize, world: usize, segment: usize, blocks: usize, block: usize) -> (usize, usize) {
+    let (s, e) = part(n, world, segment);
+    let (a, b) = part(e - s, blocks, block);
+    (s + a, s + b)
+}
+
+/// Words of the status buffer a kernel writes when a wait times out: four per block
+/// (see [`crate::collective::wait`]).
+pub const fn status_words(blocks: usize) -> usize {
+    4 * blocks
+}

@@ -1,0 +1,309 @@
+//! Launch wrappers of the collective kernels over peer memory
+//! (`trident_kernels::collective`): ring reduce-scatter, all-gather and all-reduce, one-shot
+//! and two-shot all-reduce, for f32 and bf16 (`u16` bits, summed in f32), and the choice of
+//! all-reduce algorithm by message size and world size ([`ALL_REDUCE_CUTOFFS`]).
+//!
+//! Every rank of a group launches the same collective, with the same length, the same number
+//! `seq` and the same grid, at about the same time: each kernel waits for its peers through
+//! flags in their memory. What each rank passes ([`Peers`]) is its peer table (the addresses of
+//! every rank's data, scratch, flag and output buffers, as this rank reaches them), its status
+//! words and its place in the group; the layout of the table and of the flags, and the flag
+//! protocol, are in `trident_kernels::collective::layout`. A wait that passes its deadline ends
+//! the kernel and leaves the peer's rank in the status words; [`timeout`] reads them back into
+//! a message that names it.
+
+use std::time::Duration;
+
+use bytemuck::Pod;
+use trident_kernels::collective::layout;
+use trident_kernels::collective::wait::describe_timeout;
+use trident_runtime::{LaunchConfig, View, ViewMut};
+
+use super::check::Check;
+use super::{to_u32, Kernels, Result};
+
+/// Words of the peer table per rank: data, f32 scratch, flags and output buffer addresses.
+pub const TABLE_WORDS_PER_RANK: usize = layout::TABLE_WORDS_PER_RANK;
+
+/// Threads per block of every collective kernel.
+pub const COLLECTIVE_THREADS: u32 = 128;
+
+/// The `u32` flag words each rank needs for `world` ranks and kernels of `blocks` blocks.
+pub const fn flag_words(world: usize, blocks: usize) -> usize {
+    layout::flag_words(world, blocks)
+}
+
+/// The `u32` status words each rank needs for kernels of `blocks` blocks.
+pub const fn status_words(blocks: usize) -> usize {
+    layout::status_words(blocks)
+}
+
+/// An element the collective kernels move: f32, or bf16 as its `u16` bits. Sums are taken in
+/// f32 either way.
+pub trait CollectiveElement: Pod {
+    /// The kernels' name suffix (`f32`, `bf16`).
+    const SUFFIX: &'static str;
+    /// The name of kernel `family` (`ring_all_reduce`, ...) for this element.
+    fn kernel(family: Family) -> &'static str;
+}
+
+/// A collective kernel family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Ring all-reduce, in place in the data buffers.
+    RingAllReduce,
+    /// Ring reduce-scatter, in place: segment `rank` of the data gets the sums.
+    RingReduceScatter,
+    /// Ring all-gather, in place: segment `rank` of the data is the input.
+    RingAllGather,
+    /// One-shot all-reduce into the output buffers.
+    OneShotAllReduce,
+    /// Two-shot all-reduce into the output buffers.
+    TwoShotAllReduce,
+}
+
+impl CollectiveElement for f32 {
+    const SUFFIX: &'static str = "f32";
+    fn kernel(family: Family) -> &'static str {
+        match family {
+            Family::RingAllReduce => "ring_all_reduce_f32",
+            Family::RingReduceScatter => "ring_reduce_scatter_f32",
+            Family::RingAllGather => "ring_all_gather_f32",
+            Family::OneShotAllReduce => "one_shot_all_reduce_f32",
+            Family::TwoShotAllReduce => "two_shot_all_reduce_f32",
+        }
+    }
+}
+
+/// bf16, as its bits.
+impl CollectiveElement for u16 {
+    const SUFFIX: &'static str = "bf16";
+    fn kernel(family: Family) -> &'static str {
+        match family {
+            Family::RingAllReduce => "ring_all_reduce_bf16",
+            Family::RingReduceScatter => "ring_reduce_scatter_bf16",
+            Family::RingAllGather => "ring_all_gather_bf16",
+            Family::OneShotAllReduce => "one_shot_all_reduce_bf16",
+            Family::TwoShotAllReduce => "two_shot_all_reduce_bf16",
+        }
+    }
+}
+
+/// How an all-reduce runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// Every rank reads every peer's input: one round, `world - 1` reads of the whole message
+    /// per rank (latency bound: small messages). The result lands in the output buffers.
+    OneShot,
+    /// A reduce-scatter by reading, then an all-gather by writing: two rounds, every byte
+    /// crosses the links twice (medium messages). The result lands in the output buffers.
+    TwoShot,
+    /// The ring: `2 (world - 1)` pipelined steps to the next rank, bandwidth optimal (large
+    /// messages). The result lands in the data buffers.
+    Ring,
+}
+
+/// The all-reduce algorithm by world size and message size: for groups of up to `.0` ranks,
+/// one-shot up to `.1` bytes, two-shot up to `.2` bytes, ring above. The first row whose
+/// world size covers the group applies.
+///
+/// One-shot moves `(world - 1) x bytes` into every rank in a single round, so it pays off
+/// while latency (the flag round trip, a few microseconds) dominates, and less so the more
+/// peers read each byte; two-shot moves `2 (world - 1) / world x bytes` per rank, as the ring
+/// does, in two rounds instead of `2 (world - 1)` steps; the ring keeps the links busy for
+/// large messages, where its steps' latency no longer counts. The cut-offs shrink with the
+/// world size for that reason.
+pub const ALL_REDUCE_CUTOFFS: [(usize, usize, usize); 3] =
+    [(2, 256 << 10, 8 << 20), (4, 128 << 10, 4 << 20), (usize::MAX, 64 << 10, 2 << 20)];
+
+/// The all-reduce algorithm for a message of `bytes` over `world` ranks (see
+/// [`ALL_REDUCE_CUTOFFS`]).
+///
+/// ```
+/// use trident_ops::launch::{choose_all_reduce, Algorithm};
+///
+/// assert_eq!(choose_all_reduce(4 << 10, 2), Algorithm::OneShot);
+/// assert_eq!(choose_all_reduce(1 << 20, 2), Algorithm::TwoShot);
+/// assert_eq!(choose_all_reduce(64 << 20, 8), Algorithm::Ring);
+/// ```
+pub fn choose_all_reduce(bytes: usize, world: usize) -> Algorithm {
+    let row = ALL_REDUCE_CUTOFFS.iter().find(|(w, _, _)| world <= *w).unwrap_or(&ALL_REDUCE_CUTOFFS[2]);
+    if bytes <= row.1 {
+        Algorithm::OneShot
+    } else if bytes <= row.2 {
+        Algorithm::TwoShot
+    } else {
+        Algorithm::Ring
+    }
+}
+
+/// What one rank passes to a collective kernel: its peer table (`TABLE_WORDS_PER_RANK x world`
+/// addresses, see `trident_kernels::collective::layout`), its status words
+/// ([`status_words`]`(blocks)`), its place in the group, the collective's number and how long
+/// one wait may take.
+pub struct Peers<'a> {
+    /// This rank's peer table.
+    pub table: View<'a, u64>,
+    /// This rank's status words, zero before the launch; a timed-out block writes four.
+    pub status: ViewMut<'a, u32>,
+    /// This rank, `0..world`.
+    pub rank: usize,
+    /// Ranks in the group.
+    pub world: usize,
+    /// The collective's number: 1, 2, ... on every rank alike (consecutive collectives use the
+    /// two flag sets in turn and need no reset).
+    pub seq: u32,
+    /// How long one wait for a peer may take.
+    pub timeout: Duration,
+    /// Blocks per kernel: the same on every rank, and the number the flags were laid out for.
+    pub blocks: u32,
+}
+
+/// Launches `family` over `n` elements of `E` on every rank's buffers.
+///
+/// # Safety
+/// As for [`all_reduce`].
+unsafe fn launch_family<E: CollectiveElement>(
+    k: &Kernels,
+    family: Family,
+    p: &mut Peers,
+    n: usize,
+) -> Result<()> {
+    let kernel = E::kernel(family);
+    let ch = Check::new(k.device(), kernel);
+    ch.shape(p.world >= 1 && p.rank < p.world, || {
+        format!("rank {} is not a rank of a group of {}", p.rank, p.world)
+    })?
+    .shape(p.blocks >= 1, || "a collective needs at least one block".into())?
+    .input("the peer table", &p.table, TABLE_WORDS_PER_RANK * p.world)?
+    .output("the status words", &p.status, status_words(p.blocks as usize))?;
+    let cfg =
+        LaunchConfig { grid: [p.blocks, 1, 1], block: [COLLECTIVE_THREADS, 1, 1], dynamic_smem_bytes: 0 };
+    let args = [
+        p.table.arg(),
+        to_u32("length", n)?.into(),
+        to_u32("rank", p.rank)?.into(),
+        to_u32("world", p.world)?.into(),
+        p.seq.into(),
+        u64::try_from(p.timeout.as_nanos()).unwrap_or(u64::MAX).into(),
+        p.status.arg_mut(),
+    ];
+    // SAFETY: the table and status lengths are checked above; what the table's words address
+    // is the caller's contract.
+    unsafe { k.launch(kernel, &cfg, &args) }
+}
+
+/// Sums `n` elements over the group with `algorithm`: into every rank's output buffer
+/// ([`Algorithm::OneShot`], [`Algorithm::TwoShot`]) or its data buffer in place
+/// ([`Algorithm::Ring`]).
+///
+/// # Safety
+/// Every word of the table must address, on this rank, the buffer the layout names, of at
+/// least `n` elements (`n` f32 for the scratch, the flag and status words their layout's
+/// counts for this world and grid), alive and reserved for the group's collectives until every
+/// rank's kernel has returned; every rank of the group must launch the same collective with the
+/// same `n`, `seq`, `blocks` and its own rank, or the waits time out. Data buffers must not be
+/// the output buffers for [`Algorithm::OneShot`].
+pub unsafe fn all_reduce<E: CollectiveElement>(
+    k: &Kernels,
+    algorithm: Algorithm,
+    peers: &mut Peers,
+    n: usize,
+) -> Result<()> {
+    let family = match algorithm {
+        Algorithm::OneShot => Family::OneShotAllReduce,
+        Algorithm::TwoShot => Family::TwoShotAllReduce,
+        Algorithm::Ring => Family::RingAllReduce,
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { launch_family::<E>(k, family, peers, n) }
+}
+
+/// Sums `n` elements over the group in place, leaving segment `rank` of the data (elements
+/// `[rank n / world, (rank + 1) n / world)`, rounded down) summed; the other segments keep
+/// partial sums.
+///
+/// # Safety
+/// As for [`all_reduce`].
+pub unsafe fn reduce_scatter<E: CollectiveElement>(k: &Kernels, peers: &mut Peers, n: usize) -> Result<()> {
+    // SAFETY: forwarded from the caller.
+    unsafe { launch_family::<E>(k, Family::RingReduceScatter, peers, n) }
+}
+
+/// Gathers segment `p` of rank `p`'s data (the segments as in [`reduce_scatter`]) into every
+/// rank's data, in place.
+///
+/// # Safety
+/// As for [`all_reduce`].
+pub unsafe fn all_gather<E: CollectiveElement>(k: &Kernels, peers: &mut Peers, n: usize) -> Result<()> {
+    // SAFETY: forwarded from the caller.
+    unsafe { launch_family::<E>(k, Family::RingAllGather, peers, n) }
+}
+
+/// The element range `[start, end)` of segment `segment` of `n` elements split over `world`
+/// ranks, as the ring kernels split them.
+pub fn segment(n: usize, world: usize, segment: usize) -> (usize, usize) {
+    layout::part(n, world, segment)
+}
+
+/// Where a rank's status words (read after its kernel has finished) say a wait timed out: a
+/// message naming the kernel, the rank and the peer that never arrived.
+pub fn timeout(kernel: &str, rank: usize, status: &[u32]) -> Option<(u32, String)> {
+    describe_timeout(kernel, rank as u32, status).map(|t| (t.peer, t.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_picks_by_size_and_world() {
+        assert_eq!(choose_all_reduce(0, 2), Algorithm::OneShot);
+        assert_eq!(choose_all_reduce(256 << 10, 2), Algorithm::OneShot);
+        assert_eq!(choose_all_reduce((256 << 10) + 1, 2), Algorithm::TwoShot);
+        assert_eq!(choose_all_reduce(200 << 10, 4), Algorithm::TwoShot);
+        assert_eq!(choose_all_reduce((8 << 20) + 1, 2), Algorithm::Ring);
+        assert_eq!(choose_all_reduce(3 << 20, 8), Algorithm::Ring);
+        assert_eq!(choose_all_reduce(3 << 20, 4), Algorithm::TwoShot);
+    }
+
+    #[test]
+    fn a_wrong_table_status_or_rank_is_refused_before_any_launch() {
+        use trident_runtime::{Buffer, Device};
+        let device = Device::Emu;
+        let k = Kernels::load(&device).unwrap();
+        let table = Buffer::<u64>::zeros(&device, TABLE_WORDS_PER_RANK * 2).unwrap();
+        let mut status = Buffer::<u32>::zeros(&device, status_words(2)).unwrap();
+        let mut try_launch = |table_len: usize, rank: usize, blocks: u32| {
+            let mut peers = Peers {
+                table: table.view(..table_len).unwrap(),
+                status: status.view_mut(..).unwrap(),
+                rank,
+                world: 2,
+                seq: 1,
+                timeout: Duration::from_millis(1),
+                blocks,
+            };
+            // SAFETY: every call is refused by the checks before the launch.
+            unsafe { all_reduce::<f32>(&k, Algorithm::OneShot, &mut peers, 4) }.unwrap_err().to_string()
+        };
+        let e = try_launch(TABLE_WORDS_PER_RANK * 2 - 1, 0, 2);
+        assert!(e.contains("one_shot_all_reduce_f32: the peer table has 7 elements, expected 8"), "{e}");
+        let e = try_launch(TABLE_WORDS_PER_RANK * 2, 2, 2);
+        assert!(e.contains("rank 2 is not a rank of a group of 2"), "{e}");
+        let e = try_launch(TABLE_WORDS_PER_RANK * 2, 0, 3);
+        assert!(e.contains("the status words has 8 elements, expected 12"), "{e}");
+        assert!(k.launch_counts().is_empty(), "nothing was launched");
+    }
+
+    #[test]
+    fn segments_tile_the_elements() {
+        let mut at = 0;
+        for s in 0..3 {
+            let (a, b) = segment(10, 3, s);
+            assert_eq!(a, at);
+            at = b;
+        }
+        assert_eq!(at, 10);
+    }
+}
