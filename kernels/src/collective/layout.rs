@@ -26,7 +26,21 @@
 //! - one/two-shot `start[set][peer][block]`: written by `peer` when it starts (its input may be
 //!   read, its output written); `end[set][peer][block]`: written by `peer` when it has finished
 //!   reading this rank's input and writing its output, so that when a kernel returns no peer
-//!   touches its buffers any more (the buffers may be reused at once, as NCCL's may).
+//!   touches its buffers any more (the buffers may be reused at once, as NCCL's may);
+//! - send/receive `full[set][src][block]`: written by `src` after it stored block `block`'s
+//!   slice into this rank's output buffer, polled by this rank (the receiver);
+//!   `free[set][dst][block]`: written by `dst` when its receive kernel starts (its output
+//!   buffer, and everything it read from it before, is done with), polled by this rank (the
+//!   sender) before its first store into `dst`'s output (see [`super::send_recv`]);
+//! - broadcast `cast_ready[set][peer][block]`: written by `peer` when its kernel starts (its
+//!   data buffer may be written), polled by the root; `cast_full[set][root][block]`: written
+//!   by `root` after it stored the slice into this rank's data, polled by this rank (see
+//!   [`super::broadcast`]). Indexing by the peer and by the root keeps one writer per word
+//!   whichever rank is the root.
+//!
+//! A send/receive pair numbers its transfers on its own (the link's count, 1, 2, ...), apart
+//! from the group's collectives: its flags are words of their own, so the two counts never
+//! meet in one word.
 //!
 //! The release/acquire pairs are at `.sys` scope because the two sides are different devices
 //! (PTX ISA, "Memory Consistency Model": "Scope" and "Release and Acquire Patterns"); a
@@ -40,8 +54,12 @@ pub const TABLE_WORDS_PER_RANK: usize = 4;
 /// Flag words each rank needs for `world` ranks and `blocks` blocks per kernel.
 pub const fn flag_words(world: usize, blocks: usize) -> usize {
     let steps = ring_steps(world);
-    2 * blocks * steps + 2 * blocks + 4 * world * blocks
+    2 * blocks * steps + 2 * blocks + 4 * world * blocks + P2P_WORDS_PER_PEER_BLOCK * world * blocks
 }
+
+/// Flag words of the send/receive and broadcast protocols per (peer, block): `full` and
+/// `free`, `cast_ready` and `cast_full`, each in two sets.
+const P2P_WORDS_PER_PEER_BLOCK: usize = 8;
 
 /// The ring's flags per (set, block): one per step that hands data on.
 pub const fn ring_steps(world: usize) -> usize {
@@ -74,6 +92,43 @@ pub fn shot_start(world: usize, blocks: usize, set: usize, peer: usize, block: u
 #[inline(always)]
 pub fn shot_end(world: usize, blocks: usize, set: usize, peer: usize, block: usize) -> usize {
     shot_start(world, blocks, set, peer, block) + 2 * world * blocks
+}
+
+/// Index of the first flag after the one/two-shot flags: the send/receive and broadcast
+/// flags follow, `2 * world * blocks` words per kind.
+#[inline(always)]
+fn p2p_base(world: usize, blocks: usize) -> usize {
+    2 * blocks * ring_steps(world) + 2 * blocks + 4 * world * blocks
+}
+
+/// Index (`kind` 0..4, then set, peer, block) of a send/receive or broadcast flag.
+#[inline(always)]
+fn p2p_flag(world: usize, blocks: usize, kind: usize, set: usize, peer: usize, block: usize) -> usize {
+    p2p_base(world, blocks) + ((kind * 2 + set) * world + peer) * blocks + block
+}
+
+/// Index of the send/receive flag `full[set][src][block]` (in the receiver's flags).
+#[inline(always)]
+pub fn p2p_full(world: usize, blocks: usize, set: usize, src: usize, block: usize) -> usize {
+    p2p_flag(world, blocks, 0, set, src, block)
+}
+
+/// Index of the send/receive flag `free[set][dst][block]` (in the sender's flags).
+#[inline(always)]
+pub fn p2p_free(world: usize, blocks: usize, set: usize, dst: usize, block: usize) -> usize {
+    p2p_flag(world, blocks, 1, set, dst, block)
+}
+
+/// Index of the broadcast flag `cast_ready[set][peer][block]` (in the root's flags).
+#[inline(always)]
+pub fn cast_ready(world: usize, blocks: usize, set: usize, peer: usize, block: usize) -> usize {
+    p2p_flag(world, blocks, 2, set, peer, block)
+}
+
+/// Index of the broadcast flag `cast_full[set][root][block]` (in every other rank's flags).
+#[inline(always)]
+pub fn cast_full(world: usize, blocks: usize, set: usize, root: usize, block: usize) -> usize {
+    p2p_flag(world, blocks, 3, set, root, block)
 }
 
 /// Element range `[start, end)` of part `i` of `parts` balanced parts of `[0, n)`: sizes differ
