@@ -1,7 +1,8 @@
 //! Launch wrappers of the collective kernels over peer memory
 //! (`trident_kernels::collective`): ring reduce-scatter, all-gather and all-reduce, one-shot
-//! and two-shot all-reduce, for f32 and bf16 (`u16` bits, summed in f32), and the choice of
-//! all-reduce algorithm by message size and world size ([`ALL_REDUCE_CUTOFFS`]).
+//! and two-shot all-reduce, point-to-point [`send`] and [`recv`], and [`broadcast`], for f32
+//! and bf16 (`u16` bits, summed in f32), and the choice of all-reduce algorithm by message
+//! size and world size ([`ALL_REDUCE_CUTOFFS`]).
 //!
 //! Every rank of a group launches the same collective, with the same length, the same number
 //! `seq` and the same grid, at about the same time: each kernel waits for its peers through
@@ -60,6 +61,12 @@ pub enum Family {
     OneShotAllReduce,
     /// Two-shot all-reduce into the output buffers.
     TwoShotAllReduce,
+    /// The sending side of a point-to-point transfer: this rank's data into the peer's output.
+    Send,
+    /// The receiving side of a point-to-point transfer, into this rank's output.
+    Recv,
+    /// Broadcast from a root rank, in place in the data buffers.
+    Broadcast,
 }
 
 impl CollectiveElement for f32 {
@@ -71,6 +78,9 @@ impl CollectiveElement for f32 {
             Family::RingAllGather => "ring_all_gather_f32",
             Family::OneShotAllReduce => "one_shot_all_reduce_f32",
             Family::TwoShotAllReduce => "two_shot_all_reduce_f32",
+            Family::Send => "send_f32",
+            Family::Recv => "recv_f32",
+            Family::Broadcast => "broadcast_f32",
         }
     }
 }
@@ -85,6 +95,9 @@ impl CollectiveElement for u16 {
             Family::RingAllGather => "ring_all_gather_bf16",
             Family::OneShotAllReduce => "one_shot_all_reduce_bf16",
             Family::TwoShotAllReduce => "two_shot_all_reduce_bf16",
+            Family::Send => "send_bf16",
+            Family::Recv => "recv_bf16",
+            Family::Broadcast => "broadcast_bf16",
         }
     }
 }
@@ -159,7 +172,9 @@ pub struct Peers<'a> {
     pub blocks: u32,
 }
 
-/// Launches `family` over `n` elements of `E` on every rank's buffers.
+/// Launches `family` over `n` elements of `E` on every rank's buffers; `other` is the peer
+/// of a send or receive, the root of a broadcast (the kernel's argument after the status
+/// words), `None` for the kernels without one.
 ///
 /// # Safety
 /// As for [`all_reduce`].
@@ -168,11 +183,18 @@ unsafe fn launch_family<E: CollectiveElement>(
     family: Family,
     p: &mut Peers,
     n: usize,
+    other: Option<usize>,
 ) -> Result<()> {
     let kernel = E::kernel(family);
     let ch = Check::new(k.device(), kernel);
     ch.shape(p.world >= 1 && p.rank < p.world, || {
         format!("rank {} is not a rank of a group of {}", p.rank, p.world)
+    })?
+    .shape(other.is_none_or(|o| o < p.world), || {
+        format!("rank {} is not a rank of a group of {}", other.unwrap_or(0), p.world)
+    })?
+    .shape(!matches!(family, Family::Send | Family::Recv) || other != Some(p.rank), || {
+        format!("rank {} cannot send to or receive from itself", p.rank)
     })?
     .shape(p.blocks >= 1, || "a collective needs at least one block".into())?
     .input("the peer table", &p.table, TABLE_WORDS_PER_RANK * p.world)?
@@ -188,8 +210,12 @@ unsafe fn launch_family<E: CollectiveElement>(
         u64::try_from(p.timeout.as_nanos()).unwrap_or(u64::MAX).into(),
         p.status.arg_mut(),
     ];
-    // SAFETY: the table and status lengths are checked above; what the table's words address
-    // is the caller's contract.
+    let mut args = args.to_vec();
+    if let Some(o) = other {
+        args.push(to_u32("peer", o)?.into());
+    }
+    // SAFETY: the table and status lengths and the ranks are checked above; what the table's
+    // words address is the caller's contract.
     unsafe { k.launch(kernel, &cfg, &args) }
 }
 
@@ -216,7 +242,7 @@ pub unsafe fn all_reduce<E: CollectiveElement>(
         Algorithm::Ring => Family::RingAllReduce,
     };
     // SAFETY: forwarded from the caller.
-    unsafe { launch_family::<E>(k, family, peers, n) }
+    unsafe { launch_family::<E>(k, family, peers, n, None) }
 }
 
 /// Sums `n` elements over the group in place, leaving segment `rank` of the data (elements
@@ -227,7 +253,7 @@ pub unsafe fn all_reduce<E: CollectiveElement>(
 /// As for [`all_reduce`].
 pub unsafe fn reduce_scatter<E: CollectiveElement>(k: &Kernels, peers: &mut Peers, n: usize) -> Result<()> {
     // SAFETY: forwarded from the caller.
-    unsafe { launch_family::<E>(k, Family::RingReduceScatter, peers, n) }
+    unsafe { launch_family::<E>(k, Family::RingReduceScatter, peers, n, None) }
 }
 
 /// Gathers segment `p` of rank `p`'s data (the segments as in [`reduce_scatter`]) into every
@@ -237,7 +263,53 @@ pub unsafe fn reduce_scatter<E: CollectiveElement>(k: &Kernels, peers: &mut Peer
 /// As for [`all_reduce`].
 pub unsafe fn all_gather<E: CollectiveElement>(k: &Kernels, peers: &mut Peers, n: usize) -> Result<()> {
     // SAFETY: forwarded from the caller.
-    unsafe { launch_family::<E>(k, Family::RingAllGather, peers, n) }
+    unsafe { launch_family::<E>(k, Family::RingAllGather, peers, n, None) }
+}
+
+/// Sends `n` elements of this rank's data buffer into rank `to`'s output buffer, as the
+/// link's transfer number `peers.seq` (numbered 1, 2, ... per direction of the link, apart
+/// from the group's collectives). Returns when the data is stored and released: this rank's
+/// data buffer is its own again. The kernel first waits for `to`'s [`recv`] to start (its
+/// output buffer is then free), so a caller must not block `to` in a send to this rank
+/// meanwhile; see `trident_kernels::collective::send_recv` for the protocol.
+///
+/// # Safety
+/// As for [`all_reduce`] (the scratch buffers are not used); `to` launches [`recv`] from this
+/// rank with the same `n`, `seq` and `blocks`.
+pub unsafe fn send<E: CollectiveElement>(k: &Kernels, peers: &mut Peers, to: usize, n: usize) -> Result<()> {
+    // SAFETY: forwarded from the caller.
+    unsafe { launch_family::<E>(k, Family::Send, peers, n, Some(to)) }
+}
+
+/// Receives `n` elements from rank `from` into this rank's output buffer, as the link's
+/// transfer number `peers.seq`. Returns when the data is there; nobody writes the output
+/// buffer again before this rank's next receive starts.
+///
+/// # Safety
+/// As for [`send`], `from` launching [`send`] to this rank.
+pub unsafe fn recv<E: CollectiveElement>(
+    k: &Kernels,
+    peers: &mut Peers,
+    from: usize,
+    n: usize,
+) -> Result<()> {
+    // SAFETY: forwarded from the caller.
+    unsafe { launch_family::<E>(k, Family::Recv, peers, n, Some(from)) }
+}
+
+/// Copies `n` elements of rank `root`'s data buffer into every rank's data buffer, in place.
+///
+/// # Safety
+/// As for [`all_reduce`] (the scratch and output buffers are not used); every rank passes the
+/// same `root`.
+pub unsafe fn broadcast<E: CollectiveElement>(
+    k: &Kernels,
+    peers: &mut Peers,
+    root: usize,
+    n: usize,
+) -> Result<()> {
+    // SAFETY: forwarded from the caller.
+    unsafe { launch_family::<E>(k, Family::Broadcast, peers, n, Some(root)) }
 }
 
 /// The element range `[start, end)` of segment `segment` of `n` elements split over `world`
@@ -293,6 +365,34 @@ mod tests {
         assert!(e.contains("rank 2 is not a rank of a group of 2"), "{e}");
         let e = try_launch(TABLE_WORDS_PER_RANK * 2, 0, 3);
         assert!(e.contains("the status words has 8 elements, expected 12"), "{e}");
+        assert!(k.launch_counts().is_empty(), "nothing was launched");
+    }
+
+    #[test]
+    fn a_send_to_itself_or_a_root_outside_the_group_is_refused_before_any_launch() {
+        use trident_runtime::{Buffer, Device};
+        let device = Device::Emu;
+        let k = Kernels::load(&device).unwrap();
+        let table = Buffer::<u64>::zeros(&device, TABLE_WORDS_PER_RANK * 2).unwrap();
+        let mut status = Buffer::<u32>::zeros(&device, status_words(1)).unwrap();
+        let mut peers = Peers {
+            table: table.view(..).unwrap(),
+            status: status.view_mut(..).unwrap(),
+            rank: 1,
+            world: 2,
+            seq: 1,
+            timeout: Duration::from_millis(1),
+            blocks: 1,
+        };
+        // SAFETY: every call is refused by the checks before the launch.
+        let e = unsafe { send::<f32>(&k, &mut peers, 1, 4) }.unwrap_err().to_string();
+        assert!(e.contains("send_f32: rank 1 cannot send to or receive from itself"), "{e}");
+        // SAFETY: as above.
+        let e = unsafe { recv::<u16>(&k, &mut peers, 2, 4) }.unwrap_err().to_string();
+        assert!(e.contains("recv_bf16: rank 2 is not a rank of a group of 2"), "{e}");
+        // SAFETY: as above.
+        let e = unsafe { broadcast::<f32>(&k, &mut peers, 5, 4) }.unwrap_err().to_string();
+        assert!(e.contains("broadcast_f32: rank 5 is not a rank of a group of 2"), "{e}");
         assert!(k.launch_counts().is_empty(), "nothing was launched");
     }
 

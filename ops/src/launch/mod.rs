@@ -32,9 +32,9 @@ mod vectorized;
 pub use attention::{attention_backward, attention_forward, AttentionShape};
 pub use check::Check;
 pub use collective::{
-    all_gather, all_reduce, choose_all_reduce, flag_words, reduce_scatter, segment, status_words, timeout,
-    Algorithm, CollectiveElement, Family, Peers, ALL_REDUCE_CUTOFFS, COLLECTIVE_THREADS,
-    TABLE_WORDS_PER_RANK,
+    all_gather, all_reduce, broadcast, choose_all_reduce, flag_words, recv, reduce_scatter, segment, send,
+    status_words, timeout, Algorithm, CollectiveElement, Family, Peers, ALL_REDUCE_CUTOFFS,
+    COLLECTIVE_THREADS, TABLE_WORDS_PER_RANK,
 };
 pub use combine::{combine, CombineOp};
 pub use convert::{bias_backward, bias_backward_half, narrow, widen};
