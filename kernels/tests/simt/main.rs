@@ -10,6 +10,7 @@ mod launch_rules;
 mod mbarrier;
 mod memory;
 mod peer_collectives;
+mod peer_p2p;
 mod peer_races;
 mod peers;
 mod rng;

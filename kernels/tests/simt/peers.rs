@@ -115,30 +115,41 @@ impl<T: Copy + Default + Sync> Comm<T> {
         timeout: Duration,
         absent: &[usize],
     ) -> Vec<Result<(), String>> {
-        let n = self.data[0].len() as u64;
-        let words: Vec<Vec<u64>> = (0..self.world)
-            .map(|r| {
-                vec![
-                    self.tables[r].as_ptr() as u64,
-                    n,
-                    r as u64,
-                    self.world as u64,
-                    u64::from(seq),
-                    timeout.as_nanos() as u64,
-                    self.status[r].as_ptr() as u64,
-                ]
-            })
-            .collect();
         on_devices(self.world, |r| {
             if absent.contains(&r) {
                 return Ok(());
             }
-            launch_on(kernel, self.blocks as u32, 32, &words[r]).map_err(|e| e.to_string())?;
-            match describe_timeout(kernel.name, r as u32, &self.status[r]) {
-                Some(timeout) => Err(timeout.to_string()),
-                None => Ok(()),
-            }
+            self.launch(kernel, r, seq, timeout, None)
         })
+    }
+
+    /// Launches `kernel` as rank `r` (on the running host thread, which must drive emulated
+    /// device `r`) for collective or transfer number `seq`, with `extra` as the argument after
+    /// the status words (the peer of a send or receive, the root of a broadcast); returns its
+    /// outcome, a timeout described as the host would.
+    pub fn launch(
+        &self,
+        kernel: &HostKernel,
+        r: usize,
+        seq: u32,
+        timeout: Duration,
+        extra: Option<u64>,
+    ) -> Result<(), String> {
+        let mut words = vec![
+            self.tables[r].as_ptr() as u64,
+            self.data[0].len() as u64,
+            r as u64,
+            self.world as u64,
+            u64::from(seq),
+            timeout.as_nanos() as u64,
+            self.status[r].as_ptr() as u64,
+        ];
+        words.extend(extra);
+        launch_on(kernel, self.blocks as u32, 32, &words).map_err(|e| e.to_string())?;
+        match describe_timeout(kernel.name, r as u32, &self.status[r]) {
+            Some(timeout) => Err(timeout.to_string()),
+            None => Ok(()),
+        }
     }
 
     /// Sets rank `r`'s data (between collectives, as its host would).
