@@ -740,7 +740,8 @@ fn measure_stage(run: &LocalRun, stage: usize, full: &[f32], budget: Budget) -> 
                 }
                 let mut ws = Workspace::new(&device, &model, b, s)?;
                 let mut acts = MicroActs::for_chunk(&device, &model, &ws, c)?;
-                let dout = vec![1e-3f32; ws.activation_len()];
+                // The received gradient, on the device as the pipeline's links leave it.
+                let dout = Buffer::from_slice(&device, &vec![1e-3f32; ws.activation_len()])?;
                 let (first, last) = (place.is_first_chunk(c), place.is_last_chunk(c));
                 // A warm-up micro-batch, then the timed ones: the forward, then the backward
                 // of what it saved.
@@ -756,7 +757,7 @@ fn measure_stage(run: &LocalRun, stage: usize, full: &[f32], budget: Budget) -> 
                     }
                     model.forward(&ctx, &mut tp, &mut ws, &mut acts, Some(&targets), Some(dloss))?;
                     let t1 = Instant::now();
-                    let dout = (!last).then_some(&dout[..]);
+                    let dout = if last { None } else { Some(dout.view(..)?) };
                     model.backward(&ctx, &mut tp, &mut ws, &mut acts, dout, &mut |_, _| Ok(()))?;
                     if rep > 0 {
                         f_times.push((t1 - t0).as_secs_f64());

@@ -18,7 +18,7 @@
 //! reduce-scatter of the row-parallel product (its backward an all-gather). Each rank's
 //! LayerNorm weight gradients come from its own rows only, so they are summed over TP.
 
-use trident_runtime::{Buffer, Device};
+use trident_runtime::{Buffer, Device, View};
 
 use super::activations::{Dims, MicroActs, Workspace};
 use super::layer::{gathered, gathered_act, layer_backward, layer_forward, layernorm_backward, Weights};
@@ -460,7 +460,7 @@ impl Gpt {
         tp: &mut TpGroup,
         ws: &mut Workspace,
         acts: &mut MicroActs,
-        dout: Option<&[f32]>,
+        dout: Option<View<'_, f32>>,
         layer_done: &mut LayerDone,
     ) -> Result<()> {
         let w = Weights { master: &self.params, compute: self.compute.as_ref(), layout: &self.layout };
@@ -481,7 +481,7 @@ impl Gpt {
         tp: &mut TpGroup,
         ws: &mut Workspace,
         acts: &mut MicroActs,
-        dout: Option<&[f32]>,
+        dout: Option<View<'_, f32>>,
         grads: &mut Buffer<f32>,
         layer_done: &mut LayerDone,
     ) -> Result<()> {
@@ -501,7 +501,7 @@ fn backward_pass(
     tp: &mut TpGroup,
     ws: &mut Workspace,
     acts: &mut MicroActs,
-    dout: Option<&[f32]>,
+    dout: Option<View<'_, f32>>,
     grads: &mut Buffer<f32>,
     layer_done: &mut LayerDone,
 ) -> Result<()> {
@@ -548,7 +548,7 @@ fn backward_pass(
         let dout = dout.ok_or_else(|| ModelError::State {
             what: "an inner (virtual) pipeline stage's backward needs the gradient of its output".into(),
         })?;
-        s.dres.copy_from_slice(dout)?;
+        s.dres.view_mut(..)?.copy_from(&dout)?;
     }
     for (i, l) in w.layout.chunks[acts.chunk].clone().enumerate().rev() {
         if acts.layers.is_empty() {

@@ -1,6 +1,7 @@
 //! A device communicator for the ranks of a group that are threads of one process, each with
 //! its own device: the collectives run as kernels over peer memory (the launch wrappers of
-//! `trident_ops::launch`: ring, one-shot and two-shot), with no host round trip of the data.
+//! `trident_ops::launch`: ring, one-shot and two-shot all-reduce, reduce-scatter, all-gather,
+//! broadcast, and point-to-point send and receive), with no host round trip of the data.
 //!
 //! Each rank owns a communication buffer on its device: data and output regions and an f32
 //! scratch region of the same capacity, the flag words in a region of their own, and its
@@ -8,11 +9,14 @@
 //! [`Communicator`] (an all-gather of the addresses), and builds its peer table from them
 //! (`trident_kernels::collective::layout`). Collectives are numbered 1, 2, ... on every rank
 //! alike; the kernels use the two flag sets in turn and compare flags with the number, so
-//! consecutive collectives need no reset of the flags.
+//! consecutive collectives need no reset of the flags. A send and its receive are numbered
+//! apart, per direction of each pair of ranks (the link's transfers 1, 2, ...), since only the
+//! two ranks take part.
 //!
 //! Before each collective the ranks exchange its kind and length through the host
 //! communicator: a rank whose length differs gets an error naming both ranks instead of a
-//! corrupted sum, and the kernels start together (their waits for peers are then short). A
+//! corrupted sum, and the kernels start together (their waits for peers are then short); a
+//! send and its receive exchange their lengths between the two ranks only. A
 //! wait that passes its deadline ends the kernel; the rank's status words name the peer that
 //! never arrived, and the collective returns [`ParallelError::PeerTimeout`].
 //!
@@ -43,6 +47,9 @@ use super::{ParallelError, Result};
 /// rank (the flags are laid out for it).
 const BLOCKS: u32 = 2;
 
+/// Tag of the host messages by which a send and its receive agree on the length.
+const PAIR_TAG: u32 = 0x5032;
+
 /// The longest a kernel waits for a peer that passed the same host exchange just before.
 const MAX_WAIT: Duration = Duration::from_secs(30);
 
@@ -57,6 +64,9 @@ enum Kind {
     ReduceScatter = 2,
     AllGather = 3,
     Probe = 4,
+    Broadcast = 5,
+    Send = 6,
+    Recv = 7,
 }
 
 impl Kind {
@@ -66,6 +76,9 @@ impl Kind {
             Kind::ReduceScatter => "a reduce-scatter",
             Kind::AllGather => "an all-gather",
             Kind::Probe => "the start-up check",
+            Kind::Broadcast => "a broadcast",
+            Kind::Send => "a send",
+            Kind::Recv => "a receive",
         }
     }
 }
@@ -98,6 +111,10 @@ pub struct DeviceComm {
     table: Buffer<u64>,
     /// The number of the last collective.
     seq: u32,
+    /// Per peer, the number of the last transfer sent to it.
+    sent: Vec<u32>,
+    /// Per peer, the number of the last transfer received from it.
+    received: Vec<u32>,
     /// How long a kernel waits for a peer.
     wait: Duration,
 }
@@ -204,6 +221,8 @@ impl DeviceComm {
             status,
             table: Buffer::zeros(device, 0)?,
             seq: 0,
+            sent: vec![0; world],
+            received: vec![0; world],
             wait: comm.timeout().min(MAX_WAIT),
         };
         dc.grow(comm, INITIAL_CAPACITY.max(world * world))?;
@@ -250,9 +269,9 @@ impl DeviceComm {
         algorithm: Algorithm,
     ) -> Result<()> {
         let n = view.len();
-        self.prepare(comm, Kind::AllReduce, n, &[view.device()])?;
+        self.prepare(comm, Kind::AllReduce, n, 0, &[view.device()])?;
         self.data.view_mut(..n)?.copy_from(&view.as_view())?;
-        self.run(Kind::AllReduce, algorithm, n)?;
+        self.run(Kind::AllReduce, algorithm, n, 0)?;
         let result = if algorithm == Algorithm::Ring { &self.data } else { &self.out };
         view.copy_from(&result.view(..n)?)?;
         Ok(())
@@ -271,9 +290,9 @@ impl DeviceComm {
     ) -> Result<()> {
         let n = full.len();
         self.expect_blocks("reduce-scatter", n, local.len())?;
-        self.prepare(comm, Kind::ReduceScatter, n, &[full.device(), local.device()])?;
+        self.prepare(comm, Kind::ReduceScatter, n, 0, &[full.device(), local.device()])?;
         self.data.view_mut(..n)?.copy_from(full)?;
-        self.run(Kind::ReduceScatter, Algorithm::Ring, n)?;
+        self.run(Kind::ReduceScatter, Algorithm::Ring, n, 0)?;
         let (s, e) = launch::segment(n, self.world, self.rank);
         local.copy_from(&self.data.view(s..e)?)?;
         Ok(())
@@ -292,12 +311,143 @@ impl DeviceComm {
     ) -> Result<()> {
         let n = full.len();
         self.expect_blocks("all-gather", n, local.len())?;
-        self.prepare(comm, Kind::AllGather, n, &[local.device(), full.device()])?;
+        self.prepare(comm, Kind::AllGather, n, 0, &[local.device(), full.device()])?;
         let (s, e) = launch::segment(n, self.world, self.rank);
         self.data.view_mut(s..e)?.copy_from(local)?;
-        self.run(Kind::AllGather, Algorithm::Ring, n)?;
+        self.run(Kind::AllGather, Algorithm::Ring, n, 0)?;
         full.copy_from(&self.data.view(..n)?)?;
         Ok(())
+    }
+
+    /// Copies rank `root`'s `view` into every rank's `view` (every rank passes the same root and
+    /// length).
+    ///
+    /// # Errors
+    /// As [`DeviceComm::all_reduce`], and a root outside the group or one that differs between
+    /// ranks (naming both).
+    pub fn broadcast(&mut self, comm: &mut Communicator, view: &mut ViewMut<f32>, root: usize) -> Result<()> {
+        self.expect_rank(Kind::Broadcast, root)?;
+        let n = view.len();
+        self.prepare(comm, Kind::Broadcast, n, root, &[view.device()])?;
+        if self.rank == root {
+            self.data.view_mut(..n)?.copy_from(&view.as_view())?;
+        }
+        self.run(Kind::Broadcast, Algorithm::Ring, n, root)?;
+        if self.rank != root {
+            view.copy_from(&self.data.view(..n)?)?;
+        }
+        Ok(())
+    }
+
+    /// Sends `view` to rank `to` of the group, which receives it with [`DeviceComm::recv`]:
+    /// the two ranks exchange the length on the host, then the data goes from this rank's
+    /// buffer into `to`'s by the send kernel. Returns once the data is in `to`'s buffer; it
+    /// waits for `to`'s receive to start (so a schedule must not have `to` blocked in a send
+    /// to this rank meanwhile: post sends from a thread of their own, as the pipeline does).
+    ///
+    /// # Errors
+    /// A view on another device, `to` outside the group or this rank, a length that differs
+    /// from the receiver's (naming both), a receiver that never arrives (naming it), the host
+    /// communicator's errors.
+    pub fn send(&mut self, comm: &mut Communicator, view: &View<f32>, to: usize) -> Result<()> {
+        let n = view.len();
+        self.pair(comm, Kind::Send, n, to, &[view.device()])?;
+        self.data.view_mut(..n)?.copy_from(view)?;
+        self.run(Kind::Send, Algorithm::Ring, n, to)
+    }
+
+    /// Receives into `view` what rank `from` sends with [`DeviceComm::send`].
+    ///
+    /// # Errors
+    /// As [`DeviceComm::send`], for the sender.
+    pub fn recv(&mut self, comm: &mut Communicator, view: &mut ViewMut<f32>, from: usize) -> Result<()> {
+        let n = view.len();
+        self.pair(comm, Kind::Recv, n, from, &[view.device()])?;
+        self.run(Kind::Recv, Algorithm::Ring, n, from)?;
+        view.copy_from(&self.out.view(..n)?)?;
+        Ok(())
+    }
+
+    /// A send's (or receive's) agreement with its peer `other`: the two exchange their lengths
+    /// on the host (the sender first), each refusing a mismatch naming both; a transfer larger
+    /// than the buffers grows them where the group is the pair itself.
+    fn pair(
+        &mut self,
+        comm: &mut Communicator,
+        kind: Kind,
+        n: usize,
+        other: usize,
+        devices: &[&Device],
+    ) -> Result<()> {
+        self.expect_rank(kind, other)?;
+        if other == self.rank {
+            return Err(ParallelError::DeviceCollective(format!(
+                "{} on rank {}: a rank cannot send to or receive from itself",
+                kind.name(),
+                self.members[self.rank]
+            )));
+        }
+        self.check_devices(kind, devices)?;
+        let mine = [n as f64];
+        let mut theirs = [0.0f64];
+        if kind == Kind::Send {
+            comm.send(&mine, other, PAIR_TAG)?;
+            comm.recv(&mut theirs, other, PAIR_TAG)?;
+        } else {
+            comm.recv(&mut theirs, other, PAIR_TAG)?;
+            comm.send(&mine, other, PAIR_TAG)?;
+        }
+        if theirs != mine {
+            return Err(ParallelError::DeviceCollective(format!(
+                "rank {} runs {} of {n} elements while rank {} runs its counterpart of {} elements: \
+                 a send and its receive must have the same length",
+                self.members[self.rank],
+                kind.name(),
+                self.members[other],
+                theirs[0]
+            )));
+        }
+        if n > self.capacity {
+            if self.world != 2 {
+                return Err(ParallelError::DeviceCollective(format!(
+                    "{} of {n} elements on rank {}: the buffers hold {} and grow only with the whole \
+                     group; call DeviceComm::reserve on every rank first",
+                    kind.name(),
+                    self.members[self.rank],
+                    self.capacity
+                )));
+            }
+            self.grow(comm, n.max(2 * self.capacity))?;
+        }
+        Ok(())
+    }
+
+    /// Grows the buffers (on every rank of the group at once) to hold at least `n` elements,
+    /// so that sends and receives up to `n` need no group-wide step.
+    ///
+    /// # Errors
+    /// The host communicator's errors.
+    pub fn reserve(&mut self, comm: &mut Communicator, n: usize) -> Result<()> {
+        let mut all = vec![0.0f64; self.world];
+        comm.all_gather(&[n as f64], &mut all)?;
+        let most = all.iter().fold(0.0f64, |a, b| a.max(*b)) as usize;
+        if most > self.capacity {
+            self.grow(comm, most)?;
+        }
+        Ok(())
+    }
+
+    /// `rank` must be a rank of the group.
+    fn expect_rank(&self, kind: Kind, rank: usize) -> Result<()> {
+        if rank < self.world {
+            return Ok(());
+        }
+        Err(ParallelError::DeviceCollective(format!(
+            "{} on rank {}: rank {rank} is not a rank of this group of {}",
+            kind.name(),
+            self.members[self.rank],
+            self.world
+        )))
     }
 
     /// `full` must be `world` blocks of `local` elements.
@@ -313,7 +463,60 @@ impl DeviceComm {
 
     /// Checks the views' devices, agrees with the peers on the collective and its length, and
     /// grows the buffers (on every rank at once) where they are too small.
-    fn prepare(&mut self, comm: &mut Communicator, kind: Kind, n: usize, devices: &[&Device]) -> Result<()> {
+    fn prepare(
+        &mut self,
+        comm: &mut Communicator,
+        kind: Kind,
+        n: usize,
+        root: usize,
+        devices: &[&Device],
+    ) -> Result<()> {
+        self.check_devices(kind, devices)?;
+        let mine = [kind as u32 as f64, n as f64, root as f64];
+        let mut all = vec![0.0f64; 3 * self.world];
+        comm.all_gather(&mine, &mut all)?;
+        if let Some(p) = (0..self.world).find(|&p| all[3 * p..3 * p + 2] != mine[..2]) {
+            let (k, m) = (all[3 * p] as u32, all[3 * p + 1]);
+            let theirs = [
+                Kind::AllReduce,
+                Kind::ReduceScatter,
+                Kind::AllGather,
+                Kind::Probe,
+                Kind::Broadcast,
+                Kind::Send,
+                Kind::Recv,
+            ]
+            .into_iter()
+            .find(|x| *x as u32 == k)
+            .map_or("another collective", Kind::name);
+            return Err(ParallelError::DeviceCollective(format!(
+                "rank {} runs {} of {n} elements while rank {} runs {theirs} of {m} elements: the ranks of a \
+                 group must run the same collectives on tensors of the same length",
+                self.members[self.rank],
+                kind.name(),
+                self.members[p]
+            )));
+        }
+        if let Some(p) = (0..self.world).find(|&p| all[3 * p + 2] != mine[2]) {
+            let theirs = all[3 * p + 2] as usize;
+            return Err(ParallelError::DeviceCollective(format!(
+                "rank {} runs {} from rank {} while rank {} runs it from rank {}: every rank of a group \
+                 names the same root",
+                self.members[self.rank],
+                kind.name(),
+                self.members.get(root).copied().unwrap_or(root),
+                self.members[p],
+                self.members.get(theirs).copied().unwrap_or(theirs)
+            )));
+        }
+        if n > self.capacity {
+            self.grow(comm, n.max(2 * self.capacity))?;
+        }
+        Ok(())
+    }
+
+    /// Refuses views that are not on this rank's device.
+    fn check_devices(&self, kind: Kind, devices: &[&Device]) -> Result<()> {
         for d in devices {
             if !d.same_as(self.kernels.device()) {
                 return Err(ParallelError::DeviceCollective(format!(
@@ -324,26 +527,6 @@ impl DeviceComm {
                     self.kernels.device().kind()
                 )));
             }
-        }
-        let mine = [kind as u32 as f64, n as f64];
-        let mut all = vec![0.0f64; 2 * self.world];
-        comm.all_gather(&mine, &mut all)?;
-        if let Some(p) = (0..self.world).find(|&p| all[2 * p..2 * p + 2] != mine) {
-            let (k, m) = (all[2 * p] as u32, all[2 * p + 1]);
-            let theirs = [Kind::AllReduce, Kind::ReduceScatter, Kind::AllGather, Kind::Probe]
-                .into_iter()
-                .find(|x| *x as u32 == k)
-                .map_or("another collective", Kind::name);
-            return Err(ParallelError::DeviceCollective(format!(
-                "rank {} runs {} of {n} elements while rank {} runs {theirs} of {m} elements: the ranks of a \
-                 group must run the same collectives on tensors of the same length",
-                self.members[self.rank],
-                kind.name(),
-                self.members[p]
-            )));
-        }
-        if n > self.capacity {
-            self.grow(comm, n.max(2 * self.capacity))?;
         }
         Ok(())
     }
@@ -381,12 +564,21 @@ impl DeviceComm {
         Ok(())
     }
 
-    /// Launches collective `kind` over the first `n` elements as the next collective and turns
-    /// a timed-out wait into an error naming the peer.
-    fn run(&mut self, kind: Kind, algorithm: Algorithm, n: usize) -> Result<()> {
-        self.seq = self.seq.wrapping_add(1).max(1);
+    /// Launches collective `kind` over the first `n` elements as the next collective (the next
+    /// transfer of the link to or from `other` for a send or receive; `other` is the root of a
+    /// broadcast) and turns a timed-out wait into an error naming the peer.
+    fn run(&mut self, kind: Kind, algorithm: Algorithm, n: usize, other: usize) -> Result<()> {
+        let next = |c: &mut u32| {
+            *c = c.wrapping_add(1).max(1);
+            *c
+        };
+        let seq = match kind {
+            Kind::Send => next(&mut self.sent[other]),
+            Kind::Recv => next(&mut self.received[other]),
+            _ => next(&mut self.seq),
+        };
         self.status.view_mut(..)?.fill_zero()?;
-        let (kernels, rank, world, seq, wait) = (&self.kernels, self.rank, self.world, self.seq, self.wait);
+        let (kernels, rank, world, wait) = (&self.kernels, self.rank, self.world, self.wait);
         let (table, status) = (&self.table, &mut self.status);
         as_device(self.ordinal, &mut || {
             let mut peers = Peers {
@@ -402,8 +594,9 @@ impl DeviceComm {
             // scratch, flags and output buffers, each of `capacity >= n` elements (the flags
             // of `flag_words(world, BLOCKS)` words), which live as long as this communicator
             // and are only touched by its collectives; `prepare` made every rank agree on the
-            // collective and its length, and every rank numbers its collectives alike. The
-            // output buffers are not the data buffers (one-shot reads one, writes the other).
+            // collective and its length (a send and its receive: the two ranks), and every rank
+            // numbers its collectives alike (a link's two ends its transfers). The output
+            // buffers are not the data buffers (one-shot reads one, writes the other).
             let launched = unsafe {
                 match kind {
                     Kind::AllReduce | Kind::Probe => {
@@ -411,6 +604,9 @@ impl DeviceComm {
                     }
                     Kind::ReduceScatter => launch::reduce_scatter::<f32>(kernels, &mut peers, n),
                     Kind::AllGather => launch::all_gather::<f32>(kernels, &mut peers, n),
+                    Kind::Broadcast => launch::broadcast::<f32>(kernels, &mut peers, other, n),
+                    Kind::Send => launch::send::<f32>(kernels, &mut peers, other, n),
+                    Kind::Recv => launch::recv::<f32>(kernels, &mut peers, other, n),
                 }
             };
             launch_err(launched)
@@ -437,11 +633,11 @@ impl DeviceComm {
     fn probe(&mut self, comm: &mut Communicator) -> Result<()> {
         let w = self.world;
         let n = w * w;
-        self.prepare(comm, Kind::Probe, n, &[])?;
+        self.prepare(comm, Kind::Probe, n, 0, &[])?;
         let input: Vec<f32> = (0..n).map(|i| if i % w == self.rank { 1.0 } else { 0.0 }).collect();
         self.data.view_mut(..n)?.copy_from_slice(&input)?;
         self.out.view_mut(..n)?.copy_from_slice(&vec![-1.0; n])?;
-        let ran = self.run(Kind::Probe, Algorithm::TwoShot, n);
+        let ran = self.run(Kind::Probe, Algorithm::TwoShot, n, 0);
         let mut problem = match ran {
             Err(e) => Some(format!("{e}")),
             Ok(()) => {
@@ -481,6 +677,9 @@ impl Kind {
         match (self, algorithm) {
             (Kind::ReduceScatter, _) => launch::Family::RingReduceScatter,
             (Kind::AllGather, _) => launch::Family::RingAllGather,
+            (Kind::Broadcast, _) => launch::Family::Broadcast,
+            (Kind::Send, _) => launch::Family::Send,
+            (Kind::Recv, _) => launch::Family::Recv,
             (_, Algorithm::OneShot) => launch::Family::OneShotAllReduce,
             (_, Algorithm::TwoShot) => launch::Family::TwoShotAllReduce,
             (_, Algorithm::Ring) => launch::Family::RingAllReduce,
@@ -633,6 +832,128 @@ mod tests {
     }
 
     #[test]
+    fn broadcasts_and_transfers_on_emulated_devices_deliver_with_no_host_transfer() {
+        for world in [2, 3] {
+            let results = on_ranks(world, |r, comm| {
+                let device = Device::Emu;
+                let mut dc = connect(comm, &device);
+                // Growing the buffers uploads the new peer table (addresses, not data): before
+                // the count.
+                dc.reserve(comm, LENGTHS[3]).unwrap();
+                let upload = |n: usize| Buffer::from_slice(&device, &input(r, n)).unwrap();
+                let mut casts: Vec<Vec<Buffer<f32>>> =
+                    LENGTHS.iter().map(|&n| (0..world).map(|_| upload(n)).collect()).collect();
+                let sends: Vec<Buffer<f32>> = LENGTHS.iter().map(|&n| upload(n)).collect();
+                let mut forward: Vec<Buffer<f32>> = LENGTHS.iter().map(|&n| upload(n)).collect();
+                let mut backward: Vec<Buffer<f32>> = LENGTHS.iter().map(|&n| upload(n)).collect();
+                let before = trident_runtime::host_transfers();
+                for (k, _) in LENGTHS.iter().enumerate() {
+                    for (root, b) in casts[k].iter_mut().enumerate() {
+                        dc.broadcast(comm, &mut b.view_mut(..).unwrap(), root).unwrap();
+                    }
+                    // A pipeline's transfers, forward then backward: rank r receives from the
+                    // rank before it, then sends on.
+                    if r > 0 {
+                        dc.recv(comm, &mut forward[k].view_mut(..).unwrap(), r - 1).unwrap();
+                    }
+                    if r + 1 < world {
+                        dc.send(comm, &sends[k].view(..).unwrap(), r + 1).unwrap();
+                        dc.recv(comm, &mut backward[k].view_mut(..).unwrap(), r + 1).unwrap();
+                    }
+                    if r > 0 {
+                        dc.send(comm, &sends[k].view(..).unwrap(), r - 1).unwrap();
+                    }
+                }
+                let transfers = trident_runtime::host_transfers() - before;
+                assert_eq!(
+                    dc.collectives() as usize,
+                    1 + world * LENGTHS.len(),
+                    "the check, then the broadcasts"
+                );
+                // A transfer past the buffers' capacity grows them where the group is the
+                // pair; in a larger group it is refused.
+                let big = 3 * LENGTHS[3];
+                let mut grown = Buffer::from_slice(&device, &input(r, big)).unwrap();
+                match (world, r) {
+                    (2, 0) => dc.send(comm, &grown.view(..).unwrap(), 1).unwrap(),
+                    (2, _) => dc.recv(comm, &mut grown.view_mut(..).unwrap(), 0).unwrap(),
+                    (_, 0) => {
+                        let e = dc.send(comm, &grown.view(..).unwrap(), 1).unwrap_err().to_string();
+                        assert!(e.contains("call DeviceComm::reserve on every rank first"), "{e}");
+                    }
+                    (_, 1) => {
+                        let e = dc.recv(comm, &mut grown.view_mut(..).unwrap(), 0).unwrap_err().to_string();
+                        assert!(e.contains("the buffers hold"), "{e}");
+                    }
+                    _ => {}
+                }
+                let download = |b: &Buffer<f32>| b.to_vec().unwrap();
+                let casts: Vec<Vec<Vec<f32>>> =
+                    casts.iter().map(|c| c.iter().map(download).collect()).collect();
+                let forward: Vec<Vec<f32>> = forward.iter().map(download).collect();
+                let backward: Vec<Vec<f32>> = backward.iter().map(download).collect();
+                (transfers, casts, forward, backward, download(&grown))
+            });
+            for (r, (transfers, casts, forward, backward, grown)) in results.iter().enumerate() {
+                if world == 2 {
+                    let want = input(0, 3 * LENGTHS[3]);
+                    assert_eq!(*grown, want, "world 2 rank {r}: the transfer that grew the buffers");
+                }
+                assert_eq!(
+                    *transfers, 0,
+                    "world {world} rank {r}: host transfers during the device transfers"
+                );
+                for (k, n) in LENGTHS.into_iter().enumerate() {
+                    for root in 0..world {
+                        assert_eq!(
+                            casts[k][root],
+                            input(root, n),
+                            "world {world} rank {r}: broadcast of {n} from {root}"
+                        );
+                    }
+                    // Rank 0 receives nothing forward, the last rank nothing backward: their
+                    // buffers keep their own input.
+                    assert_eq!(
+                        forward[k],
+                        input(r.saturating_sub(1), n),
+                        "world {world} rank {r}: forward transfer of {n}"
+                    );
+                    assert_eq!(
+                        backward[k],
+                        input((r + 1).min(world - 1), n),
+                        "world {world} rank {r}: backward transfer of {n}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_send_and_a_receive_of_different_lengths_are_refused_naming_both() {
+        let errors = on_ranks(2, |r, comm| {
+            let device = Device::Emu;
+            let mut dc = connect(comm, &device);
+            let mut b = Buffer::<f32>::zeros(&device, 10 + r).unwrap();
+            if r == 0 {
+                dc.send(comm, &b.view(..).unwrap(), 1).unwrap_err().to_string()
+            } else {
+                dc.recv(comm, &mut b.view_mut(..).unwrap(), 0).unwrap_err().to_string()
+            }
+        });
+        assert!(
+            errors[0].contains("rank 0 runs a send of 10 elements while rank 1 runs its counterpart of 11"),
+            "{}",
+            errors[0]
+        );
+        assert!(
+            errors[1]
+                .contains("rank 1 runs a receive of 11 elements while rank 0 runs its counterpart of 10"),
+            "{}",
+            errors[1]
+        );
+    }
+
+    #[test]
     fn lengths_that_differ_between_ranks_are_refused_naming_both() {
         let errors = on_ranks(2, |r, comm| {
             let device = Device::Emu;
@@ -652,7 +973,8 @@ mod tests {
             dc.set_wait(Duration::from_millis(200));
             // Rank 0 launches past the exchange that would have kept it waiting on the host;
             // rank 1 never launches.
-            let outcome = if r == 0 { Some(dc.run(Kind::AllReduce, Algorithm::OneShot, 16)) } else { None };
+            let outcome =
+                if r == 0 { Some(dc.run(Kind::AllReduce, Algorithm::OneShot, 16, 0)) } else { None };
             // Rank 1's buffers stay alive until rank 0's kernel has given up.
             comm.barrier().unwrap();
             outcome

@@ -30,7 +30,7 @@ pub use device_comm::{Connected, DeviceComm};
 pub use error::{ParallelError, Result};
 pub use grad_sync::{BucketPaths, DpWorker, Pending};
 pub use groups::{on_host, PipeGroup, RankGroups, TpGroup, TpTraffic};
-pub use pipe::PipeLinks;
+pub use pipe::{PipeLinks, PipeTraffic};
 pub use place::ShardPlace;
 pub use schedule::{
     simulate, simulate_interleaved, Action, ChunkStep, ChunkTimeline, Interleaved, Schedule, Timeline,

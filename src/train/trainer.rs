@@ -202,7 +202,7 @@ pub struct Trainer {
     /// Row shares of each micro-batch (Cpu, one rank); empty otherwise.
     lanes: Vec<Lane>,
     /// Per slot: the received gradient of the stage's output.
-    grad_in: Vec<Vec<Vec<f32>>>,
+    grad_in: Vec<Vec<Buffer<f32>>>,
     /// Each of the stage's layers and its local range: the data-parallel buckets.
     layer_blocks: Vec<(usize, std::ops::Range<usize>)>,
     zero: Option<Zero>,
@@ -295,7 +295,13 @@ impl Trainer {
                 // Received gradients of the chunk's output: all but the model's last chunk.
                 let inner = !groups.place.is_last_chunk(chunk);
                 let n_act = ws.activation_len();
-                grad_in.push(if inner { vec![vec![0.0; n_act]; acts.len()] } else { Vec::new() });
+                grad_in.push(if inner {
+                    (0..acts.len())
+                        .map(|_| Buffer::zeros(device, n_act))
+                        .collect::<std::result::Result<Vec<_>, _>>()?
+                } else {
+                    Vec::new()
+                });
                 slots.push(acts);
             }
         }
@@ -311,6 +317,8 @@ impl Trainer {
         let mut groups = groups;
         // The tensor-parallel collectives on the ranks' devices, where they can run there.
         groups.tp.attach(device)?;
+        // The pipeline's links on the stages' devices, where they can run there.
+        groups.links.attach(device)?;
         let dp_comm = groups.dp.take().expect("the groups hold the data-parallel communicator");
         let mut dp = DpWorker::new(dp_comm);
         if par.dp > 1 {
@@ -430,8 +438,8 @@ impl Trainer {
                 let dout = if place.is_last_chunk(c) {
                     None
                 } else {
-                    links.recv_gradient(&mut self.grad_in[c][s])?;
-                    Some(&self.grad_in[c][s][..])
+                    links.recv_gradient_view(&mut self.grad_in[c][s].view_mut(..)?)?;
+                    Some(self.grad_in[c][s].view(..)?)
                 };
                 let t0 = Instant::now();
                 let last_micro_batch = i + 1 == m;
@@ -450,7 +458,7 @@ impl Trainer {
                 self.model.backward(&self.ctx, tp, ws, &mut self.slots[c][s], dout, &mut hook)?;
                 busy += t0.elapsed();
                 if !place.is_first_chunk(c) {
-                    links.send_gradient(ws.input_grad().to_vec()?)?;
+                    links.send_gradient_view(&ws.input_grad().view(..)?)?;
                 }
             }
         }
@@ -658,7 +666,7 @@ impl Trainer {
         let (tp, links) = (&mut self.groups.tp, &mut self.groups.links);
         let acts = &mut self.slots[c][slot];
         if !place.is_first_chunk(c) {
-            on_host(&mut acts.input.view_mut(..)?, |h| links.recv_activation(h))?;
+            links.recv_activation_view(&mut acts.input.view_mut(..)?)?;
         }
         let t0 = Instant::now();
         if place.is_first_chunk(c) {
@@ -667,7 +675,7 @@ impl Trainer {
         let loss = self.model.forward(&self.ctx, tp, ws, acts, Some(&batch.targets), dloss)?;
         let compute = t0.elapsed();
         if !place.is_last_chunk(c) {
-            links.send_activation(acts.output().to_vec()?)?;
+            links.send_activation_view(&acts.output().view(..)?)?;
         }
         Ok((loss, compute))
     }

@@ -8,7 +8,7 @@ use crate::model::{
     gpt2_init, init::NormalRng, GptConfig, ParamLayout, ParamTensor, ShardLayout, ShardPlace,
 };
 use crate::optim::AdamWConfig;
-use crate::parallel::{run_ranks, ParallelConfig, Recompute, TpTraffic};
+use crate::parallel::{run_ranks, ParallelConfig, PipeTraffic, Recompute, TpTraffic};
 use crate::train::run::{assemble, train_rank, RankData, RankResult, RunSpec};
 use crate::train::{DecayStyle, LrSchedule, TrainSettings, Trainer};
 use trident_data::{DataLoader, TokenSet};
@@ -78,14 +78,22 @@ fn parallel(
     parallel_traffic(seed, par, micro_batches, init, device).into_iter().map(|(r, _)| r).collect()
 }
 
-/// [`parallel`], with what each rank's tensor-parallel collectives did over the run.
+/// What a rank's tensor-parallel collectives and pipeline transfers did over a run.
+#[derive(Clone, Copy, Debug, Default)]
+struct Traffic {
+    tp: TpTraffic,
+    pipe: PipeTraffic,
+}
+
+/// [`parallel`], with what each rank's tensor-parallel collectives and pipeline transfers did
+/// over the run.
 fn parallel_traffic(
     seed: u64,
     par: ParallelConfig,
     micro_batches: usize,
     init: &[f32],
     device: &Device,
-) -> Vec<(RankResult, TpTraffic)> {
+) -> Vec<(RankResult, Traffic)> {
     let spec = RunSpec {
         config: config(),
         par,
@@ -101,7 +109,7 @@ fn parallel_traffic(
     };
     run_ranks(par.world_size(), |mut world| {
         let val = Some(data(seed + 1));
-        let mut traffic = TpTraffic::default();
+        let mut traffic = Traffic::default();
         let result = train_rank(
             &mut world,
             device,
@@ -109,7 +117,9 @@ fn parallel_traffic(
             init,
             RankData { train: data(seed), val },
             &mut |_| {},
-            &mut |trainer, _, _| traffic = trainer.groups.tp.traffic(),
+            &mut |trainer, _, _| {
+                traffic = Traffic { tp: trainer.groups.tp.traffic(), pipe: trainer.groups.links.traffic() }
+            },
         )?;
         Ok::<_, crate::train::TrainError>((result, traffic))
     })
@@ -403,7 +413,7 @@ fn tensor_parallelism_on_emulated_devices_matches_with_no_host_transfers() {
         let runs = parallel_traffic(seed, par, 2, &init, &Device::Emu);
         let results: Vec<RankResult> = runs.iter().map(|(r, _)| r.clone()).collect();
         assert_equivalent(&label, seed, &results, &reference);
-        for (r, traffic) in &runs {
+        for (r, Traffic { tp: traffic, .. }) in &runs {
             assert!(
                 traffic.on_device > 0 && traffic.on_host == 0,
                 "{label}: rank {}'s collectives did not all run on its device: {traffic:?}",
@@ -412,6 +422,34 @@ fn tensor_parallelism_on_emulated_devices_matches_with_no_host_transfers() {
             assert_eq!(
                 traffic.host_transfers, 0,
                 "{label}: rank {}'s collectives moved data to the host",
+                r.rank
+            );
+        }
+    }
+}
+
+#[test]
+fn pipeline_parallelism_on_emulated_devices_matches_with_no_host_transfers() {
+    // PP 2, and TP 2 x PP 2 x DP 2, with one emulated device per rank: the activations and
+    // gradients between the stages go by the send and receive kernels over peer memory.
+    let seed = 31;
+    let init = gpt2_init(&ParamLayout::new(config()), seed);
+    for (tp, pp, dp) in [(1, 2, 1), (2, 2, 2)] {
+        let reference = reference(seed, dp, 2, &init);
+        let par = ParallelConfig::from_world(tp * pp * dp, tp, pp).unwrap();
+        let label = format!("emu tp {tp} pp {pp} dp {dp}");
+        let runs = parallel_traffic(seed, par, 2, &init, &Device::Emu);
+        let results: Vec<RankResult> = runs.iter().map(|(r, _)| r.clone()).collect();
+        assert_equivalent(&label, seed, &results, &reference);
+        for (r, Traffic { pipe, .. }) in &runs {
+            assert!(
+                pipe.on_device > 0 && pipe.on_host == 0,
+                "{label}: rank {}'s pipeline transfers did not all run on its device: {pipe:?}",
+                r.rank
+            );
+            assert_eq!(
+                pipe.host_transfers, 0,
+                "{label}: rank {}'s pipeline transfers moved data to the host",
                 r.rank
             );
         }
