@@ -33,7 +33,6 @@ pub use trident_runtime as runtime;
 
 pub mod calibrate;
 pub mod checkpoint;
-pub mod device_collectives;
 pub mod llmc;
 pub mod metrics;
 pub mod model;

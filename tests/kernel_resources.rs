@@ -3,7 +3,8 @@
 //! the tables the builds made from their `ptxas -v` reports (`trident::kernels::RESOURCES`, and
 //! `trident_dev::RESOURCES` for the scalar generations and designs the benchmark predicts) for
 //! each target the model predicts (sm_80 for A100, sm_86 for the RTX A6000, sm_90 for
-//! H100/H200) and fails when the checked-in table differs.
+//! H100/H200, and sm_90a for the kernels only the Hopper module has) and fails when the
+//! checked-in table differs.
 //! `TRIDENT_UPDATE_RESOURCES=1` rewrites the table instead.
 //!
 //! Where `ptxas` was missing at build time the test says it skipped, except under `CI`.
@@ -27,7 +28,19 @@ fn checked_in_kernel_resources_match_ptxas() {
         built
             .extend(resources::parse(trident_dev::RESOURCES).expect("the dev build's resource table parses"));
     }
-    let rows: Vec<_> = built.into_iter().filter(|r| TARGETS.contains(&r.arch.as_str())).collect();
+    let mut rows: Vec<_> = built.into_iter().filter(|r| TARGETS.contains(&r.arch.as_str())).collect();
+    // The kernels only the sm_90a module has (wgmma, TMA, setmaxnreg), under sm_90a: the model
+    // reads them there for Hopper ([`trident_perfmodel::Arch::specific_ptx_arch`]).
+    let hopper_only: Vec<_> = resources::parse(trident::kernels::RESOURCES_SM90A)
+        .expect("the sm_90a build's resource table parses")
+        .into_iter()
+        .filter(|r| r.arch == "sm_90a" && !rows.iter().any(|s| s.kernel == r.kernel))
+        .collect();
+    assert!(
+        trident::kernels::NO_CUBINS_SM90A.is_some() || hopper_only.iter().any(|r| r.kernel == "gemm_hopper"),
+        "the sm_90a build reported no gemm_hopper"
+    );
+    rows.extend(hopper_only);
     for arch in TARGETS {
         assert!(rows.iter().any(|r| r.arch == *arch), "the build reported no {arch} kernels");
     }

@@ -11,8 +11,10 @@
 //! counted the same way, with every block of the one pair run (its causal blocks differ in
 //! work, so an edge sample would not be exact). A split-K tensor-core GEMM is one launch whose
 //! last block per tile sums the partials; it is counted at two short K with the same split
-//! count ([`Bench::count_launches`]). Cases of several launches are predicted one after the
-//! other ([`predict_launches`]).
+//! count ([`Bench::count_launches`]). The Hopper GEMM (`gemm_hopper`, sm_90a only) is counted
+//! for one output tile at two short K, extrapolated to the real K and multiplied by the tiles
+//! its persistent grid runs ([`Bench::count_launches`]). Cases of several launches are
+//! predicted one after the other ([`predict_launches`]).
 
 pub mod memory;
 pub mod step;
@@ -63,6 +65,9 @@ pub enum Op {
     Gemm(Gemm),
     /// The tensor-core GEMM, with the plan its wrapper picks (split-K in the same launch).
     GemmTc(GemmTc, TcOut),
+    /// The Hopper GEMM (`wgmma`, TMA, warp-specialized, persistent; sm_90a only): what the
+    /// tensor-core GEMM hands a bf16 `A B^T` to on compute capability 9.0.
+    GemmHopper(GemmTc, TcOut),
     /// Causal attention forward of that shape.
     Attention(AttentionShape),
     /// The tensor-core flash attention forward (bf16).
@@ -168,6 +173,7 @@ pub fn suite() -> Vec<Case> {
     for s in [4096, 8192] {
         let g = GemmTc::new(s, s, s, HalfFormat::Bf16).trans_b();
         cases.push(case(format!("tc gemm {s}^3 bf16 (nt)"), Op::GemmTc(g, TcOut::B16)));
+        cases.push(case(format!("hopper gemm {s}^3 bf16 (nt)"), Op::GemmHopper(g, TcOut::B16)));
     }
     let (r, c) = (GPT2_TC_ROWS, GPT2_C);
     for (what, oc, ic) in [("qkv", 3 * c, c), ("attn proj", c, c), ("fc", 4 * c, c), ("fc proj", c, 4 * c)] {
@@ -175,6 +181,10 @@ pub fn suite() -> Vec<Case> {
         cases.push(case(
             format!("tc gpt2 {what} fwd {r}x{oc}x{ic} bf16 (nt)"),
             Op::GemmTc(GemmTc::new(r, oc, ic, bf16).trans_b(), TcOut::B16),
+        ));
+        cases.push(case(
+            format!("hopper gpt2 {what} fwd {r}x{oc}x{ic} bf16 (nt)"),
+            Op::GemmHopper(GemmTc::new(r, oc, ic, bf16).trans_b(), TcOut::B16),
         ));
         cases.push(case(
             format!("tc gpt2 {what} bwd dx {r}x{ic}x{oc} bf16 (nn)"),
@@ -283,10 +293,15 @@ fn attention_flops(s: &AttentionShape) -> f64 {
 }
 
 impl Case {
+    /// Whether `target` can run the case: the Hopper GEMM exists only in the sm_90a module.
+    pub fn runs_on(&self, target: &Target) -> bool {
+        !matches!(self.op, Op::GemmHopper(..)) || target.arch.specific_ptx_arch == Some("sm_90a")
+    }
+
     /// The group the case is reported in.
     pub fn group(&self) -> Group {
         match self.op {
-            Op::Gemm(_) | Op::GemmTc(..) => Group::Gemm,
+            Op::Gemm(_) | Op::GemmTc(..) | Op::GemmHopper(..) => Group::Gemm,
             Op::Attention(_) | Op::FlashForward(_) | Op::FlashBackward(_, FlashStep::Main) => {
                 Group::Attention
             }
@@ -300,6 +315,7 @@ impl Case {
         match &self.op {
             Op::Gemm(g) => gemm_kernel(g),
             Op::GemmTc(g, out) => gemm_tc_kernel(g, *out),
+            Op::GemmHopper(..) => "gemm_hopper",
             Op::Attention(_) => "attention_forward_f32",
             Op::FlashForward(s) if s.hs == 64 => "flash_attention_forward_hs64",
             Op::FlashForward(_) => "flash_attention_forward_hs128",
@@ -326,7 +342,7 @@ impl Case {
     pub fn flops(&self) -> f64 {
         match &self.op {
             Op::Gemm(g) => 2.0 * (g.m * g.n * g.k) as f64,
-            Op::GemmTc(g, _) => 2.0 * (g.m * g.n * g.k) as f64,
+            Op::GemmTc(g, _) | Op::GemmHopper(g, _) => 2.0 * (g.m * g.n * g.k) as f64,
             Op::Design { size, .. } => 2.0 * (*size as f64).powi(3),
             Op::Attention(s) => attention_flops(s),
             Op::FlashForward(s) => s.forward_flops(),
@@ -342,7 +358,7 @@ impl Case {
         match &self.op {
             Op::Gemm(g) => f(g.m * g.k + g.k * g.n + g.m * g.n * if g.beta == 0.0 { 1 } else { 2 }),
             // An accumulating GEMM reads C too, a GeLU-gradient one GeLU's input.
-            Op::GemmTc(g, out) => {
+            Op::GemmTc(g, out) | Op::GemmHopper(g, out) => {
                 2 * (g.m * g.k + g.k * g.n) as u64
                     + (g.m * g.n) as u64
                         * if *out == TcOut::F32 { 4 } else { 2 }
@@ -405,8 +421,10 @@ impl Op {
         let sizes: Vec<usize> = match self {
             Op::Gemm(g) => vec![g.m * g.n, g.m * g.k, g.k * g.n],
             // f32 output, when there is one (and GeLU's input for a GeLU-gradient epilogue).
-            Op::GemmTc(g, TcOut::F32) => vec![g.m * g.n; if g.gelu_grad { 2 } else { 1 }],
-            Op::GemmTc(..) => Vec::new(),
+            Op::GemmTc(g, TcOut::F32) | Op::GemmHopper(g, TcOut::F32) => {
+                vec![g.m * g.n; if g.gelu_grad { 2 } else { 1 }]
+            }
+            Op::GemmTc(..) | Op::GemmHopper(..) => Vec::new(),
             Op::Design { size, .. } => vec![size * size; 3],
             Op::Attention(s) => {
                 let c = s.nh * s.hs;
@@ -459,7 +477,7 @@ impl Op {
             }
             // bf16: A, B, and the output when it is 16-bit (and GeLU's input for a
             // GeLU-gradient epilogue).
-            Op::GemmTc(g, out) => {
+            Op::GemmTc(g, out) | Op::GemmHopper(g, out) => {
                 let mut h = vec![filled_bf16(device, g.m * g.k, 1)?, filled_bf16(device, g.k * g.n, 2)?];
                 if *out == TcOut::B16 {
                     h.push(filled_bf16(device, g.m * g.n, 0)?);
@@ -551,6 +569,14 @@ impl Op {
                         let x = if g.gelu_grad { Some(x[0].view(..)?) } else { None };
                         launch::gemm_tc(k, &mut c[0].view_mut(..)?, &a, &b, None, x.as_ref(), g)
                     }
+                }
+            }
+            Op::GemmHopper(g, out) => {
+                let (ab, c) = bufs.h.split_at_mut(2);
+                let (a, b) = (ab[0].view(..)?, ab[1].view(..)?);
+                match out {
+                    TcOut::F32 => launch::gemm_hopper(k, &mut f[0].view_mut(..)?, &a, &b, None, None, g),
+                    TcOut::B16 => launch::gemm_hopper(k, &mut c[0].view_mut(..)?, &a, &b, None, None, g),
                 }
             }
             Op::Gemm(g) => {
@@ -754,7 +780,9 @@ impl Bench {
         );
         let kernel = case.kernel();
         let work = match case.op {
-            Op::GemmTc(..) | Op::Vector(_) => return Ok(self.count_launches(case)?.swap_remove(0)),
+            Op::GemmTc(..) | Op::GemmHopper(..) | Op::Vector(_) => {
+                return Ok(self.count_launches(case)?.swap_remove(0))
+            }
             Op::Gemm(g) if g.k > K2 => {
                 let short = |k| Op::Gemm(Gemm { k, ..g });
                 let (w1, w2) = (self.count_once(&short(K1), kernel)?, self.count_once(&short(K2), kernel)?);
@@ -791,9 +819,52 @@ impl Bench {
             anyhow::ensure!(matches!(self.device(), Device::Emu), "counting needs --device emu");
             return v.count_launches(self);
         }
-        let Op::GemmTc(g, out) = case.op else { return Ok(vec![self.count(case)?]) };
-        anyhow::ensure!(matches!(self.device(), Device::Emu), "counting needs --device emu");
-        Ok(vec![self.count_tc(case, g, out)?])
+        match case.op {
+            Op::GemmTc(g, out) => {
+                anyhow::ensure!(matches!(self.device(), Device::Emu), "counting needs --device emu");
+                Ok(vec![self.count_tc(case, g, out)?])
+            }
+            Op::GemmHopper(g, out) => {
+                anyhow::ensure!(matches!(self.device(), Device::Emu), "counting needs --device emu");
+                Ok(vec![self.count_hopper(case, g, out)?])
+            }
+            _ => Ok(vec![self.count(case)?]),
+        }
+    }
+
+    /// The Hopper GEMM's counters at its full size, from one output tile.
+    ///
+    /// Every tile of the persistent grid does the same work: the producer's TMA loads of its
+    /// K-slices (out-of-bounds elements are filled, not read, so an edge tile reads fewer
+    /// sectors and is counted as a whole one: an upper bound), the consumers' `wgmma`s and the
+    /// epilogue; a block's set-up (barrier init, register reallocation), once per block, is
+    /// counted once per tile (a few instructions too many per tile). So
+    /// one tile (`M = BM`, `N = BN`: a grid of one block) at two K at least `2 x STAGES` slices
+    /// long, where the ring's fill and drain are constant, extrapolates exactly to any K
+    /// (`bench/tests/kernel_bench.rs` checks it against a whole launch), and the
+    /// launch is that tile times the tiles. The busiest SM runs `ceil(tiles / blocks)` of them,
+    /// so the counters are scaled as if every block did (the wave's tail is the model's to
+    /// charge, not to average away), with `blocks = min(tiles, EMU_SMS)` as the wrapper
+    /// launches on `Emu` and on an H100 or H200 (132 SMs each).
+    fn count_hopper(&self, case: &Case, g: GemmTc, out: TcOut) -> anyhow::Result<Workload> {
+        use trident_kernels::gemm_hopper::{BK, BM, BN, STAGES};
+        let kernel = case.kernel();
+        let tile = |k: usize| Op::GemmHopper(GemmTc { m: g.m.min(BM), n: g.n.min(BN), k, ..g }, out);
+        let count = |op: &Op| self.count_sampled(op, kernel, BlockSample::All);
+        let k1 = 2 * STAGES * BK;
+        let k2 = k1 + STAGES * BK;
+        let one = if g.k > k2 {
+            let (w1, w2) = (count(&tile(k1))?, count(&tile(k2))?);
+            w1.extrapolate(&w2, (g.k - k1) as f64 / (k2 - k1) as f64)
+        } else {
+            count(&tile(g.k))?
+        };
+        anyhow::ensure!(one.blocks == 1, "one tile of {kernel} ran as {} blocks", one.blocks);
+        let tiles = g.m.div_ceil(BM) * g.n.div_ceil(BN);
+        let blocks = tiles.min(launch::EMU_SMS);
+        let mut work = one.scaled((tiles.div_ceil(blocks) * blocks) as f64);
+        work.blocks = blocks as u64;
+        Ok(work.with_dram_bytes(case.bytes()).with_flops(case.flops()))
     }
 
     /// A tensor-core GEMM's counters at its full size, from two launches at short K with the

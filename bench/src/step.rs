@@ -14,6 +14,11 @@
 //! [`trident::train::Trainer`]. A change of the trainer's launches fails that test until the
 //! list follows.
 //!
+//! On a Hopper target (an architecture with the sm_90a module) the GEMMs the trainer hands to
+//! the Hopper kernel there (`launch::dispatches_to_gemm_hopper`: bf16 `A B^T`, the linear
+//! layers' forward and the LM head) are predicted as `gemm_hopper` ([`StepOp::on_hopper`]);
+//! the rest (the backward's transposed products) stay on the tensor-core GEMM.
+//!
 //! The tensor-core GEMM cases run without their bias and residual operands (the suite's
 //! buffers), so the epilogue's loads of them are not in the instruction counts; the
 //! residual's bytes are added to the launch's DRAM traffic, the bias's (a row) are not. The
@@ -340,6 +345,20 @@ impl Extra {
 }
 
 impl StepOp {
+    /// The entry as a compute capability 9.0 device runs it: a tensor-core GEMM the Hopper
+    /// kernel supports, with no fixed plan, becomes the Hopper GEMM (as `launch::gemm_tc`
+    /// dispatches there); everything else is unchanged.
+    pub fn on_hopper(&self) -> StepOp {
+        match self {
+            StepOp::Case(Op::GemmTc(g, out), residual)
+                if g.plan.is_none() && launch::gemm_hopper_supports(g) =>
+            {
+                StepOp::Case(Op::GemmHopper(*g, *out), *residual)
+            }
+            other => other.clone(),
+        }
+    }
+
     /// Every launch of the entry, counted on `Emu` at its shapes, in launch order.
     pub fn count(&self, bench: &Bench) -> anyhow::Result<Vec<Workload>> {
         match self {
@@ -393,8 +412,10 @@ pub fn predict_step(bench: &Bench, target: &Target, step: &StepShape) -> anyhow:
     step.check().map_err(|why| anyhow::anyhow!("the step list does not cover this shape: {why}"))?;
     let mut rows = Vec::new();
     let (mut seconds, mut launches) = (0.0, 0);
+    let hopper = target.arch.specific_ptx_arch == Some("sm_90a");
     for entry in step_launches(step) {
-        let works = entry.op.count(bench).with_context(|| format!("counting `{}`", entry.name))?;
+        let op = if hopper { entry.op.on_hopper() } else { entry.op };
+        let works = op.count(bench).with_context(|| format!("counting `{}`", entry.name))?;
         let pred =
             predict_launches(target, &works).with_context(|| format!("predicting `{}`", entry.name))?;
         seconds += pred.seconds * entry.count as f64;
@@ -421,16 +442,26 @@ pub fn predict_step(bench: &Bench, target: &Target, step: &StepShape) -> anyhow:
 /// `gpt2-124m bf16 step`, the name `--filter` matches the step by.
 pub const STEP_NAME: &str = "gpt2-124m bf16 step (16 x 1024 tokens, one rank)";
 
-/// The class of a kernel in a step's breakdown.
+/// The classes of a step's breakdown, in print order.
+const CLASSES: [&str; 4] = [
+    "Hopper GEMMs (wgmma, TMA)",
+    "tensor-core GEMMs (mma.sync)",
+    "flash attention (main loops)",
+    "memory-bound kernels",
+];
+
+/// The class of a kernel in a step's breakdown (one of [`CLASSES`]).
 fn class(kernel: &str) -> &'static str {
     if kernel.starts_with("gemm_tc_") {
-        "tensor-core GEMMs"
+        CLASSES[1]
+    } else if kernel == "gemm_hopper" {
+        CLASSES[0]
     } else if kernel.starts_with("flash_attention_forward_hs")
         || kernel.starts_with("flash_attention_backward_hs")
     {
-        "flash attention (main loops)"
+        CLASSES[2]
     } else {
-        "memory-bound kernels"
+        CLASSES[3]
     }
 }
 
@@ -450,9 +481,12 @@ impl StepPrediction {
         )];
         lines.push("| share | predicted ms | what |".into());
         lines.push("|---|---|---|".into());
-        for c in ["tensor-core GEMMs", "flash attention (main loops)", "memory-bound kernels"] {
+        for c in CLASSES {
             let s: f64 =
                 self.rows.iter().filter(|r| class(r.kernels.first().map_or("", |k| k)) == c).map(total).sum();
+            if s == 0.0 {
+                continue;
+            }
             lines.push(format!("| {:.1}% | {:.3} | {c} |", 100.0 * s / self.seconds, s * 1e3));
         }
         lines.push(String::new());

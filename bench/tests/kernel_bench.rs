@@ -104,3 +104,33 @@ fn bench_counts_of_split_k_gemms_extrapolated_in_k_equal_the_whole_launch() {
         assert!(whole.global_sectors >= one.global_sectors + tiles * (5 * 1024 + 4), "{out:?}");
     }
 }
+
+/// The Hopper GEMM counted for one tile at two short K and extrapolated equals the tile
+/// counted whole; over several tiles its instructions are the tile's times the tiles, and an
+/// edge tile's TMA reads (out-of-bounds rows filled, not read) are bounded by a whole one's.
+#[test]
+fn bench_counts_of_the_hopper_gemm_extrapolated_in_k_and_over_tiles() {
+    use trident_kernels::gemm_hopper::{BK, BM, BN, STAGES};
+    let bench = Bench::load(&Device::Emu).unwrap();
+    // One tile, K past the two counted lengths (2 and 3 x STAGES slices) and no multiple of BK.
+    let k = 3 * STAGES * BK + 2 * BK + 8;
+    let g = GemmTc::new(BM - 28, BN - 56, k, HalfFormat::Bf16).trans_b();
+    let case = Case { name: "hopper".into(), op: Op::GemmHopper(g, TcOut::B16) };
+    let extrapolated = bench.count(&case).unwrap();
+    let whole = bench.count_exact(&case.op).unwrap();
+    same_counters(&extrapolated, &whole);
+    assert_eq!(extrapolated.wgmma_macs, whole.wgmma_macs);
+    assert_eq!(extrapolated.tma_sectors, whole.tma_sectors);
+    // 128 x 256 x K rounded up to whole 16-deep wgmma steps and 64-wide slices.
+    assert_eq!(whole.wgmma_macs, (BM * BN * k.div_ceil(BK) * BK) as u64);
+    assert!(whole.warp.wgmma > 0 && whole.warp.tma > 0);
+    // Three tiles (the last a partial one) in a persistent grid of three blocks.
+    let g = GemmTc::new(2 * BM + 40, BN, 2 * BK, HalfFormat::Bf16).trans_b();
+    let case = Case { name: "hopper tiles".into(), op: Op::GemmHopper(g, TcOut::F32) };
+    let counted = bench.count(&case).unwrap();
+    let whole = bench.count_exact(&case.op).unwrap();
+    assert_eq!((counted.blocks, whole.blocks), (3, 3));
+    assert_eq!(counted.warp, whole.warp);
+    assert_eq!(counted.wgmma_macs, whole.wgmma_macs);
+    assert!(counted.tma_sectors >= whole.tma_sectors && whole.tma_sectors > 0);
+}

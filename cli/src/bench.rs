@@ -140,7 +140,7 @@ fn kernels(a: KernelsArgs) -> anyhow::Result<i32> {
                     .count_launches(case)
                     .with_context(|| format!("counting `{}` on the emulator", case.name))?;
                 let work = &works[0];
-                for (target, lines) in targets.iter().zip(&mut tables) {
+                for (target, lines) in targets.iter().zip(&mut tables).filter(|(t, _)| case.runs_on(t)) {
                     let pred = kb::predict_launches(target, &works)
                         .with_context(|| format!("predicting `{}`", case.name))?;
                     let mut r = kb::row(case, &Ceilings::from_table(target), None, Some((&pred, work)));

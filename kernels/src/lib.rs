@@ -119,7 +119,6 @@ pub const NO_SPILL: &[&str] = &[
     "sum_squares_f32",
     "first_token_out_of_range_u32",
     "scale_f32",
-    "combine_f32",
     "attention_forward_f32",
     "attention_backward_dsum_f32",
     "attention_backward_dq_f32",

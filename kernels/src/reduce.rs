@@ -85,11 +85,6 @@ pub fn block_min_u32(v: u32, scratch: simt::Shared<u32>) -> u32 {
     v
 }
 
-/// `combine_f32`'s `op`: the reductions of the collectives.
-pub const COMBINE_SUM: u32 = 0;
-/// `combine_f32`'s `op` for an elementwise maximum.
-pub const COMBINE_MAX: u32 = 1;
-
 kernels! {
     /// `partial[block] = sum of x[i]^2` over the block's grid-stride share of `x[..n]`. The host
     /// adds the partials: with a fixed grid the result is deterministic.
@@ -135,19 +130,6 @@ kernels! {
         let mut i = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
         while i < n {
             x.store(i as usize, x.load(i as usize) * s);
-            i += stride;
-        }
-    }
-
-    /// `out[i] = a[i] (op) b[i]` for `i < n`, with `op` one of `COMBINE_SUM`, `COMBINE_MAX`:
-    /// the reduction step of the collectives on device buffers. `out` may be `a`: each thread
-    /// reads its elements before it writes them.
-    pub unsafe fn combine_f32(out: simt::GlobalMut<f32>, a: simt::Global<f32>, b: simt::Global<f32>, n: u32, op: u32) {
-        let stride = simt::block_dim_x() * simt::grid_dim_x();
-        let mut i = simt::block_idx_x() * simt::block_dim_x() + simt::thread_idx_x();
-        while i < n {
-            let (x, y) = (a.load(i as usize), b.load(i as usize));
-            out.store(i as usize, if op == COMBINE_MAX { simt::fmax(x, y) } else { x + y });
             i += stride;
         }
     }

@@ -87,6 +87,20 @@ pub struct Arch {
     /// Fraction of the table's dense bf16 tensor peak that `mma.sync.m16n8k16` can reach (the
     /// peak of Hopper needs `wgmma`; on Ampere `mma.sync` is the native instruction).
     pub mma_sync_fraction: f64,
+    /// Fraction of the table's dense bf16 tensor peak that `wgmma.mma_async` sustains in a
+    /// steady main loop (Hopper only; 0 elsewhere, where the instruction does not exist). The
+    /// datasheet's peak is quoted for `wgmma` at the model's 1830 MHz: 1.0, an assumption the
+    /// published Hopper GEMMs bound from below (cuBLAS about 80% of peak at 8192^3, the best
+    /// hand-written kernels about 82%, each with its epilogue, fill and wave tail included).
+    pub wgmma_fraction: f64,
+    /// Bytes per clock one SM's TMA unit moves between L2 and shared memory. An assumption
+    /// (64 B/clk: the width of an SM's L2 read port on Ampere and Hopper as microbenchmarks
+    /// report it; 132 SMs x 64 B x 1830 MHz = 15.5 TB/s, above every measured H100 L2
+    /// bandwidth, so the term binds only for kernels that reuse little of what they load).
+    pub tma_bytes_per_clk: f64,
+    /// The `ptxas -arch` of the architecture-specific module (`sm_90a`) whose kernels run only
+    /// here, where the resource table lists them (`None` where there is none).
+    pub specific_ptx_arch: Option<&'static str>,
     /// Most resident blocks per SM (CUDA guide: 16 on cc 8.6, 32 on cc 8.0 and 9.0).
     pub max_blocks_per_sm: u32,
     /// Registers are allocated per warp in units of this many (CUDA occupancy calculator: 256).
@@ -125,6 +139,9 @@ impl Arch {
             smem_wavefronts_per_clk: 1.0,
             l1_sectors_per_clk: 1.0,
             mma_sync_fraction: 1.0,
+            wgmma_fraction: 0.0,
+            tma_bytes_per_clk: 64.0,
+            specific_ptx_arch: None,
             max_blocks_per_sm: 32,
             register_granule: 256,
             smem_reserved_per_block: 1024,
@@ -142,6 +159,8 @@ impl Arch {
             "h100-sxm" | "h100-pcie" | "h200" => Ok(Arch {
                 clock_mhz: clock.min(1830.0),
                 mma_sync_fraction: 0.66,
+                wgmma_fraction: 1.0,
+                specific_ptx_arch: Some("sm_90a"),
                 gmem_latency_cycles: 800.0,
                 ..common
             }),

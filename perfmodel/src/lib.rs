@@ -40,7 +40,11 @@ impl Target {
 
     /// Predicts `work`, reading the kernel's resources from the checked-in table.
     pub fn predict(&self, work: &Workload) -> Result<Prediction, ModelError> {
-        let res = resources::lookup(&work.kernel, self.arch.ptx_arch)?;
+        // A kernel only the architecture-specific module has (the Hopper GEMM) is listed
+        // under that module's architecture.
+        let res = resources::lookup(&work.kernel, self.arch.ptx_arch).or_else(|e| {
+            self.arch.specific_ptx_arch.map_or(Err(e), |arch| resources::lookup(&work.kernel, arch))
+        })?;
         predict(&self.gpu, &self.arch, work, res)
     }
 }

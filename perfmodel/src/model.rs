@@ -29,6 +29,8 @@ pub enum Bound {
     SharedMemory,
     /// Global sectors through L1.
     L1,
+    /// TMA traffic between L2 and shared memory (Hopper's tensor-memory accelerator).
+    Tma,
     /// DRAM bandwidth.
     Dram,
     /// Global-memory latency the resident warps cannot hide (low occupancy, barriers).
@@ -48,6 +50,7 @@ impl Bound {
             Bound::Lsu => "LSU/MIO",
             Bound::SharedMemory => "shared memory",
             Bound::L1 => "L1",
+            Bound::Tma => "TMA/L2",
             Bound::Dram => "DRAM",
             Bound::Latency => "latency/occupancy",
             Bound::Launch => "launch",
@@ -189,13 +192,19 @@ pub fn predict(gpu: &Gpu, arch: &Arch, work: &Workload, res: Resources) -> Resul
     let hz = arch.clock_mhz * 1e6;
     let cycles_to_s = |cycles: f64| cycles / hz;
 
-    let mma_per_clk = gpu.bf16_tflops.unwrap_or(0.0) * 1e12 * arch.mma_sync_fraction
-        / (f64::from(gpu.sms) * hz * MMA_M16N8K16_FLOPS);
+    // The dense bf16 peak per SM and clock (4096 FLOP on GH100: the datasheet's peak at the
+    // model's clock). `mma.sync` reaches `mma_sync_fraction` of it, `wgmma` `wgmma_fraction`;
+    // the two share the tensor pipe, so their cycles add.
+    let peak_flop_per_clk = gpu.bf16_tflops.unwrap_or(0.0) * 1e12 / (f64::from(gpu.sms) * hz);
+    let mma_per_clk = peak_flop_per_clk * arch.mma_sync_fraction / MMA_M16N8K16_FLOPS;
+    let mma_cycles = if c.mma == 0 { 0.0 } else { w * per_warp(c.mma) / mma_per_clk };
+    let wgmma_cycles = if work.wgmma_macs == 0 {
+        0.0
+    } else {
+        w * per_warp(2 * work.wgmma_macs) / (peak_flop_per_clk * arch.wgmma_fraction)
+    };
     let mut terms = vec![
-        Term {
-            bound: Bound::TensorPipe,
-            seconds: if c.mma == 0 { 0.0 } else { cycles_to_s(w * per_warp(c.mma) / mma_per_clk) },
-        },
+        Term { bound: Bound::TensorPipe, seconds: cycles_to_s(mma_cycles + wgmma_cycles) },
         Term {
             bound: Bound::FmaPipe,
             seconds: cycles_to_s(w * per_warp(c.fma + c.alu) / (arch.fp32_lanes / 32.0)),
@@ -223,8 +232,12 @@ pub fn predict(gpu: &Gpu, arch: &Arch, work: &Workload, res: Resources) -> Resul
             bound: Bound::L1,
             seconds: cycles_to_s(w * per_warp(work.global_sectors) / arch.l1_sectors_per_clk),
         },
+        Term {
+            bound: Bound::Tma,
+            seconds: cycles_to_s(w * per_warp(work.tma_sectors * 32) / arch.tma_bytes_per_clk),
+        },
     ];
-    let dram_bytes = work.dram_bytes.unwrap_or(work.global_sectors * 32);
+    let dram_bytes = work.dram_bytes.unwrap_or((work.global_sectors + work.tma_sectors) * 32);
     let dram_s = dram_bytes as f64 / (gpu.memory_tb_s * 1e12 * gpu.memory_efficiency);
     terms.push(Term { bound: Bound::Dram, seconds: dram_s });
     terms.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
@@ -243,7 +256,16 @@ pub fn predict(gpu: &Gpu, arch: &Arch, work: &Workload, res: Resources) -> Resul
     };
     let latency = arch.gmem_latency_cycles
         * exposed_latency_fraction(work, throughput.seconds * hz, rounds, barriers, arch);
-    let latency_s = if loads == 0.0 { 0.0 } else { cycles_to_s(rounds * trips * latency) };
+    // A TMA-fed pipeline (mbarrier ring, no block barrier in its main loop) waits for one
+    // round trip per round of resident blocks, to fill its ring; its producer keeps the later
+    // loads ahead of the consumers, as a `cp.async` ring does.
+    let latency_s = if loads > 0.0 {
+        cycles_to_s(rounds * trips * latency)
+    } else if work.tma_sectors > 0 {
+        cycles_to_s(rounds * arch.gmem_latency_cycles)
+    } else {
+        0.0
+    };
     let core_s = if barriers > 0.0 {
         (throughput.seconds + latency_s / resident).max(latency_s)
     } else {
@@ -349,12 +371,16 @@ mod tests {
                 async_copy: scale(per_warp.async_copy),
                 barrier: scale(per_warp.barrier),
                 warp_collective: scale(per_warp.warp_collective),
+                wgmma: scale(per_warp.wgmma),
+                tma: scale(per_warp.tma),
             },
             smem_wavefronts: wavefronts * warps,
             global_sectors: sectors * warps,
             dram_bytes: None,
             flops: 0.0,
             async_overlap: [0; 4],
+            wgmma_macs: 0,
+            tma_sectors: 0,
         }
     }
 
@@ -388,6 +414,49 @@ mod tests {
         let q = predict(&t.gpu, &t.arch, &fma, RES).unwrap();
         let launch = t.arch.launch_us * 1e-6;
         assert!(((p.seconds - launch) / (q.seconds - launch) - 8.0).abs() < 1e-9);
+    }
+
+    /// `wgmma` runs at the dense peak the datasheet quotes (989.4 TFLOP/s on an H100 SXM at
+    /// 1830 MHz, 4096 FLOP per SM and clock), `mma.sync` at two thirds of it: the same MACs take
+    /// 1 / 0.66 as long on the older instruction.
+    #[test]
+    fn wgmma_runs_at_the_dense_peak_and_mma_sync_at_two_thirds() {
+        let t = Target::named("h100").unwrap();
+        // One persistent block per SM of 3 warpgroups, 2^30 MACs each: 2^31 FLOP / 4096 per clock.
+        let mut w = work(132, WarpCounts::default(), 0, 0);
+        w.threads_per_block = 384;
+        w.wgmma_macs = 132 * (1 << 30);
+        let p = predict(&t.gpu, &t.arch, &w, RES).unwrap();
+        assert_eq!(p.bound, Bound::TensorPipe);
+        let launch = t.arch.launch_us * 1e-6;
+        let expected = f64::from(1u32 << 31) / 4096.0 / 1.83e9;
+        let tensor = p.terms.iter().find(|t| t.bound == Bound::TensorPipe).unwrap().seconds;
+        assert!((tensor - expected).abs() < 1e-3 * expected, "{tensor} vs {expected}");
+        assert!((p.seconds - launch - expected).abs() < 1e-3 * expected);
+        // The same work as mma.m16n8k16 (4096 FLOP each).
+        let mut m = work(132, WarpCounts::default(), 0, 0);
+        m.threads_per_block = 384;
+        m.warp.mma = 132 * (1 << 31) / 4096;
+        let q = predict(&t.gpu, &t.arch, &m, RES).unwrap();
+        let mma = q.terms.iter().find(|t| t.bound == Bound::TensorPipe).unwrap().seconds;
+        assert!((mma / tensor - 1.0 / 0.66).abs() < 1e-6, "{mma} vs {tensor}");
+    }
+
+    /// TMA traffic is charged at the SM's L2 port (64 B per clock), not through L1 and the
+    /// LSU, and a TMA-fed kernel waits one round trip per round of resident blocks.
+    #[test]
+    fn tma_traffic_has_its_own_term_and_one_exposed_round_trip() {
+        let t = Target::named("h100").unwrap();
+        let mut w = work(132, WarpCounts { tma: 1000, ..Default::default() }, 0, 0);
+        w.tma_sectors = 132 * 1_000_000;
+        let p = predict(&t.gpu, &t.arch, &w, RES).unwrap();
+        let term = |b: Bound| p.terms.iter().find(|t| t.bound == b).unwrap().seconds;
+        let expected = 32e6 / 64.0 / 1.83e9;
+        assert!((term(Bound::Tma) - expected).abs() < 1e-9 * expected, "{}", term(Bound::Tma));
+        assert_eq!(term(Bound::L1), 0.0, "TMA bypasses L1");
+        assert!((term(Bound::Latency) - 800.0 / 1.83e9).abs() < 1e-15);
+        // The DRAM bound falls back to the TMA bytes when no footprint is given.
+        assert_eq!(p.dram_bytes, 132 * 1_000_000 * 32);
     }
 
     #[test]

@@ -29,6 +29,12 @@ pub struct Workload {
     /// flight, `[0, 1, 2, 3 or more]` (`LaunchStats::async_copies_by_overlap`): how far ahead
     /// of its use a pipelined kernel issues its loads.
     pub async_overlap: [u64; 4],
+    /// Multiply-adds of `wgmma.mma_async` (Hopper's warpgroup tensor instruction): the tensor
+    /// pipe's work there, counted in MACs because one instruction may be any `m64nNk16`.
+    pub wgmma_macs: u64,
+    /// Global 32-byte sectors TMA loads read and TMA stores wrote (`cp.async.bulk.tensor`):
+    /// traffic that bypasses L1 and the LSU, between L2 and shared memory.
+    pub tma_sectors: u64,
 }
 
 /// Warp-level instructions by class (per warp, the most any lane executed), summed over the
@@ -55,6 +61,11 @@ pub struct WarpCounts {
     pub barrier: u64,
     /// Shuffles, votes and warp barriers.
     pub warp_collective: u64,
+    /// `wgmma.mma_async` instructions, per warp (their work is [`Workload::wgmma_macs`]).
+    pub wgmma: u64,
+    /// TMA instructions (`cp.async.bulk.tensor` loads and stores, bulk-group commits and
+    /// waits), issued by one elected thread per warp.
+    pub tma: u64,
 }
 
 impl WarpCounts {
@@ -72,6 +83,8 @@ impl WarpCounts {
             async_copy: g(self.async_copy, other.async_copy),
             barrier: g(self.barrier, other.barrier),
             warp_collective: g(self.warp_collective, other.warp_collective),
+            wgmma: g(self.wgmma, other.wgmma),
+            tma: g(self.tma, other.tma),
         }
     }
 
@@ -87,6 +100,8 @@ impl WarpCounts {
             + self.async_copy
             + self.barrier
             + self.warp_collective
+            + self.wgmma
+            + self.tma
     }
 }
 
@@ -120,6 +135,8 @@ impl Workload {
                 async_copy: w.async_copy,
                 barrier: w.barrier,
                 warp_collective: w.shuffle + w.vote + w.warp_sync,
+                wgmma: w.wgmma,
+                tma: w.tma,
             },
             smem_wavefronts: stats.shared_loads.wavefronts
                 + stats.shared_stores.wavefronts
@@ -130,6 +147,8 @@ impl Workload {
             dram_bytes: None,
             flops: 0.0,
             async_overlap: stats.async_copies_by_overlap,
+            wgmma_macs: stats.wgmma_macs,
+            tma_sectors: stats.tma_loads.sectors + stats.tma_stores.sectors,
         }
     }
 
@@ -145,6 +164,8 @@ impl Workload {
             smem_wavefronts: g(self.smem_wavefronts, other.smem_wavefronts),
             global_sectors: g(self.global_sectors, other.global_sectors),
             async_overlap: std::array::from_fn(|i| g(self.async_overlap[i], other.async_overlap[i])),
+            wgmma_macs: g(self.wgmma_macs, other.wgmma_macs),
+            tma_sectors: g(self.tma_sectors, other.tma_sectors),
             ..self.clone()
         }
     }
@@ -160,6 +181,8 @@ impl Workload {
             global_sectors: g(self.global_sectors),
             dram_bytes: self.dram_bytes.map(g),
             async_overlap: self.async_overlap.map(g),
+            wgmma_macs: g(self.wgmma_macs),
+            tma_sectors: g(self.tma_sectors),
             ..self.clone()
         }
     }

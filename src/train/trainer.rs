@@ -189,9 +189,6 @@ pub struct Trainer {
     pub skipped: u64,
     /// fp16's loss scaler (`None` in fp32 and bf16).
     pub scaler: Option<LossScaler>,
-    /// Tests: make the next step's gradients overflow.
-    #[cfg(test)]
-    pub(crate) inject_overflow: bool,
     /// Measured compute and wall time of the pipeline schedule, summed over the steps.
     pub timing: StageTiming,
     /// The pass state of the micro-batches in flight (`None` with lanes, which hold their own).
@@ -351,8 +348,6 @@ impl Trainer {
             iter: 0,
             skipped: 0,
             scaler: (settings.precision == Precision::Fp16).then(|| LossScaler::new(&settings.loss_scale)),
-            #[cfg(test)]
-            inject_overflow: false,
             timing: StageTiming::default(),
             ws,
             slots,
@@ -466,14 +461,6 @@ impl Trainer {
         self.timing.busy += busy;
         self.timing.wall += started.elapsed();
         let lanes_norm_sq = self.drain_lanes()?;
-        #[cfg(test)]
-        if std::mem::take(&mut self.inject_overflow) {
-            // Tests: an fp16 overflow in this step's gradients.
-            on_host(&mut self.model.grads_mut().view_mut(..1)?, |g| {
-                g[0] = f32::INFINITY;
-                Ok::<(), TrainError>(())
-            })?;
-        }
 
         let sq = match lanes_norm_sq {
             Some(sq) => sq,

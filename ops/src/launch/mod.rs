@@ -10,7 +10,6 @@
 mod attention;
 mod check;
 mod collective;
-mod combine;
 mod convert;
 mod crossentropy_v4;
 mod elementwise;
@@ -36,7 +35,6 @@ pub use collective::{
     status_words, timeout, Algorithm, CollectiveElement, Family, Peers, ALL_REDUCE_CUTOFFS,
     COLLECTIVE_THREADS, TABLE_WORDS_PER_RANK,
 };
-pub use combine::{combine, CombineOp};
 pub use convert::{bias_backward, bias_backward_half, narrow, widen};
 pub use crossentropy_v4::{crossentropy_v4, crossentropy_v4_half};
 pub use elementwise::{add, add_assign};

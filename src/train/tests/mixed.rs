@@ -111,40 +111,56 @@ fn fp16_trainer(scaling: LossScaleConfig) -> Trainer {
 
 #[test]
 fn an_fp16_overflow_skips_the_step_and_backs_the_scale_off_as_megatron_does() {
-    let scaling = LossScaleConfig { fixed: None, initial: 1024.0, min: 1.0, window: 2, hysteresis: 2 };
+    // Megatron-LM's default starting scale, 2^32 (`--initial-loss-scale`), overflows fp16's
+    // gradients (largest finite value 65504) at any model size: the run skips steps and backs
+    // the scale off until the gradients fit, as a real fp16 run starts. Nothing is injected.
+    let scaling = LossScaleConfig { fixed: None, initial: 2f32.powi(32), min: 1.0, window: 2, hysteresis: 2 };
     let mut trainer = fp16_trainer(scaling);
     let mut loader = DataLoader::new(data(42), 4, SEQ, 42, true).unwrap();
-    let injected = [false, true, true, false, false, false];
     let mut replay = LossScaler::new(&scaling);
     let mut stats: Vec<StepStats> = Vec::new();
-    for &inject in &injected {
+    for step in 0..40 {
         let before = trainer.model.params().to_vec().unwrap();
         let adam_steps = trainer.optimizer.steps();
-        trainer.inject_overflow = inject;
         let s = trainer.step(&mut loader).unwrap();
-        assert_eq!(s.skipped, inject, "step {}: skipped exactly when the gradients overflowed", stats.len());
+        // The scale each step ran with is the one Megatron's scaler reaches from the same
+        // sequence of overflows.
+        assert_eq!(s.loss_scale, Some(replay.scale), "step {step}: the scale Megatron's scaler would use");
         assert_eq!(
-            s.loss_scale,
-            Some(replay.scale),
-            "step {}: the scale Megatron's scaler would use",
-            stats.len()
+            s.skipped,
+            !s.grad_norm.is_finite(),
+            "step {step}: skipped exactly when the gradients overflowed"
         );
-        replay.update(inject);
-        if inject {
-            assert!(trainer.model.params().to_vec().unwrap() == before, "a skipped step changes no weight");
-            assert_eq!(trainer.optimizer.steps(), adam_steps, "AdamW's step count stands still");
+        replay.update(s.skipped);
+        if s.skipped {
+            assert!(
+                trainer.model.params().to_vec().unwrap() == before,
+                "step {step}: a skipped step changes no weight"
+            );
+            assert_eq!(trainer.optimizer.steps(), adam_steps, "step {step}: AdamW's step count stands still");
+        } else {
+            assert_eq!(trainer.optimizer.steps(), adam_steps + 1, "step {step}: a clean step updates");
         }
         stats.push(s);
     }
-    // 1024 twice (the first overflow spends the hysteresis), halved by the second, doubled
-    // after two clean steps.
-    let scales: Vec<f32> = stats.iter().map(|s| s.loss_scale.unwrap()).collect();
-    assert_eq!(scales, [1024.0, 1024.0, 1024.0, 512.0, 512.0, 1024.0]);
-    assert_eq!((trainer.iter, trainer.skipped, trainer.optimizer.steps()), (6, 2, 4));
-    // The schedule counts updates: the step after the skips runs at the third update's rate.
+    let skipped: Vec<bool> = stats.iter().map(|s| s.skipped).collect();
+    // 2^32 overflows; the first overflow spends the hysteresis, each later one halves the scale.
+    assert!(skipped[0] && skipped[1], "2^32 must overflow fp16's gradients: {skipped:?}");
+    assert_eq!(stats[2].loss_scale, Some(2f32.powi(31)), "halved after the hysteresis was spent");
+    let first_clean =
+        skipped.iter().position(|s| !s).expect("the scale came down to where the gradients fit");
+    assert!(first_clean < 30, "{skipped:?}");
+    // After the first clean steps the run keeps training: most later steps update.
+    let later_updates = skipped[first_clean..].iter().filter(|s| !**s).count();
+    assert!(later_updates * 2 > skipped.len() - first_clean, "{skipped:?}");
+    let skips = skipped.iter().filter(|s| **s).count() as u64;
+    assert_eq!((trainer.iter, trainer.skipped, trainer.optimizer.steps()), (40, skips, 40 - skips));
+    // The learning-rate schedule counts updates, not steps.
     let schedule = trainer.settings.lr_schedule;
-    assert_eq!(stats[3].lr, schedule.lr(1));
-    assert_eq!(stats[5].lr, schedule.lr(3));
+    for (i, s) in stats.iter().enumerate() {
+        let updates_before = skipped[..i].iter().filter(|s| !**s).count() as u64;
+        assert_eq!(s.lr, schedule.lr(updates_before), "step {i}");
+    }
 }
 
 #[test]
