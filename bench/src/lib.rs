@@ -315,7 +315,8 @@ impl Case {
         match &self.op {
             Op::Gemm(g) => gemm_kernel(g),
             Op::GemmTc(g, out) => gemm_tc_kernel(g, *out),
-            Op::GemmHopper(..) => "gemm_hopper",
+            Op::GemmHopper(_, TcOut::F32) => "gemm_hopper_bf16_nt_f32",
+            Op::GemmHopper(_, TcOut::B16) => "gemm_hopper_bf16_nt_b16",
             Op::Attention(_) => "attention_forward_f32",
             Op::FlashForward(s) if s.hs == 64 => "flash_attention_forward_hs64",
             Op::FlashForward(_) => "flash_attention_forward_hs128",

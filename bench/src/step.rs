@@ -454,7 +454,7 @@ const CLASSES: [&str; 4] = [
 fn class(kernel: &str) -> &'static str {
     if kernel.starts_with("gemm_tc_") {
         CLASSES[1]
-    } else if kernel == "gemm_hopper" {
+    } else if kernel.starts_with("gemm_hopper_") {
         CLASSES[0]
     } else if kernel.starts_with("flash_attention_forward_hs")
         || kernel.starts_with("flash_attention_backward_hs")

@@ -114,7 +114,7 @@ fn an_fp16_overflow_skips_the_step_and_backs_the_scale_off_as_megatron_does() {
     // Megatron-LM's default starting scale, 2^32 (`--initial-loss-scale`), overflows fp16's
     // gradients (largest finite value 65504) at any model size: the run skips steps and backs
     // the scale off until the gradients fit, as a real fp16 run starts. Nothing is injected.
-    let scaling = LossScaleConfig { fixed: None, initial: 2f32.powi(32), min: 1.0, window: 2, hysteresis: 2 };
+    let scaling = LossScaleConfig { fixed: None, initial: 2f32.powi(32), min: 1.0, window: 4, hysteresis: 2 };
     let mut trainer = fp16_trainer(scaling);
     let mut loader = DataLoader::new(data(42), 4, SEQ, 42, true).unwrap();
     let mut replay = LossScaler::new(&scaling);
@@ -150,7 +150,8 @@ fn an_fp16_overflow_skips_the_step_and_backs_the_scale_off_as_megatron_does() {
     let first_clean =
         skipped.iter().position(|s| !s).expect("the scale came down to where the gradients fit");
     assert!(first_clean < 30, "{skipped:?}");
-    // After the first clean steps the run keeps training: most later steps update.
+    // After the first clean step the run keeps training: each growth (after 4 clean steps)
+    // may overflow again, and two overflows in a row back it off, so most later steps update.
     let later_updates = skipped[first_clean..].iter().filter(|s| !**s).count();
     assert!(later_updates * 2 > skipped.len() - first_clean, "{skipped:?}");
     let skips = skipped.iter().filter(|s| **s).count() as u64;
