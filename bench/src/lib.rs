@@ -841,7 +841,8 @@ impl Bench {
     /// epilogue; a block's set-up (barrier init, register reallocation), once per block, is
     /// counted once per tile (a few instructions too many per tile). So
     /// one tile (`M = BM`, `N = BN`: a grid of one block) at two K at least `2 x STAGES` slices
-    /// long, where the ring's fill and drain are constant, extrapolates exactly to any K
+    /// long with the real K's remainder, where the ring's fill and drain are constant,
+    /// extrapolates exactly to any K
     /// (`bench/tests/kernel_bench.rs` checks it against a whole launch), and the
     /// launch is that tile times the tiles. The busiest SM runs `ceil(tiles / blocks)` of them,
     /// so the counters are scaled as if every block did (the wave's tail is the model's to
@@ -852,7 +853,9 @@ impl Bench {
         let kernel = case.kernel();
         let tile = |k: usize| Op::GemmHopper(GemmTc { m: g.m.min(BM), n: g.n.min(BN), k, ..g }, out);
         let count = |op: &Op| self.count_sampled(op, kernel, BlockSample::All);
-        let k1 = 2 * STAGES * BK;
+        // Both short K keep the real K's partial slice (the same remainder mod BK), so the
+        // counters, affine in the slices, are affine in K along them.
+        let k1 = 2 * STAGES * BK + g.k % BK;
         let k2 = k1 + STAGES * BK;
         let one = if g.k > k2 {
             let (w1, w2) = (count(&tile(k1))?, count(&tile(k2))?);
