@@ -197,6 +197,9 @@ pub(crate) fn checked_access(
         );
         if checked.is_ok() {
             inner.log.push_global(addr, len, op, thread, site);
+            if block.memory().is_remote(inner.log.alloc_cache) {
+                inner.log.counts.peer_bytes[op as usize] += u64::from(len);
+            }
         }
         checked
     };
