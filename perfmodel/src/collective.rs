@@ -151,14 +151,17 @@ pub struct Traffic {
 }
 
 impl Traffic {
-    /// The traffic one launch's counters show: the peer loads and stores, and the rest of its
-    /// global loads and stores (bytes requested) as local. Flag words (atomics) are left out:
-    /// their cost is the hand-off latency.
+    /// The traffic one launch's counters show: the bytes its global loads and stores asked of
+    /// peers' memory and of its own device's (`LaunchStats::peer_loads`, `peer_stores`,
+    /// `own_loads`, `own_stores`). Flag words (atomics) are left out: their cost is the
+    /// hand-off latency; so are reads of the peer table, which no device owns (a few words
+    /// every thread reads, cached on a GPU).
     pub fn from_stats(stats: &LaunchStats) -> Traffic {
-        let peer_loads = stats.peer_loads as f64;
-        let peer_stores = stats.peer_stores as f64;
-        let all = (stats.global_loads.bytes_requested + stats.global_stores.bytes_requested) as f64;
-        Traffic { peer_loads, peer_stores, local: (all - peer_loads - peer_stores).max(0.0) }
+        Traffic {
+            peer_loads: stats.peer_loads as f64,
+            peer_stores: stats.peer_stores as f64,
+            local: (stats.own_loads + stats.own_stores) as f64,
+        }
     }
 
     /// The traffic of `kernel` over `world` ranks on a message of `bytes` in elements of
@@ -339,29 +342,43 @@ pub struct CutoffRow {
     pub two_shot_max: Option<u64>,
 }
 
-/// The table row for `world` ranks: over [`table_sizes`], the largest size where one-shot is
-/// the fastest, then the largest where two-shot is (at least the one-shot cut-off); `None`
-/// where that algorithm is the fastest at the largest size too.
+/// The table row for `world` ranks: the largest message (in bytes, to the byte) for which
+/// one-shot is the fastest, then the largest for which two-shot is (at least the one-shot
+/// cut-off); `None` where that algorithm is still the fastest at the largest of
+/// [`table_sizes`]. Each region is found over [`table_sizes`] and its end then bisected
+/// between the last power of two inside it and the next: the model's times are sums of
+/// straight lines in the message, so each algorithm's region is one interval.
 pub fn all_reduce_cutoffs(node: &Node, world: usize) -> CutoffRow {
     let sizes: Vec<u64> = table_sizes().collect();
     let last = *sizes.last().expect("sizes");
-    let largest = |k: CollectiveKernel| {
-        sizes.iter().copied().filter(|&b| fastest_all_reduce(node, world, b as f64) == k).max()
+    let is = |k: CollectiveKernel, b: u64| fastest_all_reduce(node, world, b as f64) == k;
+    // The last byte count in (from, from * 2] for which `k` is still the fastest.
+    let edge = |k: CollectiveKernel, from: u64| {
+        let (mut lo, mut hi) = (from, from * 2);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if is(k, mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     };
-    let cap = |v: Option<u64>| match v {
+    let end = |k: CollectiveKernel, floor: u64| match sizes.iter().copied().filter(|&b| is(k, b)).max() {
         Some(b) if b == last => None,
-        Some(b) => Some(b),
-        None => Some(0),
+        Some(b) => Some(edge(k, b).max(floor)),
+        None => Some(floor),
     };
-    let one = cap(largest(CollectiveKernel::OneShotAllReduce));
-    let two = match one {
-        None => None,
-        Some(o) => cap(largest(CollectiveKernel::TwoShotAllReduce)).map(|t| t.max(o)),
-    };
+    let one = end(CollectiveKernel::OneShotAllReduce, 0);
+    let two = one.and_then(|o| end(CollectiveKernel::TwoShotAllReduce, o));
     CutoffRow { world, one_shot_max: one, two_shot_max: two }
 }
 
-/// The all-reduce table for world sizes 2, 4 and 8 in its text form: a comment line, then one
+/// The world sizes the table has a row for: 2 to 8, the GPUs of one node.
+pub const TABLE_WORLDS: std::ops::RangeInclusive<usize> = 2..=8;
+
+/// The all-reduce table for the world sizes [`TABLE_WORLDS`] in its text form: a comment line, then one
 /// line per world size, tab-separated: `world`, `one_shot_max_bytes`, `two_shot_max_bytes`
 /// (`-`: no limit).
 pub fn all_reduce_table(node: &Node) -> String {
@@ -371,7 +388,7 @@ pub fn all_reduce_table(node: &Node) -> String {
         node.gpus, node.gpu, node.link
     );
     let field = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |b| b.to_string());
-    for world in [2, 4, 8] {
+    for world in TABLE_WORLDS {
         let row = all_reduce_cutoffs(node, world);
         out.push_str(&format!("{world}\t{}\t{}\n", field(row.one_shot_max), field(row.two_shot_max)));
     }
@@ -457,6 +474,17 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_off_is_the_last_byte_its_algorithm_wins() {
+        let n = h100();
+        for world in [4, 8] {
+            let row = all_reduce_cutoffs(&n, world);
+            let o = row.one_shot_max.expect("one-shot ends");
+            assert_eq!(fastest_all_reduce(&n, world, o as f64), CollectiveKernel::OneShotAllReduce);
+            assert_ne!(fastest_all_reduce(&n, world, (o + 1) as f64), CollectiveKernel::OneShotAllReduce);
+        }
+    }
+
+    #[test]
     fn the_table_rows_are_ordered() {
         let n = h100();
         for world in [2, 4, 8] {
@@ -469,6 +497,6 @@ mod tests {
             }
         }
         let text = all_reduce_table(&n);
-        assert_eq!(text.lines().filter(|l| !l.starts_with('#')).count(), 3, "{text}");
+        assert_eq!(text.lines().filter(|l| !l.starts_with('#')).count(), 7, "{text}");
     }
 }

@@ -39,6 +39,17 @@ pub(crate) struct Alloc {
     owner: AtomicU32,
 }
 
+/// Whose memory an access reaches, seen from the launch's emulated device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// The launch's own device's.
+    Own,
+    /// Another emulated device's.
+    Peer,
+    /// No device's, or unknown.
+    Unknown,
+}
+
 /// [`Alloc::owner`] of memory no emulated device owns (host memory, or registered by a thread
 /// that drives no emulated device and never given an owner).
 const NO_OWNER: u32 = u32::MAX;
@@ -351,14 +362,18 @@ impl LaunchMemory {
         }
     }
 
-    /// Whether the allocation at index `cache` (as [`LaunchMemory::check`] left it) is another
-    /// emulated device's memory than the one this launch runs on.
-    pub fn is_remote(&self, cache: usize) -> bool {
+    /// Whose memory the allocation at index `cache` (as [`LaunchMemory::check`] left it) is,
+    /// seen from this launch's emulated device: its own, another device's, or neither's (host
+    /// memory, memory with no owner, or a launch on no emulated device).
+    pub fn owner_of(&self, cache: usize) -> Owner {
         let (Some(device), Some(alloc)) = (self.device, self.allocs.get(cache)) else {
-            return false;
+            return Owner::Unknown;
         };
-        let owner = alloc.owner.load(Ordering::Relaxed);
-        owner != NO_OWNER && owner != device
+        match alloc.owner.load(Ordering::Relaxed) {
+            NO_OWNER => Owner::Unknown,
+            o if o == device => Owner::Own,
+            _ => Owner::Peer,
+        }
     }
 
     /// The allocation holding `addr` (for reports).

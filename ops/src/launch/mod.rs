@@ -32,9 +32,9 @@ mod vectorized;
 pub use attention::{attention_backward, attention_forward, AttentionShape};
 pub use check::Check;
 pub use collective::{
-    all_gather, all_reduce, choose_all_reduce, flag_words, reduce_scatter, segment, status_words, timeout,
-    Algorithm, CollectiveElement, Family, Peers, ALL_REDUCE_CUTOFFS, COLLECTIVE_THREADS,
-    TABLE_WORDS_PER_RANK,
+    all_gather, all_reduce, all_reduce_table, choose_all_reduce, choose_all_reduce_in, flag_words,
+    parse_all_reduce_table, reduce_scatter, segment, status_words, timeout, Algorithm, AllReduceCutoffs,
+    CollectiveElement, Family, Peers, ALL_REDUCE_TABLE_TSV, COLLECTIVE_THREADS, TABLE_WORDS_PER_RANK,
 };
 pub use combine::{combine, CombineOp};
 pub use convert::{bias_backward, bias_backward_half, narrow, widen};
