@@ -80,8 +80,8 @@ pub struct CollectivesArgs {
     #[arg(long)]
     pub max_bytes: Option<u64>,
     /// With --device emu: the largest message run on the emulator; larger ones are predicted
-    /// from its counters scaled linearly.
-    #[arg(long, default_value_t = 1 << 20)]
+    /// from its counters scaled linearly (256 KiB: about half a minute on two cores).
+    #[arg(long, default_value_t = 256 << 10)]
     pub emulate_max_bytes: u64,
     /// With --device emu: write the all-reduce algorithm table (per world size 2 to 8, the
     /// one-shot and two-shot cut-offs the model finds for --gpu) to this file.
