@@ -383,9 +383,9 @@ pub const TABLE_WORLDS: std::ops::RangeInclusive<usize> = 2..=8;
 /// (`-`: no limit).
 pub fn all_reduce_table(node: &Node) -> String {
     let mut out = format!(
-        "# all-reduce cut-offs predicted for {} x {} over {} (trident bench collectives)\n\
+        "# all-reduce cut-offs predicted for a node of {} over {} (trident bench collectives)\n\
          # world\tone_shot_max_bytes\ttwo_shot_max_bytes\n",
-        node.gpus, node.gpu, node.link
+        node.gpu, node.link
     );
     let field = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |b| b.to_string());
     for world in TABLE_WORLDS {
