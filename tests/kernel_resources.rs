@@ -37,7 +37,8 @@ fn checked_in_kernel_resources_match_ptxas() {
         .filter(|r| r.arch == "sm_90a" && !rows.iter().any(|s| s.kernel == r.kernel))
         .collect();
     assert!(
-        trident::kernels::NO_CUBINS_SM90A.is_some() || hopper_only.iter().any(|r| r.kernel.starts_with("gemm_hopper_")),
+        trident::kernels::NO_CUBINS_SM90A.is_some()
+            || hopper_only.iter().any(|r| r.kernel.starts_with("gemm_hopper_")),
         "the sm_90a build reported no gemm_hopper"
     );
     rows.extend(hopper_only);

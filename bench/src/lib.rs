@@ -16,6 +16,7 @@
 //! its persistent grid runs ([`Bench::count_launches`]). Cases of several launches are
 //! predicted one after the other ([`predict_launches`]).
 
+pub mod collectives;
 pub mod memory;
 pub mod step;
 

@@ -51,24 +51,42 @@ pub struct KernelsArgs {
 }
 
 /// `trident bench collectives`: algorithm and bus bandwidth of one collective over a range
-/// of message sizes (doubling from `--min-bytes` to `--max-bytes`).
+/// of message sizes (doubling from `--min-bytes` to `--max-bytes`): over a host transport
+/// (`--device host`, measured), or the device kernels over peer memory counted on emulated
+/// devices and their time PREDICTED for a node of `--gpu` (`--device emu`).
 #[derive(Args, Debug)]
 pub struct CollectivesArgs {
-    /// inproc (threads), shm (processes on this host) or tcp.
+    /// host (the transports of trident-collectives, measured), emu (the peer-memory kernels on
+    /// emulated devices, PREDICTED for --gpu) or cuda (not available yet: refused).
+    #[arg(long, default_value = "host")]
+    pub device: String,
+    /// With --device emu: the GPU of the node the times are predicted for (h100, h200 or a
+    /// hardware-table name).
+    #[arg(long, default_value = "h100")]
+    pub gpu: String,
+    /// With --device host: inproc (threads), shm (processes on this host) or tcp.
     #[arg(long, default_value = "shm")]
     pub transport: String,
-    /// Ranks taking part.
-    #[arg(long, default_value_t = 2)]
-    pub world_size: usize,
+    /// Ranks taking part (--device emu: 2 to 8, the GPUs of one node; default 8 there).
+    #[arg(long)]
+    pub world_size: Option<usize>,
     /// all_reduce, all_gather, reduce_scatter or broadcast.
     #[arg(long, default_value = "all_reduce")]
     pub op: String,
-    /// Smallest message, in bytes.
-    #[arg(long, default_value_t = 1 << 20)]
-    pub min_bytes: usize,
-    /// Largest message, in bytes.
-    #[arg(long, default_value_t = 256 << 20)]
-    pub max_bytes: usize,
+    /// Smallest message, in bytes (default: 1 MiB on host, 8 B on emu).
+    #[arg(long)]
+    pub min_bytes: Option<u64>,
+    /// Largest message, in bytes (default: 256 MiB on host, 8 GiB on emu).
+    #[arg(long)]
+    pub max_bytes: Option<u64>,
+    /// With --device emu: the largest message run on the emulator; larger ones are predicted
+    /// from its counters scaled linearly (256 KiB: about half a minute on two cores).
+    #[arg(long, default_value_t = 256 << 10)]
+    pub emulate_max_bytes: u64,
+    /// With --device emu: write the all-reduce algorithm table (per world size 2 to 8, the
+    /// one-shot and two-shot cut-offs the model finds for --gpu) to this file.
+    #[arg(long)]
+    pub write_table: Option<std::path::PathBuf>,
     /// Most timed iterations per size.
     #[arg(long, default_value_t = 20)]
     pub iters: usize,
@@ -81,11 +99,30 @@ pub struct CollectivesArgs {
 /// Runs the benchmark; returns the process exit code.
 pub fn run(args: BenchArgs) -> anyhow::Result<i32> {
     match args.what {
+        BenchCommand::Collectives(a) if a.device == "emu" => collectives_emu(a),
+        BenchCommand::Collectives(a) if a.device == "cuda" => anyhow::bail!(
+            "--device cuda: the runtime does not map one GPU's memory into another's yet (CUDA peer \
+             access between the ranks' GPUs is not set up or checked), so the peer-memory kernels \
+             cannot run on GPUs; use --device emu to count them and predict their time, or \
+             --device host to measure the host transports"
+        ),
+        BenchCommand::Collectives(a) if a.device != "host" => {
+            anyhow::bail!("--device {}: use host (the transports), emu (predicted) or cuda", a.device)
+        }
         BenchCommand::Collectives(a) => {
+            let size = |flag: &str, v: Option<u64>, default: usize| {
+                v.map_or(Ok(default), |v| {
+                    usize::try_from(v).map_err(|_| anyhow::anyhow!("{flag} {v}: too large for this machine"))
+                })
+            };
+            anyhow::ensure!(
+                a.write_table.is_none(),
+                "--write-table: only with --device emu (the table is found by the time model)"
+            );
             let opts = BenchOptions {
                 op: BenchOp::parse(&a.op)?,
-                min_bytes: a.min_bytes,
-                max_bytes: a.max_bytes,
+                min_bytes: size("--min-bytes", a.min_bytes, 1 << 20)?,
+                max_bytes: size("--max-bytes", a.max_bytes, 256 << 20)?,
                 iters: a.iters,
                 registered: a.registered,
                 ..BenchOptions::default()
@@ -93,10 +130,41 @@ pub fn run(args: BenchArgs) -> anyhow::Result<i32> {
             // For shm and tcp outside a launched job, bench::main starts the ranks by
             // running this same command line again under the launcher.
             let self_command: Vec<String> = std::env::args().collect();
-            Ok(bench::main(&a.transport, a.world_size, &opts, &self_command)?)
+            Ok(bench::main(&a.transport, a.world_size.unwrap_or(2), &opts, &self_command)?)
         }
         BenchCommand::Kernels(a) => kernels(a),
     }
+}
+
+/// `trident bench collectives --device emu`: the peer-memory kernels on emulated devices,
+/// their time PREDICTED for a node of `--gpu`.
+fn collectives_emu(a: CollectivesArgs) -> anyhow::Result<i32> {
+    use anyhow::Context;
+    use trident_bench::collectives::{self as cb, EmuOptions};
+
+    anyhow::ensure!(
+        a.op == "all_reduce",
+        "--op {}: with --device emu every collective of the peer-memory kernels runs (all_reduce by \
+         each algorithm, reduce_scatter, all_gather); leave --op out",
+        a.op
+    );
+    let opts = EmuOptions {
+        gpu: a.gpu.clone(),
+        world: a.world_size.unwrap_or(8),
+        min_bytes: a.min_bytes.unwrap_or(8),
+        max_bytes: a.max_bytes.unwrap_or(8 << 30),
+        emulate_max_bytes: a.emulate_max_bytes,
+    };
+    let node = opts.check()?;
+    let report = cb::run(&opts, |what| eprintln!("emulating {what}"))?;
+    print!("{}", cb::format(&report));
+    if let Some(path) = &a.write_table {
+        let table = trident_perfmodel::collective::all_reduce_table(&node);
+        std::fs::write(path, table).with_context(|| format!("--write-table {}", path.display()))?;
+        println!("# wrote the all-reduce table for {} to {}", node.gpu, path.display());
+    }
+    let wrong: u64 = report.rows.iter().flat_map(|(_, rows)| rows).filter_map(|r| r.wrong).sum();
+    Ok(if wrong == 0 { 0 } else { 1 })
 }
 
 fn kernels(a: KernelsArgs) -> anyhow::Result<i32> {

@@ -92,6 +92,37 @@ fn bench_collectives_runs_in_process_and_refuses_unknown_ops() {
 }
 
 #[test]
+fn bench_collectives_on_emu_predicts_writes_the_table_and_refuses_bad_flags() {
+    let base = ["trident", "bench", "collectives", "--device", "emu", "--gpu", "h100", "--world-size", "2"];
+    let small = ["--min-bytes", "64", "--max-bytes", "512", "--emulate-max-bytes", "128"];
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("table.tsv");
+    let write = ["--write-table", table.to_str().unwrap()];
+    assert_eq!(run(Cli::try_parse_from([&base[..], &small[..], &write[..]].concat()).unwrap()).unwrap(), 0);
+    // The table the bench writes for h100 is the one the runtime reads.
+    assert_eq!(std::fs::read_to_string(&table).unwrap(), trident::launch::ALL_REDUCE_TABLE_TSV);
+    let emu = ["trident", "bench", "collectives", "--device", "emu"];
+    let refused: [(&[&str], &str); 5] = [
+        (&["--world-size", "1"], "--world-size 1"),
+        (&["--world-size", "9"], "--world-size 9"),
+        (&["--min-bytes", "1024", "--max-bytes", "512"], "--max-bytes 512: less than --min-bytes 1024"),
+        (&["--gpu", "no-such-gpu"], "--gpu no-such-gpu"),
+        (&["--max-bytes", "1099511627776000"], "--max-bytes 1099511627776000: the kernels take at most"),
+    ];
+    for (extra, want) in refused {
+        let err = run(Cli::try_parse_from([&emu[..], extra].concat()).unwrap()).unwrap_err();
+        assert!(format!("{err:#}").contains(want), "{extra:?}: {err:#}");
+    }
+    let cuda = ["trident", "bench", "collectives", "--device", "cuda"];
+    let err = run(Cli::try_parse_from(cuda).unwrap()).unwrap_err();
+    assert!(format!("{err:#}").contains("--device cuda: the runtime does not map"), "{err:#}");
+    // A size past u64 is refused by the parser, naming the flag.
+    let err =
+        Cli::try_parse_from([&base[..], &["--max-bytes", "99999999999999999999999"]].concat()).unwrap_err();
+    assert!(err.to_string().contains("--max-bytes"), "{err}");
+}
+
+#[test]
 fn parallel_flags_are_validated_with_megatron_messages() {
     let cases: [(&[&str], &str); 4] = [
         (&["--world-size", "6", "--tensor-model-parallel-size", "4"], "not a multiple of 4"),

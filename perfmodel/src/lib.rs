@@ -10,6 +10,7 @@
 //! published measurements.
 
 pub mod arch;
+pub mod collective;
 pub mod model;
 pub mod resources;
 pub mod workload;

@@ -14,6 +14,12 @@
 //! moves about `2 x` the buffer per node at the same bandwidth but takes `2 log2 n` inter-node
 //! latencies instead of the ring's `2 (N - 1)`; for all-reduces the faster of the two is taken,
 //! as NCCL's tuner chooses by size. All-gather and reduce-scatter are rings in NCCL.
+//!
+//! An all-reduce that stays inside a node whose GPUs are joined by NVLink is priced as
+//! Trident's peer-memory kernels run it (`trident_kernels::collective`): the fastest of
+//! one-shot, two-shot and ring by the collective time model (`trident_perfmodel::collective`),
+//! the model the runtime's algorithm table is generated from, so the planner and the runtime
+//! choose alike.
 
 use crate::Cluster;
 
@@ -24,6 +30,12 @@ pub enum Algorithm {
     Ring,
     /// NCCL's tree (all-reduce only).
     Tree,
+    /// Trident's one-shot all-reduce over peer memory (in a node on NVLink).
+    OneShot,
+    /// Trident's two-shot all-reduce over peer memory (in a node on NVLink).
+    TwoShot,
+    /// Trident's ring all-reduce over peer memory (in a node on NVLink).
+    PeerRing,
 }
 
 /// Where a group sits: ranks per node, nodes, and the bandwidth and latency it gets.
@@ -85,6 +97,11 @@ impl Cluster {
             return (0.0, Algorithm::Ring);
         }
         let pl = self.placement(stride, size);
+        if pl.nodes <= 1 {
+            if let Some(peer) = self.in_node_all_reduce(bytes, size) {
+                return peer;
+            }
+        }
         let n = size as f64;
         let ring = 2.0 * (n - 1.0) / n * bytes / pl.busbw + 2.0 * (n - 1.0) * pl.latency;
         if pl.nodes <= 1 {
@@ -99,6 +116,26 @@ impl Cluster {
         } else {
             (ring, Algorithm::Ring)
         }
+    }
+
+    /// An all-reduce of `bytes` over `size` ranks of one node by the peer-memory kernels: the
+    /// fastest the collective time model predicts for this node's GPU and in-node link, and
+    /// which it is; `None` unless the in-node link is NVLink (the kernels need the GPUs to map
+    /// each other's memory).
+    pub fn in_node_all_reduce(&self, bytes: f64, size: usize) -> Option<(f64, Algorithm)> {
+        use trident_perfmodel::collective::{fastest_all_reduce, predict_bytes, CollectiveKernel, Node};
+        if !self.intra.name.starts_with("nvlink") || size < 2 {
+            return None;
+        }
+        let hbm = self.gpu.memory_bytes_per_s() * self.gpu.memory_efficiency;
+        let node = Node::with_link(&self.gpu.name, &self.intra, size, hbm);
+        let kernel = fastest_all_reduce(&node, size, bytes);
+        let algorithm = match kernel {
+            CollectiveKernel::OneShotAllReduce => Algorithm::OneShot,
+            CollectiveKernel::TwoShotAllReduce => Algorithm::TwoShot,
+            _ => Algorithm::PeerRing,
+        };
+        Some((predict_bytes(&node, kernel, size, bytes).total_s, algorithm))
     }
 
     /// All-gather (or reduce-scatter) whose full buffer is `bytes`, over `size` ranks `stride`
@@ -257,6 +294,30 @@ mod tests {
         assert_eq!(alg, Algorithm::Tree, "{small}");
         let (_, alg) = c.all_reduce(1e10, 8, 64);
         assert_eq!(alg, Algorithm::Ring);
+    }
+
+    #[test]
+    fn an_nvlink_node_prices_its_all_reduce_by_the_peer_kernels_model() {
+        let hw = Hardware::builtin();
+        let mut c = cluster(8);
+        c.gpu = hw.gpu("h100-sxm").unwrap().clone();
+        c.intra = hw.link("nvlink4").unwrap().clone();
+        // TP 8 inside a node: the model's fastest, which is the table's choice.
+        let (small, alg) = c.all_reduce(4096.0, 1, 8);
+        assert_eq!(alg, Algorithm::OneShot, "{small}");
+        let (big, alg) = c.all_reduce(256.0 * 1048576.0, 1, 8);
+        assert_eq!(alg, Algorithm::TwoShot, "{big}");
+        let node = trident_perfmodel::collective::Node::named("h100", 8).unwrap();
+        let want = trident_perfmodel::collective::predict_bytes(
+            &node,
+            trident_perfmodel::collective::CollectiveKernel::TwoShotAllReduce,
+            8,
+            256.0 * 1048576.0,
+        );
+        assert!((big - want.total_s).abs() < 1e-15, "{big} {want:?}");
+        // Across nodes it stays NCCL's ring or tree; a link that is not NVLink keeps the ring.
+        assert!(matches!(c.all_reduce(1e9, 8, 4).1, Algorithm::Ring | Algorithm::Tree));
+        assert_eq!(cluster(8).all_reduce(1e6, 1, 8).1, Algorithm::Ring);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use crate::block::Status;
 use crate::context::{self, fail, fail_with, suspend};
 use crate::error::{Access, AccessKind, Fault, Site};
-use crate::global::Problem;
+use crate::global::{Owner, Problem};
 use crate::peer_order::{self, Agent, FlagSide};
 use crate::shared::{self, Shared};
 use crate::stats::{Class, MemOp};
@@ -197,6 +197,11 @@ pub(crate) fn checked_access(
         );
         if checked.is_ok() {
             inner.log.push_global(addr, len, op, thread, site);
+            match block.memory().owner_of(inner.log.alloc_cache) {
+                Owner::Own => inner.log.counts.own_bytes[op as usize] += u64::from(len),
+                Owner::Peer => inner.log.counts.peer_bytes[op as usize] += u64::from(len),
+                Owner::Unknown => {}
+            }
         }
         checked
     };

@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Dim3, Site};
@@ -34,7 +34,25 @@ pub(crate) struct Alloc {
     init: Mutex<BTreeMap<u64, u64>>,
     /// Peers (other emulated devices) map it: its accesses are checked across devices.
     peer: AtomicBool,
+    /// The emulated device whose memory it is ([`NO_OWNER`] when unknown): an access by a
+    /// launch on another device counts as peer traffic ([`crate::LaunchStats::peer_loads`]).
+    owner: AtomicU32,
 }
+
+/// Whose memory an access reaches, seen from the launch's emulated device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// The launch's own device's.
+    Own,
+    /// Another emulated device's.
+    Peer,
+    /// No device's, or unknown.
+    Unknown,
+}
+
+/// [`Alloc::owner`] of memory no emulated device owns (host memory, or registered by a thread
+/// that drives no emulated device and never given an owner).
+const NO_OWNER: u32 = u32::MAX;
 
 impl Alloc {
     pub fn end(&self) -> u64 {
@@ -115,6 +133,14 @@ impl Registration {
         self.alloc.peer.store(true, Ordering::Relaxed);
     }
 
+    /// Makes the allocation the memory of emulated device `device`: a launch on any other
+    /// device that reaches it counts its bytes as peer traffic
+    /// ([`crate::LaunchStats::peer_loads`], [`crate::LaunchStats::peer_stores`]). Allocations
+    /// registered by a host thread that drives an emulated device belong to that device already.
+    pub fn set_owner(&self, device: u32) {
+        self.alloc.owner.store(device, Ordering::Relaxed);
+    }
+
     /// Marks `bytes` bytes at byte `offset` of the allocation as holding data.
     pub fn mark_initialized(&self, offset: usize, bytes: usize) {
         self.alloc.mark_init(offset as u64, bytes as u64);
@@ -148,6 +174,7 @@ pub fn register(start: *const u8, bytes: usize, initialized: bool, label: impl I
         fully_init: AtomicBool::new(initialized || bytes == 0),
         init: Mutex::new(BTreeMap::new()),
         peer: AtomicBool::new(crate::peer_order::emulated_device().is_some()),
+        owner: AtomicU32::new(crate::peer_order::emulated_device().unwrap_or(NO_OWNER)),
     });
     let a = alloc.clone();
     update(|list| {
@@ -332,6 +359,20 @@ impl LaunchMemory {
             start_clock: crate::peer_order::launch_clock(),
             learned: Mutex::new(Clock::default()),
             poll_limit: crate::flags::poll_limit(),
+        }
+    }
+
+    /// Whose memory the allocation at index `cache` (as [`LaunchMemory::check`] left it) is,
+    /// seen from this launch's emulated device: its own, another device's, or neither's (host
+    /// memory, memory with no owner, or a launch on no emulated device).
+    pub fn owner_of(&self, cache: usize) -> Owner {
+        let (Some(device), Some(alloc)) = (self.device, self.allocs.get(cache)) else {
+            return Owner::Unknown;
+        };
+        match alloc.owner.load(Ordering::Relaxed) {
+            NO_OWNER => Owner::Unknown,
+            o if o == device => Owner::Own,
+            _ => Owner::Peer,
         }
     }
 

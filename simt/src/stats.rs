@@ -315,6 +315,23 @@ pub struct LaunchStats {
     /// instruction (the tensor pipe's work on Hopper, where one `wgmma` of a given N may be
     /// any of the shapes, so instruction counts alone do not measure it).
     pub wgmma_macs: u64,
+    /// Bytes the lanes' global loads asked for from another emulated device's memory (see
+    /// `Registration::set_owner`): what crosses the links between GPUs, inbound.
+    pub peer_loads: u64,
+    /// Bytes the lanes' global stores wrote into another emulated device's memory: what
+    /// crosses the links between GPUs, outbound.
+    pub peer_stores: u64,
+    /// Bytes of global atomics on another emulated device's memory (flags, for the
+    /// collectives).
+    pub peer_atomics: u64,
+    /// Bytes the lanes' global loads asked for from the memory of the emulated device the
+    /// launch runs on (allocations it owns, see `Registration::set_owner`): its own DRAM
+    /// traffic, where peer-mapped buffers are told apart from argument tables and host memory.
+    pub own_loads: u64,
+    /// Bytes the lanes' global stores wrote into the launch's own device's memory.
+    pub own_stores: u64,
+    /// Bytes of global atomics on the launch's own device's memory.
+    pub own_atomics: u64,
 }
 
 impl LaunchStats {
@@ -375,8 +392,9 @@ impl WeightedSums {
     /// Thread and warp instruction counts, then requests/wavefronts/bytes of shared loads,
     /// stores and atomics, then requests/sectors/bytes of global ones, then the `cp.async`
     /// overlap buckets, then the TMA loads' and stores' requests/sectors/bytes and the TMA
-    /// shared bytes, then the `wgmma` multiply-adds.
-    const LEN: usize = 2 * CLASSES + 9 + 9 + ASYNC_OVERLAP_BUCKETS + 8;
+    /// shared bytes, then the `wgmma` multiply-adds, then the peer bytes and the own-device
+    /// bytes of loads, stores and atomics.
+    const LEN: usize = 2 * CLASSES + 9 + 9 + ASYNC_OVERLAP_BUCKETS + 8 + 6;
     const TMA: usize = 2 * CLASSES + 18 + ASYNC_OVERLAP_BUCKETS;
 
     fn flatten(c: &BlockCounts) -> [u64; Self::LEN] {
@@ -396,6 +414,8 @@ impl WeightedSums {
         }
         out[Self::TMA + 6] = c.tma_shared_bytes;
         out[Self::TMA + 7] = c.wgmma_macs;
+        out[Self::TMA + 8..Self::TMA + 11].copy_from_slice(&c.peer_bytes);
+        out[Self::TMA + 11..].copy_from_slice(&c.own_bytes);
         out
     }
 
@@ -438,6 +458,10 @@ impl WeightedSums {
         (stats.tma_loads, stats.tma_stores) = (tma(0), tma(1));
         stats.tma_shared_bytes = v[Self::TMA + 6];
         stats.wgmma_macs = v[Self::TMA + 7];
+        (stats.peer_loads, stats.peer_stores, stats.peer_atomics) =
+            (v[Self::TMA + 8], v[Self::TMA + 9], v[Self::TMA + 10]);
+        (stats.own_loads, stats.own_stores, stats.own_atomics) =
+            (v[Self::TMA + 11], v[Self::TMA + 12], v[Self::TMA + 13]);
         stats.shared_bytes_per_block = self.shared_bytes;
     }
 }
@@ -459,6 +483,12 @@ pub(crate) struct BlockCounts {
     pub tma_shared_bytes: u64,
     /// See [`LaunchStats::wgmma_macs`].
     pub wgmma_macs: u64,
+    /// Bytes of loads, stores and atomics on another device's memory (see
+    /// [`LaunchStats::peer_loads`]).
+    pub peer_bytes: [u64; 3],
+    /// Bytes of loads, stores and atomics on the launch's own device's memory (see
+    /// [`LaunchStats::own_loads`]).
+    pub own_bytes: [u64; 3],
 }
 
 /// Access kinds as memory counters index them.

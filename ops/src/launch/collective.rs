@@ -2,7 +2,8 @@
 //! (`trident_kernels::collective`): ring reduce-scatter, all-gather and all-reduce, one-shot
 //! and two-shot all-reduce, point-to-point [`send`] and [`recv`], and [`broadcast`], for f32
 //! and bf16 (`u16` bits, summed in f32), and the choice of all-reduce algorithm by message
-//! size and world size ([`ALL_REDUCE_CUTOFFS`]).
+//! size and world size ([`choose_all_reduce`], from the table the collective benchmark writes,
+//! [`ALL_REDUCE_TABLE_TSV`]).
 //!
 //! Every rank of a group launches the same collective, with the same length, the same number
 //! `seq` and the same grid, at about the same time: each kernel waits for its peers through
@@ -116,38 +117,100 @@ pub enum Algorithm {
     Ring,
 }
 
-/// The all-reduce algorithm by world size and message size: for groups of up to `.0` ranks,
-/// one-shot up to `.1` bytes, two-shot up to `.2` bytes, ring above. The first row whose
-/// world size covers the group applies.
-///
-/// One-shot moves `(world - 1) x bytes` into every rank in a single round, so it pays off
-/// while latency (the flag round trip, a few microseconds) dominates, and less so the more
-/// peers read each byte; two-shot moves `2 (world - 1) / world x bytes` per rank, as the ring
-/// does, in two rounds instead of `2 (world - 1)` steps; the ring keeps the links busy for
-/// large messages, where its steps' latency no longer counts. The cut-offs shrink with the
-/// world size for that reason.
-pub const ALL_REDUCE_CUTOFFS: [(usize, usize, usize); 3] =
-    [(2, 256 << 10, 8 << 20), (4, 128 << 10, 4 << 20), (usize::MAX, 64 << 10, 2 << 20)];
+/// The all-reduce table as checked in: the cut-offs `trident bench collectives --device emu
+/// --write-table` found with the collective time model (`trident_perfmodel::collective`) for a
+/// node of 8 x H100 SXM over NVLink 4. Lines: `world`, `one_shot_max_bytes`,
+/// `two_shot_max_bytes` (tab-separated, `-` for no limit); `#` starts a comment.
+pub const ALL_REDUCE_TABLE_TSV: &str = include_str!("all_reduce_table.tsv");
 
-/// The all-reduce algorithm for a message of `bytes` over `world` ranks (see
-/// [`ALL_REDUCE_CUTOFFS`]).
-///
-/// ```
-/// use trident_ops::launch::{choose_all_reduce, Algorithm};
-///
-/// assert_eq!(choose_all_reduce(4 << 10, 2), Algorithm::OneShot);
-/// assert_eq!(choose_all_reduce(1 << 20, 2), Algorithm::TwoShot);
-/// assert_eq!(choose_all_reduce(64 << 20, 8), Algorithm::Ring);
-/// ```
-pub fn choose_all_reduce(bytes: usize, world: usize) -> Algorithm {
-    let row = ALL_REDUCE_CUTOFFS.iter().find(|(w, _, _)| world <= *w).unwrap_or(&ALL_REDUCE_CUTOFFS[2]);
-    if bytes <= row.1 {
+/// One row of the all-reduce table: for groups of `world` ranks, one-shot up to
+/// `one_shot_max` bytes, two-shot up to `two_shot_max` bytes, ring above (`usize::MAX`: no
+/// limit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllReduceCutoffs {
+    /// Ranks in the group.
+    pub world: usize,
+    /// The largest message one-shot takes.
+    pub one_shot_max: usize,
+    /// The largest message two-shot takes.
+    pub two_shot_max: usize,
+}
+
+/// Parses the all-reduce table's text (see [`ALL_REDUCE_TABLE_TSV`]): rows in increasing
+/// world size, each with `one_shot_max <= two_shot_max`. The error names the line.
+pub fn parse_all_reduce_table(text: &str) -> std::result::Result<Vec<AllReduceCutoffs>, String> {
+    let mut rows: Vec<AllReduceCutoffs> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let at = || format!("all-reduce table, line {}: `{line}`", i + 1);
+        let fields: Vec<&str> = line.split('\t').collect();
+        let [world, one, two] = fields[..] else {
+            return Err(format!("{}: expected 3 tab-separated fields", at()));
+        };
+        let bytes = |f: &str| match f {
+            "-" => Ok(usize::MAX),
+            _ => f.parse::<usize>().map_err(|e| format!("{}: `{f}`: {e}", at())),
+        };
+        let world = world.parse::<usize>().map_err(|e| format!("{}: world `{world}`: {e}", at()))?;
+        let row = AllReduceCutoffs { world, one_shot_max: bytes(one)?, two_shot_max: bytes(two)? };
+        if row.one_shot_max > row.two_shot_max {
+            return Err(format!("{}: the one-shot cut-off exceeds the two-shot one", at()));
+        }
+        if rows.last().is_some_and(|r| r.world >= world) {
+            return Err(format!("{}: world sizes must increase", at()));
+        }
+        rows.push(row);
+    }
+    if rows.is_empty() {
+        return Err("all-reduce table: no rows".into());
+    }
+    Ok(rows)
+}
+
+/// The checked-in all-reduce table, parsed at first use.
+pub fn all_reduce_table() -> &'static [AllReduceCutoffs] {
+    static TABLE: std::sync::OnceLock<Vec<AllReduceCutoffs>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        parse_all_reduce_table(ALL_REDUCE_TABLE_TSV)
+            .expect("the checked-in all-reduce table parses (a unit test holds it)")
+    })
+}
+
+/// The algorithm `table` gives a message of `bytes` over `world` ranks: the row of the
+/// smallest world size that covers the group (the largest row's for a larger group).
+pub fn choose_all_reduce_in(table: &[AllReduceCutoffs], bytes: usize, world: usize) -> Algorithm {
+    let Some(row) = table.iter().find(|r| world <= r.world).or(table.last()) else {
+        return Algorithm::Ring;
+    };
+    if bytes <= row.one_shot_max {
         Algorithm::OneShot
-    } else if bytes <= row.2 {
+    } else if bytes <= row.two_shot_max {
         Algorithm::TwoShot
     } else {
         Algorithm::Ring
     }
+}
+
+/// The all-reduce algorithm for a message of `bytes` over `world` ranks, from the checked-in
+/// table ([`all_reduce_table`]).
+///
+/// One-shot pulls `(world - 1) x bytes` into every rank in one round of reads, so it pays off
+/// while the latency of the extra round two-shot takes outweighs that traffic; two-shot moves
+/// `2 (world - 1) / world x bytes` per rank each way, as the ring does, in two rounds instead
+/// of the ring's `2 (world - 1)` steps, so on a node where every GPU reaches every other at
+/// its full link bandwidth (NVSwitch) the model finds the ring slower at every size.
+///
+/// ```
+/// use trident_ops::launch::{choose_all_reduce, Algorithm};
+///
+/// assert_eq!(choose_all_reduce(4 << 10, 8), Algorithm::OneShot);
+/// assert_eq!(choose_all_reduce(1 << 20, 8), Algorithm::TwoShot);
+/// ```
+pub fn choose_all_reduce(bytes: usize, world: usize) -> Algorithm {
+    choose_all_reduce_in(all_reduce_table(), bytes, world)
 }
 
 /// What one rank passes to a collective kernel: its peer table (`TABLE_WORDS_PER_RANK x world`
@@ -330,13 +393,89 @@ mod tests {
 
     #[test]
     fn the_table_picks_by_size_and_world() {
-        assert_eq!(choose_all_reduce(0, 2), Algorithm::OneShot);
-        assert_eq!(choose_all_reduce(256 << 10, 2), Algorithm::OneShot);
-        assert_eq!(choose_all_reduce((256 << 10) + 1, 2), Algorithm::TwoShot);
-        assert_eq!(choose_all_reduce(200 << 10, 4), Algorithm::TwoShot);
-        assert_eq!(choose_all_reduce((8 << 20) + 1, 2), Algorithm::Ring);
-        assert_eq!(choose_all_reduce(3 << 20, 8), Algorithm::Ring);
-        assert_eq!(choose_all_reduce(3 << 20, 4), Algorithm::TwoShot);
+        let table = parse_all_reduce_table("# c\n2\t100\t1000\n4\t50\t-\n").unwrap();
+        assert_eq!(choose_all_reduce_in(&table, 0, 2), Algorithm::OneShot);
+        assert_eq!(choose_all_reduce_in(&table, 100, 2), Algorithm::OneShot);
+        assert_eq!(choose_all_reduce_in(&table, 101, 2), Algorithm::TwoShot);
+        assert_eq!(choose_all_reduce_in(&table, 1001, 2), Algorithm::Ring);
+        assert_eq!(choose_all_reduce_in(&table, 60, 3), Algorithm::TwoShot);
+        assert_eq!(choose_all_reduce_in(&table, usize::MAX, 4), Algorithm::TwoShot);
+        // Larger groups take the largest row.
+        assert_eq!(choose_all_reduce_in(&table, 10, 16), Algorithm::OneShot);
+        assert_eq!(choose_all_reduce_in(&table, 51, 16), Algorithm::TwoShot);
+    }
+
+    #[test]
+    fn a_bad_table_is_refused_naming_the_line() {
+        let e = parse_all_reduce_table("2\t1\n").unwrap_err();
+        assert!(e.contains("line 1") && e.contains("3 tab-separated"), "{e}");
+        let e = parse_all_reduce_table("# x\n2\t10\t5\n").unwrap_err();
+        assert!(e.contains("line 2") && e.contains("exceeds"), "{e}");
+        let e = parse_all_reduce_table("4\t1\t2\n2\t1\t2\n").unwrap_err();
+        assert!(e.contains("line 2") && e.contains("increase"), "{e}");
+        let e = parse_all_reduce_table("2\tx\t2\n").unwrap_err();
+        assert!(e.contains("`x`"), "{e}");
+        assert!(parse_all_reduce_table("# only\n").is_err());
+    }
+
+    /// The kernel family the model prices for an algorithm.
+    fn modelled(a: Algorithm) -> trident_perfmodel::collective::CollectiveKernel {
+        use trident_perfmodel::collective::CollectiveKernel as K;
+        match a {
+            Algorithm::OneShot => K::OneShotAllReduce,
+            Algorithm::TwoShot => K::TwoShotAllReduce,
+            Algorithm::Ring => K::RingAllReduce,
+        }
+    }
+
+    #[test]
+    fn the_checked_in_table_is_the_model_s() {
+        use trident_perfmodel::collective::{all_reduce_table, Node};
+        let want = all_reduce_table(&Node::named("h100", 8).unwrap());
+        if std::env::var_os("TRIDENT_UPDATE_ALL_REDUCE_TABLE").is_some() {
+            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/launch/all_reduce_table.tsv");
+            std::fs::write(path, &want).unwrap();
+        }
+        assert_eq!(
+            ALL_REDUCE_TABLE_TSV, want,
+            "the all-reduce table drifted from the model: regenerate it with `trident bench collectives \
+             --device emu --gpu h100 --write-table ops/src/launch/all_reduce_table.tsv` (or \
+             TRIDENT_UPDATE_ALL_REDUCE_TABLE=1 cargo test -p trident-ops --lib collective, then rebuild)"
+        );
+    }
+
+    #[test]
+    fn the_chosen_all_reduce_is_never_predicted_slower_than_another() {
+        use trident_perfmodel::collective::{predict_bytes, Node, ALL_REDUCE_KERNELS};
+        let node = Node::named("h100", 8).unwrap();
+        for world in 2..=8 {
+            let row = all_reduce_table().iter().find(|r| r.world == world).copied().unwrap();
+            let mut sizes: Vec<usize> = Vec::new();
+            for p in 3..=33 {
+                let b = 1usize << p;
+                sizes.extend([b - 1, b, b + b / 2]);
+            }
+            for edge in [row.one_shot_max, row.two_shot_max].into_iter().filter(|&e| e < usize::MAX) {
+                sizes.extend([edge, edge + 1]);
+            }
+            for bytes in sizes {
+                let chosen = choose_all_reduce(bytes, world);
+                let t = |k| predict_bytes(&node, k, world, bytes as f64).total_s;
+                let best = ALL_REDUCE_KERNELS.iter().map(|&k| t(k)).fold(f64::INFINITY, f64::min);
+                let got = t(modelled(chosen));
+                assert!(
+                    got <= best * (1.0 + 1e-9),
+                    "{bytes} bytes over {world}: {chosen:?} predicted {got:e} s, the fastest {best:e} s"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_checked_in_table_parses_and_covers_a_node() {
+        let t = all_reduce_table();
+        assert_eq!(t.first().map(|r| r.world), Some(2));
+        assert_eq!(t.last().map(|r| r.world), Some(8));
     }
 
     #[test]

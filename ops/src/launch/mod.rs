@@ -31,9 +31,10 @@ mod vectorized;
 pub use attention::{attention_backward, attention_forward, AttentionShape};
 pub use check::Check;
 pub use collective::{
-    all_gather, all_reduce, broadcast, choose_all_reduce, flag_words, recv, reduce_scatter, segment, send,
-    status_words, timeout, Algorithm, CollectiveElement, Family, Peers, ALL_REDUCE_CUTOFFS,
-    COLLECTIVE_THREADS, TABLE_WORDS_PER_RANK,
+    all_gather, all_reduce, all_reduce_table, broadcast, choose_all_reduce, choose_all_reduce_in, flag_words,
+    parse_all_reduce_table, recv, reduce_scatter, segment, send, status_words, timeout, Algorithm,
+    AllReduceCutoffs, CollectiveElement, Family, Peers, ALL_REDUCE_TABLE_TSV, COLLECTIVE_THREADS,
+    TABLE_WORDS_PER_RANK,
 };
 pub use convert::{bias_backward, bias_backward_half, narrow, widen};
 pub use crossentropy_v4::{crossentropy_v4, crossentropy_v4_half};
