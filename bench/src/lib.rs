@@ -836,10 +836,10 @@ impl Bench {
 
     /// The Hopper GEMM's counters at its full size, from one output tile.
     ///
-    /// Every tile of the persistent grid does the same work: the producer's TMA loads of its
-    /// K-slices (out-of-bounds elements are filled, not read, so an edge tile reads fewer
-    /// sectors and is counted as a whole one: an upper bound), the consumers' `wgmma`s and the
-    /// epilogue; a block's set-up (barrier init, register reallocation), once per block, is
+    /// Every tile of the persistent grid does the same main loop: the producer's TMA loads of
+    /// its K-slices and the consumers' `wgmma`s. An edge tile reads fewer sectors
+    /// (out-of-bounds elements are filled, not read) and its epilogue stores fewer rows; it is
+    /// counted as a whole one, an upper bound. A block's set-up (barrier init, register reallocation), once per block, is
     /// counted once per tile (a few instructions too many per tile). So
     /// one tile (`M = BM`, `N = BN`: a grid of one block) at two K at least `2 x STAGES` slices
     /// long with the real K's remainder, where the ring's fill and drain are constant,

@@ -430,18 +430,22 @@ fn tensor_parallelism_on_emulated_devices_matches_with_no_host_transfers() {
 
 #[test]
 fn pipeline_parallelism_on_emulated_devices_matches_with_no_host_transfers() {
-    // PP 2, and TP 2 x PP 2 x DP 2, with one emulated device per rank: the activations and
-    // gradients between the stages go by the send and receive kernels over peer memory.
+    // PP 2, and TP 2 x PP 2 x DP 2 with sequence parallelism and ZeRO-1, with one emulated
+    // device per rank: the activations and gradients between the stages go by the send and
+    // receive kernels over peer memory, and in the full grid the tensor- and
+    // sequence-parallel collectives and the data-parallel buckets run on the devices too.
     let seed = 31;
     let init = gpt2_init(&ParamLayout::new(config()), seed);
     for (tp, pp, dp) in [(1, 2, 1), (2, 2, 2)] {
         let reference = reference(seed, dp, 2, &init);
-        let par = ParallelConfig::from_world(tp * pp * dp, tp, pp).unwrap();
+        let mut par = ParallelConfig::from_world(tp * pp * dp, tp, pp).unwrap();
+        par.sequence_parallel = tp > 1;
+        par.distributed_optimizer = dp > 1;
         let label = format!("emu tp {tp} pp {pp} dp {dp}");
         let runs = parallel_traffic(seed, par, 2, &init, &Device::Emu);
         let results: Vec<RankResult> = runs.iter().map(|(r, _)| r.clone()).collect();
         assert_equivalent(&label, seed, &results, &reference);
-        for (r, Traffic { pipe, .. }) in &runs {
+        for (r, Traffic { pipe, tp: tp_traffic }) in &runs {
             assert!(
                 pipe.on_device > 0 && pipe.on_host == 0,
                 "{label}: rank {}'s pipeline transfers did not all run on its device: {pipe:?}",
@@ -452,6 +456,17 @@ fn pipeline_parallelism_on_emulated_devices_matches_with_no_host_transfers() {
                 "{label}: rank {}'s pipeline transfers moved data to the host",
                 r.rank
             );
+            if tp > 1 {
+                assert!(
+                    tp_traffic.on_device > 0 && tp_traffic.on_host == 0 && tp_traffic.host_transfers == 0,
+                    "{label}: rank {}'s tensor-parallel collectives left the device: {tp_traffic:?}",
+                    r.rank
+                );
+            }
+            if dp > 1 {
+                let b = r.dp_buckets;
+                assert!(b.device > 0 && b.registered + b.ordinary == 0, "{label}: rank {}: {b}", r.rank);
+            }
         }
     }
 }
